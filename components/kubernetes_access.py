@@ -1,0 +1,59 @@
+"""The Kubernetes provider every in-cluster resource of a stack uses, with a non-interactive kubeconfig."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi_azure_native import containerservice as cs
+
+from components.kubeconfig import kubelogin_kubeconfig
+
+
+@dataclass(frozen=True)
+class KubernetesAccessArgs:
+    cluster_name: pulumi.Input[str]
+    """Name of the AKS cluster."""
+    resource_group_name: pulumi.Input[str]
+    """Its resource group."""
+    login_mode: str
+    """kubelogin mode: azurecli, spn, workloadidentity or msi."""
+    local_accounts: bool = False
+    """Use the admin (certificate) kubeconfig; only when the cluster keeps local accounts."""
+    client_id: str | None = None
+    """Client id for ``spn`` or a user-assigned ``msi``."""
+    wait_for: list[pulumi.Resource] | None = None
+    """Role assignments the credentials depend on (Azure RBAC grants are invisible to Pulumi's graph)."""
+
+
+def _decode(credentials: cs.CredentialResultsResponse | cs.ListManagedClusterUserCredentialsResult) -> str:
+    return base64.b64decode(credentials.kubeconfigs[0].value).decode()
+
+
+class KubernetesAccess(pulumi.ComponentResource):
+    kubeconfig: pulumi.Output[str]
+    """The kubeconfig, as a secret."""
+    provider: k8s.Provider
+
+    def __init__(self, name: str, args: KubernetesAccessArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:aks:KubernetesAccess", name, None, opts)
+        invoke = pulumi.InvokeOptions(parent=self)
+        if args.local_accounts:
+            # Admin credentials bypass Entra ID and audit; they exist only when local accounts are enabled.
+            admin = cs.list_managed_cluster_admin_credentials_output(
+                resource_group_name=args.resource_group_name, resource_name=args.cluster_name, opts=invoke)
+            kubeconfig = admin.apply(_decode)
+        else:
+            user = cs.list_managed_cluster_user_credentials_output(
+                resource_group_name=args.resource_group_name, resource_name=args.cluster_name, opts=invoke)
+            kubeconfig = user.apply(
+                lambda c: kubelogin_kubeconfig(_decode(c), args.login_mode, args.client_id))
+        self.kubeconfig = pulumi.Output.secret(kubeconfig)
+        self.provider = k8s.Provider(
+            f"{name}-provider",
+            kubeconfig=self.kubeconfig,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.wait_for or []),
+        )
+        self.register_outputs({"kubeconfig": self.kubeconfig})

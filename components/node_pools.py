@@ -1,0 +1,147 @@
+"""AKS user node pools, each its own ``AgentPool`` resource: GPU pools (spot by default) and CPU pools.
+
+A GPU pool skips the AKS GPU driver (``gpuProfile.driver = None``, the supported successor of the retired
+``SkipGPUDriverInstall`` tag) unless config says ``driver: install``; then the NVIDIA GPU operator must not
+install one. Workloads take their tolerations and node selector from the pool, never spelt out again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import pulumi
+from pulumi_azure_native import containerservice as cs
+
+from components.settings import GpuPoolConfig, PoolConfig
+
+GPU_TAINT = "sku=gpu:NoSchedule"
+"""Keeps non-GPU pods off GPU nodes (AKS GPU docs)."""
+SPOT_TAINT = "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"
+"""AKS adds this to every spot node; declaring it keeps Pulumi's diff empty (pulumi-azure-native#959)."""
+POOL_LABEL = "kubernetes.azure.com/agentpool"
+"""Label AKS sets on every node with its pool name."""
+
+
+def toleration(taint: str) -> dict[str, str]:
+    """The Kubernetes toleration matching an AKS taint string ``key=value:Effect``."""
+    key_value, effect = taint.rsplit(":", 1)
+    key, value = key_value.split("=", 1)
+    return {"key": key, "operator": "Equal", "value": value, "effect": effect}
+
+
+def pool_taints(pool: PoolConfig, gpu: bool) -> tuple[str, ...]:
+    """Taints AKS puts on a pool's nodes: the GPU taint on GPU pools, the spot taint on spot pools."""
+    return ((GPU_TAINT,) if gpu else ()) + ((SPOT_TAINT,) if pool.spot else ())
+
+
+def agent_pool_settings(pool: PoolConfig, subnet_id: pulumi.Input[str], tags: Mapping[str, str],
+                        taints: tuple[str, ...] = (), labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Properties shared by the inline system pool and every ``AgentPool``."""
+    spot = {
+        "scale_set_priority": cs.ScaleSetPriority.SPOT,
+        "scale_set_eviction_policy": cs.ScaleSetEvictionPolicy.DELETE,
+        "spot_max_price": pool.spot_max_price,
+    } if pool.spot else {"scale_set_priority": cs.ScaleSetPriority.REGULAR}
+    return dict(
+        vm_size=pool.vm_size,
+        os_type=cs.OSType.LINUX,
+        os_sku=cs.OSSKU.UBUNTU,
+        type=cs.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
+        os_disk_size_gb=pool.os_disk_size_gb,
+        enable_auto_scaling=True,
+        min_count=pool.min_count,
+        max_count=pool.max_count,
+        count=pool.count,
+        max_pods=110,
+        enable_node_public_ip=False,
+        vnet_subnet_id=subnet_id,
+        availability_zones=list(pool.zones) or None,
+        node_taints=list(taints) or None,
+        node_labels=dict(labels or {}) or None,
+        tags=dict(tags),
+        **spot,
+    )
+
+
+def _agent_pool(name: str, parent: pulumi.Resource, pool_name: str, cluster_name: pulumi.Input[str],
+                resource_group_name: pulumi.Input[str], settings: dict[str, Any], **extra: Any) -> cs.AgentPool:
+    return cs.AgentPool(
+        f"{name}-pool",
+        # Explicit: an auto-name would carry the logical name's hyphens, which AKS refuses in pool names.
+        agent_pool_name=pool_name,
+        resource_name_=cluster_name,
+        resource_group_name=resource_group_name,
+        mode=cs.AgentPoolMode.USER,
+        **settings,
+        **extra,
+        # The autoscaler owns `count`; the explicit pool name means a replacement must delete first.
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["count"], delete_before_replace=True),
+    )
+
+
+@dataclass(frozen=True)
+class NodePoolArgs:
+    cluster_name: pulumi.Input[str]
+    """Name of the AKS cluster."""
+    resource_group_name: pulumi.Input[str]
+    """Resource group of the cluster."""
+    subnet_id: pulumi.Input[str]
+    """Node subnet."""
+    tags: Mapping[str, str]
+    """Tags on the pool's VM scale set."""
+    extra_labels: Mapping[str, str] | None = None
+    """Labels other components need on the nodes (e.g. the device-plugin config selector)."""
+
+
+class GpuNodePool(pulumi.ComponentResource):
+    pool_name: str
+    """Agent pool name (also the value of the ``kubernetes.azure.com/agentpool`` node label)."""
+    settings: GpuPoolConfig
+    taints: tuple[str, ...]
+    tolerations: list[dict[str, str]]
+    """What every pod on this pool must tolerate."""
+    node_selector: dict[str, str]
+    """What pins a pod to this pool."""
+    agent_pool: cs.AgentPool
+
+    def __init__(self, name: str, settings: GpuPoolConfig, args: NodePoolArgs,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:aks:GpuNodePool", name, None, opts)
+        pool = settings.pool
+        self.pool_name = pool.name
+        self.settings = settings
+        self.taints = pool_taints(pool, gpu=True)
+        self.tolerations = [toleration(t) for t in self.taints]
+        self.node_selector = {POOL_LABEL: pool.name}
+        labels = {**pool.labels, "accelerator": "nvidia", **(args.extra_labels or {})}
+        mig = settings.sharing.mig_profile
+        self.agent_pool = _agent_pool(
+            name, self, pool.name, args.cluster_name, args.resource_group_name,
+            agent_pool_settings(pool, args.subnet_id, args.tags, self.taints, labels),
+            gpu_profile=cs.GPUProfileArgs(
+                driver=cs.GPUDriver.NONE if settings.driver == "none" else cs.GPUDriver.INSTALL),
+            gpu_instance_profile=mig,
+        )
+        self.register_outputs({"pool_name": self.pool_name, "agent_pool_id": self.agent_pool.id})
+
+
+class CpuNodePool(pulumi.ComponentResource):
+    pool_name: str
+    tolerations: list[dict[str, str]]
+    node_selector: dict[str, str]
+    agent_pool: cs.AgentPool
+
+    def __init__(self, name: str, pool: PoolConfig, args: NodePoolArgs,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:aks:CpuNodePool", name, None, opts)
+        self.pool_name = pool.name
+        taints = pool_taints(pool, gpu=False)
+        self.tolerations = [toleration(t) for t in taints]
+        self.node_selector = {POOL_LABEL: pool.name}
+        self.agent_pool = _agent_pool(
+            name, self, pool.name, args.cluster_name, args.resource_group_name,
+            agent_pool_settings(pool, args.subnet_id, args.tags, taints,
+                                {**pool.labels, **(args.extra_labels or {})}),
+        )
+        self.register_outputs({"pool_name": self.pool_name, "agent_pool_id": self.agent_pool.id})

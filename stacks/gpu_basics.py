@@ -1,0 +1,15 @@
+"""Seed 002: GPU basics on one spot GPU pool that scales from zero."""
+
+from __future__ import annotations
+
+from stacks.azure_layer import build_azure_layer
+from stacks.config import StackConfig
+from stacks.requirements import require_gpu_pool
+
+
+def check(cfg: StackConfig) -> None:
+    require_gpu_pool(cfg)
+
+
+def build(cfg: StackConfig) -> None:
+    build_azure_layer(cfg)

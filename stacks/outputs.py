@@ -1,0 +1,11 @@
+"""Stack output names, shared by the program, the render summary and the tests."""
+
+RESOURCE_GROUP = "resourceGroup"
+CLUSTER_NAME = "clusterName"
+KUBECONFIG = "kubeconfig"
+OIDC_ISSUER_URL = "oidcIssuerUrl"
+GPU_POOLS = "gpuPools"
+CPU_POOLS = "cpuPools"
+GET_CREDENTIALS = "getCredentials"
+REGISTRY_LOGIN_SERVER = "registryLoginServer"
+STORAGE_ACCOUNTS = "storageAccounts"

@@ -1,0 +1,188 @@
+"""Run the Pulumi program offline under mocks and record every resource it registers.
+
+The program runs exactly as under ``pulumi up`` (``stacks.program``), with the stack's config encoded the way
+the CLI encodes it; only the engine is replaced. Each stack runs in a fresh ``contextvars.Context`` because the
+SDK keeps the root stack and the config in context variables.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks, rpc, settings
+from pulumi.runtime.config import set_all_config
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from stacks.config import PROJECT, StackConfig
+from stacks.mocks import AzureMocks
+from stacks.program import build, load_stack_config, read_stack_config
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SECRET = "[secret]"
+
+
+def stack_files(root: Path = REPO_ROOT) -> dict[str, Path]:
+    """Stack name → its ``Pulumi.<stack>.yaml``."""
+    return {p.name[len("Pulumi."):-len(".yaml")]: p for p in sorted(root.glob("Pulumi.*.yaml"))}
+
+
+def project_defaults(root: Path = REPO_ROOT) -> dict[str, Any]:
+    """Defaults declared in ``Pulumi.yaml``, as the CLI applies them to every stack."""
+    project = yaml.safe_load((root / "Pulumi.yaml").read_text())
+    return {k: v["default"] for k, v in (project.get("config") or {}).items()
+            if isinstance(v, dict) and "default" in v}
+
+
+def stack_namespace(config_file: Path, root: Path = REPO_ROOT) -> dict[str, Any]:
+    """The project's config namespace of a stack file, Pulumi.yaml defaults first (keys without prefix)."""
+    data = yaml.safe_load(config_file.read_text()) or {}
+    values = dict(project_defaults(root))
+    prefix = f"{PROJECT}:"
+    for key, value in (data.get("config") or {}).items():
+        if key.startswith(prefix):
+            values[key[len(prefix):]] = value
+    return values
+
+
+def cli_encoded(namespace: dict[str, Any]) -> dict[str, str]:
+    """Config as the Pulumi CLI hands it to a program: full keys, strings, objects as JSON."""
+    def encode(v: Any) -> str:
+        if isinstance(v, str):
+            return v
+        return json.dumps(v)
+    return {f"{PROJECT}:{k}": encode(v) for k, v in namespace.items()}
+
+
+@dataclass
+class Resource:
+    type: str
+    name: str
+    parent: str | None
+    depends_on: list[str]
+    provider: str | None
+    custom: bool
+    inputs: dict[str, Any]
+
+    def as_json(self) -> dict[str, Any]:
+        out = {"type": self.type, "name": self.name, "parent": self.parent, "dependsOn": self.depends_on,
+               "inputs": self.inputs}
+        if self.provider:
+            out["provider"] = self.provider
+        return out
+
+
+@dataclass
+class Render:
+    stack: str
+    cfg: StackConfig
+    resources: list[Resource]
+    outputs: dict[str, Any]
+
+    def of_type(self, typ: str) -> list[Resource]:
+        return [r for r in self.resources if r.type == typ]
+
+    def named(self, name: str, typ: str | None = None) -> Resource:
+        found = [r for r in self.resources if r.name == name and (typ is None or r.type == typ)]
+        if len(found) != 1:
+            raise KeyError(f"{len(found)} resources named {name!r} (type {typ}) in stack {self.stack}")
+        return found[0]
+
+    def children(self, parent: str) -> list[Resource]:
+        return [r for r in self.resources if r.parent == parent]
+
+
+def _urn_name(urn: str) -> str:
+    return urn.split("::")[-1]
+
+
+def _is_stack(urn: str) -> bool:
+    return "::pulumi:pulumi:Stack::" in urn
+
+
+def normalise(value: Any) -> Any:
+    """Inputs as JSON would show them: secrets masked, keys sorted, integral numbers as integers.
+
+    (The gRPC wire format carries every number as a double.)
+    """
+    if rpc.is_rpc_secret(value):
+        return SECRET
+    if isinstance(value, dict):
+        return {k: normalise(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [normalise(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The SDK's mock monitor, also keeping what the engine would see: parent, dependencies, provider."""
+
+    def __init__(self, mocks: pulumi_mocks.Mocks):
+        super().__init__(mocks)
+        self.recorded: list[Resource] = []
+
+    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            return response
+        deps = set(request.dependencies)
+        for prop in request.propertyDependencies.values():
+            deps.update(prop.urns)
+        provider = request.provider.split("::")[-2] if request.provider else None
+        self.recorded.append(Resource(
+            type=request.type,
+            name=request.name,
+            parent=None if not request.parent or _is_stack(request.parent) else _urn_name(request.parent),
+            depends_on=sorted({_urn_name(u) for u in deps} - {request.name}),
+            provider=provider,
+            custom=bool(request.custom),
+            inputs=normalise(rpc.deserialize_properties(request.object)),
+        ))
+        return response
+
+
+def _resolve_outputs(raw: dict[str, Any]) -> dict[str, Any]:
+    resolved = {}
+    for key in sorted(raw):
+        out = pulumi.Output.from_input(raw[key])
+        value = _sync_await(out.future())
+        resolved[key] = SECRET if _sync_await(out.is_secret()) else value
+    return resolved
+
+
+def _run_program(stack: str, encoded: dict[str, str]) -> tuple[StackConfig, list[Resource], dict[str, Any]]:
+    set_all_config(encoded)
+    monitor = RecordingMonitor(AzureMocks(stack))
+    pulumi_mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    holder: dict[str, StackConfig] = {}
+
+    def program() -> None:
+        holder["cfg"] = cfg = read_stack_config()
+        build(cfg)
+
+    _sync_await(run_pulumi_func(program))
+    outputs = _resolve_outputs(dict(settings.get_root_resource().outputs))
+    return holder["cfg"], monitor.recorded, outputs
+
+
+def check_stack(stack: str, config_file: Path | None = None) -> StackConfig:
+    """Validate a stack's config without declaring anything; raises ``ConfigError``."""
+    namespace = stack_namespace(config_file or stack_files()[stack])
+    return load_stack_config(namespace, PROJECT, stack)
+
+
+def render_stack(stack: str, config_file: Path | None = None) -> Render:
+    """Render one stack in memory; raises ``ConfigError`` before any resource is declared."""
+    namespace = stack_namespace(config_file or stack_files()[stack])
+    load_stack_config(namespace, PROJECT, stack)
+    cfg, recorded, outputs = contextvars.Context().run(_run_program, stack, cli_encoded(namespace))
+    resources = sorted(recorded, key=lambda r: (r.type, r.name))
+    return Render(stack, cfg, resources, outputs)
