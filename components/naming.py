@@ -48,8 +48,8 @@ def name_root_error(root: str) -> str | None:
 def root_from_stack(stack: str) -> str:
     """A valid naming root from a stack name: lowercased, other characters to hyphens, cut to 20."""
     root = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", stack.lower())).strip("-")
-    if not root or not root[0].isalpha():
-        root = f"s-{root}".rstrip("-")
+    if len(root) < 2 or not root[0].isalpha():
+        root = f"stack-{root}".rstrip("-")
     return root[:20].rstrip("-")
 
 

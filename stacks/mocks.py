@@ -122,6 +122,8 @@ class AzureMocks(Mocks):
 
     def __init__(self, stack: str):
         self.stack = stack
+        self.invokes: list[str] = []
+        """Tokens of the provider functions the program called, in call order."""
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str, dict]:
         typ, name, inputs = args.typ, args.name, dict(args.inputs)
@@ -179,6 +181,7 @@ class AzureMocks(Mocks):
 
     def call(self, args: MockCallArgs) -> dict:
         token, a = args.token, args.args
+        self.invokes.append(token)
         if token == "azure-native:authorization:getClientConfig":
             return {"clientId": AZURE_CLI_CLIENT_ID, "objectId": DEPLOYER_OBJECT_ID, "subscriptionId": SUBSCRIPTION,
                     "tenantId": TENANT}

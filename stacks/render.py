@@ -84,6 +84,8 @@ class Render:
     cfg: StackConfig
     resources: list[Resource]
     outputs: dict[str, Any]
+    invokes: list[str]
+    """Provider functions the program called (sorted), e.g. which AKS credentials it fetched."""
 
     def of_type(self, typ: str) -> list[Resource]:
         return [r for r in self.resources if r.type == typ]
@@ -158,7 +160,7 @@ def _resolve_outputs(raw: dict[str, Any]) -> dict[str, Any]:
     return resolved
 
 
-def _run_program(stack: str, encoded: dict[str, str]) -> tuple[StackConfig, list[Resource], dict[str, Any]]:
+def _run_program(stack: str, encoded: dict[str, str]) -> tuple[StackConfig, RecordingMonitor, dict[str, Any]]:
     set_all_config(encoded)
     monitor = RecordingMonitor(AzureMocks(stack))
     pulumi_mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
@@ -170,7 +172,7 @@ def _run_program(stack: str, encoded: dict[str, str]) -> tuple[StackConfig, list
 
     _sync_await(run_pulumi_func(program))
     outputs = _resolve_outputs(dict(settings.get_root_resource().outputs))
-    return holder["cfg"], monitor.recorded, outputs
+    return holder["cfg"], monitor, outputs
 
 
 def check_stack(stack: str, config_file: Path | None = None) -> StackConfig:
@@ -183,6 +185,6 @@ def render_stack(stack: str, config_file: Path | None = None) -> Render:
     """Render one stack in memory; raises ``ConfigError`` before any resource is declared."""
     namespace = stack_namespace(config_file or stack_files()[stack])
     load_stack_config(namespace, PROJECT, stack)
-    cfg, recorded, outputs = contextvars.Context().run(_run_program, stack, cli_encoded(namespace))
-    resources = sorted(recorded, key=lambda r: (r.type, r.name))
-    return Render(stack, cfg, resources, outputs)
+    cfg, monitor, outputs = contextvars.Context().run(_run_program, stack, cli_encoded(namespace))
+    resources = sorted(monitor.recorded, key=lambda r: (r.type, r.name))
+    return Render(stack, cfg, resources, outputs, sorted(monitor.mocks.invokes))

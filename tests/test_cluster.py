@@ -1,0 +1,86 @@
+"""The AKS cluster as declared in every stack."""
+
+import pytest
+
+from stacks.mocks import DEPLOYER_OBJECT_ID
+from tests.conftest import STACKS
+
+MC = "azure-native:containerservice:ManagedCluster"
+
+
+def cluster(render):
+    (c,) = render.of_type(MC)
+    return c.inputs
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_cluster_uses_entra_id_with_azure_rbac_and_no_local_accounts(render_of, stack):
+    c = cluster(render_of(stack))
+    assert c["enableRBAC"] is True
+    assert c["aadProfile"]["managed"] is True and c["aadProfile"]["enableAzureRBAC"] is True
+    assert c["disableLocalAccounts"] is True
+    assert c["identity"] == {"type": "SystemAssigned"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_cluster_has_oidc_issuer_and_workload_identity(render_of, stack):
+    c = cluster(render_of(stack))
+    assert c["oidcIssuerProfile"] == {"enabled": True}
+    assert c["securityProfile"]["workloadIdentity"] == {"enabled": True}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_cluster_uses_azure_cni_overlay_with_a_network_policy(render_of, stack):
+    net = cluster(render_of(stack))["networkProfile"]
+    assert (net["networkPlugin"], net["networkPluginMode"]) == ("azure", "overlay")
+    assert net["networkPolicy"] in ("cilium", "calico", "azure")
+    if net["networkPolicy"] == "cilium":
+        assert net["networkDataplane"] == "cilium"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_cluster_upgrades_automatically_and_has_an_autoscaler_profile(render_of, stack):
+    c = cluster(render_of(stack))
+    assert c["autoUpgradeProfile"]["upgradeChannel"] != "none"
+    assert c["autoUpgradeProfile"]["nodeOSUpgradeChannel"] in ("NodeImage", "SecurityPatch", "Unmanaged")
+    assert c["autoScalerProfile"]["scaleDownUnneededTime"]
+    assert c["autoScalerProfile"]["ignoreDaemonsetsUtilization"] is True
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_system_pool_is_inline_regular_and_gpu_pools_are_not(render_of, stack):
+    pools = cluster(render_of(stack))["agentPoolProfiles"]
+    assert len(pools) == 1
+    (system,) = pools
+    assert system["mode"] == "System" and system["scaleSetPriority"] == "Regular"
+    assert system["enableNodePublicIP"] is False
+    assert not system["vmSize"].startswith(("Standard_NC", "Standard_ND", "Standard_NV"))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_api_server_is_private_or_never_open_to_0_0_0_0(render_of, stack):
+    access = cluster(render_of(stack))["apiServerAccessProfile"]
+    assert "0.0.0.0/0" not in access.get("authorizedIPRanges", [])
+    if access["enablePrivateCluster"]:
+        assert not access.get("authorizedIPRanges")
+
+
+def test_av_resim_cluster_is_private(render_of):
+    assert cluster(render_of("av-resim"))["apiServerAccessProfile"]["enablePrivateCluster"] is True
+
+
+def test_managed_blob_csi_driver_stays_off_because_helm_installs_the_oss_one(render_of):
+    assert cluster(render_of("av-resim"))["storageProfile"]["blobCSIDriver"] == {"enabled": False}
+
+
+def test_deployer_gets_aks_rbac_cluster_admin_on_the_cluster(render_of):
+    r = render_of("dev")
+    role = r.named("aks-deployer-admin").inputs
+    assert role["principalId"] == DEPLOYER_OBJECT_ID
+    assert role["roleDefinitionId"].endswith("/roleDefinitions/b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b")
+    assert role["scope"].endswith("/managedClusters/aks-dev")
+    assert role["principalType"] == "User"
+
+
+def test_node_resource_group_is_named_from_the_root(render_of):
+    assert cluster(render_of("av-resim"))["nodeResourceGroup"] == "rg-av-resim-nodes"

@@ -1,0 +1,143 @@
+"""Config parsing and validation: pure, no mocks."""
+
+import pytest
+import yaml
+
+from stacks.config import PROJECT, load_config
+from stacks.config_reader import ConfigError
+from stacks.program import load_stack_config
+from stacks.render import REPO_ROOT
+
+T4 = {"name": "t4", "vmSize": "Standard_NC4as_T4_v3"}
+
+BAD_CONFIGS = [
+    # (config namespace, the key the error names, text the message must contain)
+    ({"scenario": "gpu-party"}, "aksgpu:scenario", 'invalid config aksgpu:scenario="gpu-party": allowed: function-gpu'),
+    ({"gpuPools": [{**T4, "vmSize": "Standard_NC6"}]}, "aksgpu:gpuPools[0].vmSize",
+     "Standard_NC6 is NC-series (Tesla K80), retired by Azure on 2023-09-06; use Standard_NC4as_T4_v3"),
+    ({"gpuPools": [{**T4, "vmSize": "Standard_NCA100ads_A100_v4"}]}, "aksgpu:gpuPools[0].vmSize",
+     "did you mean"),
+    ({"gpuPools": [{**T4, "vmSize": "Standard_D4s_v5"}]}, "aksgpu:gpuPools[0].vmSize", "not a known Azure GPU size"),
+    ({"gpuPools": [{**T4, "name": "gpu-pool"}]}, "aksgpu:gpuPools[0].name", "^[a-z][a-z0-9]{0,11}$"),
+    ({"gpuPools": [{**T4, "name": "averyveryverylongname"}]}, "aksgpu:gpuPools[0].name", "1-12 lowercase"),
+    ({"gpuPools": [{**T4, "minCount": 3, "maxCount": 2}]}, "aksgpu:gpuPools[0].minCount", "must be <= maxCount 2"),
+    ({"gpuPools": [{**T4, "minCount": 1, "maxCount": 3, "count": 0}]}, "aksgpu:gpuPools[0].count",
+     "between minCount 1 and maxCount 3"),
+    ({"gpuPools": [{**T4, "minCount": -1}]}, "aksgpu:gpuPools[0].minCount", "must be >= 0"),
+    ({"gpuPools": [{**T4, "maxCount": 0}]}, "aksgpu:gpuPools[0].maxCount", "between 1 and 1000"),
+    ({"gpuPools": [{**T4, "spotMaxPrice": 0}]}, "aksgpu:gpuPools[0].spotMaxPrice", "-1 or a price > 0"),
+    ({"gpuPools": [{**T4, "spotMaxPrice": 0.123456}]}, "aksgpu:gpuPools[0].spotMaxPrice", "at most 5 decimals"),
+    ({"gpuPools": [{**T4, "priority": "regular", "spotMaxPrice": 0.5}]}, "aksgpu:gpuPools[0].spotMaxPrice",
+     "only applies with priority spot"),
+    ({"gpuPools": [{**T4, "priority": "lowpri"}]}, "aksgpu:gpuPools[0].priority", "allowed: regular, spot"),
+    ({"gpuPools": [{**T4, "minCount": "1"}]}, "aksgpu:gpuPools[0].minCount", "must be an integer"),
+    ({"gpuPools": [{**T4, "vmsize": "Standard_NC4as_T4_v3"}]}, "aksgpu:gpuPools[0].vmsize", "unknown key"),
+    ({"gpuPools": [T4, T4]}, "aksgpu:gpuPools[1].name", "pool names must be unique"),
+    ({"gpuPools": [{**T4, "name": "system"}]}, "aksgpu:gpuPools[0].name", "cluster.systemPool already uses it"),
+    ({"gpuPools": [{**T4, "labels": {"kubernetes.azure.com/mode": "x"}}]},
+     "aksgpu:gpuPools[0].labels.kubernetes.azure.com/mode", "outside kubernetes.azure.com/"),
+    ({"gpuPools": [{**T4, "vmSize": "Standard_NV36ads_A10_v5"}]}, "aksgpu:gpuPools[0].driver",
+     "needs the GRID driver that only AKS installs"),
+    ({"gpuPools": [{**T4, "sharing": {"mode": "mig", "migProfile": "MIG1g"}}]}, "aksgpu:gpuPools[0].sharing.mode",
+     "MIG needs an A100 or H100 size, not T4"),
+    ({"gpuPools": [{**T4, "vmSize": "Standard_NC24ads_A100_v4", "sharing": {"mode": "time-slicing",
+                                                                        "migProfile": "MIG1g"}}]},
+     "aksgpu:gpuPools[0].sharing.migProfile", "MIG and time-slicing do not mix on one pool"),
+    ({"gpuPools": [{**T4, "vmSize": "Standard_NC24ads_A100_v4", "sharing": {"mode": "mig", "migProfile": "MIG9g"}}]},
+     "aksgpu:gpuPools[0].sharing.migProfile", "allowed: MIG1g"),
+    ({"gpuPools": [{**T4, "sharing": {"mode": "time-slicing", "replicas": 1}}]},
+     "aksgpu:gpuPools[0].sharing.replicas", "time-slicing needs replicas >= 2"),
+    ({"gpuPools": [{**T4, "sharing": {"mode": "none", "replicas": 4}}]}, "aksgpu:gpuPools[0].sharing.replicas",
+     "replicas only apply to time-slicing or mps"),
+    ({"cpuPools": [{"name": "cpu", "vmSize": "Standard_NC4as_T4_v3"}]}, "aksgpu:cpuPools[0].vmSize",
+     "GPU sizes belong in gpuPools"),
+    ({"registry": {"name": "my-registry"}}, "aksgpu:registry.name", "5-50 letters and digits"),
+    ({"registry": {"private": True}}, "aksgpu:registry.sku", "needs Premium"),
+    ({"storage": {"accounts": [{"role": "input", "name": "Input_Account"}]}}, "aksgpu:storage.accounts[0].name",
+     "3-24 lowercase letters and digits"),
+    ({"storage": {"accounts": [{"role": "input", "containers": ["In--put"]}]}},
+     "aksgpu:storage.accounts[0].containers[0]", "3-63 lowercase"),
+    ({"storage": {"accounts": [{"role": "input"}, {"role": "input"}]}}, "aksgpu:storage.accounts[1].role",
+     "each storage account needs its own role"),
+    ({"storage": {"sasExpiryDays": 0}}, "aksgpu:storage.sasExpiryDays", "between 1 and 365"),
+    ({"network": {"addressSpace": "10.20.0.0/33"}}, "aksgpu:network.addressSpace", "must be a CIDR"),
+    ({"network": {"addressSpace": "10.20.0.1/16"}}, "aksgpu:network.addressSpace", "must be a CIDR"),
+    ({"network": {"nodeSubnet": "10.30.0.0/20"}}, "aksgpu:network.nodeSubnet", "inside network.addressSpace"),
+    ({"network": {"endpointSubnet": "10.20.8.0/24"}}, "aksgpu:network.endpointSubnet", "overlaps network.nodeSubnet"),
+    ({"network": {"podCidr": "10.20.128.0/17"}}, "aksgpu:network.podCidr", "must not overlap network.addressSpace"),
+    ({"network": {"serviceCidr": "192.168.0.0/20", "dnsServiceIp": "192.168.0.10"}}, "aksgpu:network.serviceCidr",
+     "overlaps network.podCidr"),
+    ({"network": {"dnsServiceIp": "172.17.0.10"}}, "aksgpu:network.dnsServiceIp", "inside network.serviceCidr"),
+    ({"cluster": {"authorizedIpRanges": ["0.0.0.0/0"]}}, "aksgpu:cluster.authorizedIpRanges[0]",
+     "must not open the API server to every address"),
+    ({"cluster": {"private": True, "authorizedIpRanges": ["203.0.113.7/32"]}}, "aksgpu:cluster.authorizedIpRanges",
+     "must be empty when cluster.private is true"),
+    ({"cluster": {"loginMode": "devicecode"}}, "aksgpu:cluster.loginMode", "devicecode is interactive"),
+    ({"cluster": {"systemPool": {"priority": "spot"}}}, "aksgpu:cluster.systemPool.priority",
+     "the system pool must be regular"),
+    ({"cluster": {"systemPool": {"minCount": 0}}}, "aksgpu:cluster.systemPool.minCount", "at least 1 node"),
+    ({"cluster": {"kubernetesVersion": "latest"}}, "aksgpu:cluster.kubernetesVersion", "such as 1.33"),
+    ({"cluster": {"autoscaler": {"scaleDownUnneededTime": "ten minutes"}}},
+     "aksgpu:cluster.autoscaler.scaleDownUnneededTime", "a duration such as"),
+    ({"cluster": {"adminGroupObjectIds": ["admins"]}}, "aksgpu:cluster.adminGroupObjectIds[0]", "GUID"),
+    ({"nameRoot": "My_Root"}, "aksgpu:nameRoot", "2-20 lowercase"),
+    ({"location": "East US"}, "aksgpu:location", "Azure region name"),
+    ({"gpupools": []}, "aksgpu:gpupools", "unknown key; allowed here:"),
+    ({"scenario": "av-resim"}, "aksgpu:storage.accounts", "needs storage accounts with roles input, output"),
+    ({"scenario": "training-autoscale", "gpuPools": [{**T4, "minCount": 1}],
+      "storage": {"accounts": [{"role": "ckpt"}]}, "cpuPools": [{"name": "cpu"}]},
+     "aksgpu:gpuPools[0].minCount", "scales from 0"),
+    ({"scenario": "gpu-sharing"}, "aksgpu:gpuPools[0].sharing", "replicas >= 3"),
+    ({"scenario": "function-gpu", "registry": {"enabled": False}}, "aksgpu:registry.enabled", "builds images"),
+    ({"gpuPools": []}, "aksgpu:gpuPools", "needs at least one GPU pool"),
+]
+
+
+@pytest.mark.parametrize("raw, key, text", BAD_CONFIGS, ids=[f"{k}:{t[:30]}" for _, k, t in BAD_CONFIGS])
+def test_bad_config_stops_with_one_line_naming_key_and_value(raw, key, text):
+    with pytest.raises(ConfigError) as e:
+        load_stack_config(raw, PROJECT, "test")
+    message = str(e.value)
+    assert e.value.key == key
+    assert message.startswith(f"invalid config {key}=")
+    assert text in message
+    assert "\n" not in message
+
+
+def test_config_values_arrive_as_cli_strings_and_are_decoded():
+    cfg = load_config({"gpuPools": '[{"name": "t4", "minCount": 1, "maxCount": 2}]',
+                       "cluster": '{"private": true}'}, PROJECT, "test")
+    assert cfg.gpu_pools[0].pool.min_count == 1 and cfg.cluster.private
+
+
+def test_defaults_give_a_spot_t4_pool_that_scales_to_zero_with_the_operator_owning_the_driver():
+    cfg = load_config({}, PROJECT, "dev")
+    (gpu,) = cfg.gpu_pools
+    assert (gpu.pool.vm_size, gpu.pool.spot, gpu.pool.spot_max_price, gpu.pool.min_count) == \
+        ("Standard_NC4as_T4_v3", True, -1.0, 0)
+    assert gpu.driver == "none"
+    assert cfg.environment == "dev" and cfg.naming.root == "dev"
+
+
+def test_tags_name_scenario_environment_and_owner():
+    cfg = load_config({"scenario": "gpu-basics", "owner": "ml-team", "environment": "staging"}, PROJECT, "x")
+    assert {"scenario": "gpu-basics", "environment": "staging", "owner": "ml-team"}.items() <= cfg.tags.items()
+
+
+def test_schedulable_gpus_multiply_gpus_by_sharing_replicas():
+    cfg = load_config({"gpuPools": [{"name": "a", "vmSize": "Standard_NC64as_T4_v3",
+                                     "sharing": {"mode": "time-slicing", "replicas": 3}},
+                                    {"name": "b", "vmSize": "Standard_NC48ads_A100_v4"}]}, PROJECT, "x")
+    assert [g.schedulable_gpus_per_node for g in cfg.gpu_pools] == [12, 2]
+
+
+def test_pulumi_yaml_declares_the_same_defaults_as_the_code():
+    project = yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())
+    cfg = load_config({}, PROJECT, "stack")
+    declared = project["config"]
+    assert declared["scenario"]["default"] == cfg.scenario
+    assert declared["owner"]["default"] == cfg.owner
+    assert declared["location"]["default"] == cfg.location
+    assert declared["environment"]["default"] == "" and declared["nameRoot"]["default"] == ""
+    for key, spec in declared.items():
+        assert spec.get("description"), key

@@ -1,0 +1,51 @@
+"""The Kubernetes provider's credentials: user kubeconfig through kubelogin, admin only with local accounts."""
+
+import contextvars
+
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from components.kubernetes_access import KubernetesAccess, KubernetesAccessArgs
+from stacks.mocks import AzureMocks
+from stacks.render import render_stack
+
+USER_CREDS = "azure-native:containerservice:listManagedClusterUserCredentials"
+ADMIN_CREDS = "azure-native:containerservice:listManagedClusterAdminCredentials"
+
+
+def _kubeconfig_for(login_mode: str) -> tuple[str, bool]:
+    def run() -> tuple[str, bool]:
+        pulumi_mocks.set_mocks(AzureMocks("t"), project="aksgpu", stack="t", preview=False)
+        holder = {}
+
+        def program():
+            holder["access"] = KubernetesAccess("k8s", KubernetesAccessArgs(
+                cluster_name="aks-t", resource_group_name="rg-t", login_mode=login_mode))
+
+        _sync_await(run_pulumi_func(program))
+        out = holder["access"].kubeconfig
+        return _sync_await(out.future()), _sync_await(out.is_secret())
+    return contextvars.Context().run(run)
+
+
+def test_provider_kubeconfig_is_a_secret_using_kubelogin_without_devicecode():
+    kubeconfig, secret = _kubeconfig_for("workloadidentity")
+    assert secret
+    exec_ = yaml.safe_load(kubeconfig)["users"][0]["user"]["exec"]
+    assert exec_["args"][:3] == ["get-token", "--login", "workloadidentity"]
+    assert "devicecode" not in kubeconfig
+
+
+def test_stacks_fetch_user_credentials_never_admin_ones(render_of):
+    r = render_of("dev")
+    assert USER_CREDS in r.invokes and ADMIN_CREDS not in r.invokes
+
+
+def test_admin_credentials_are_used_only_when_local_accounts_are_enabled(tmp_path):
+    config = tmp_path / "Pulumi.local.yaml"
+    config.write_text(yaml.safe_dump({"config": {"aksgpu:cluster": {"localAccounts": True}}}))
+    r = render_stack("local", config)
+    assert ADMIN_CREDS in r.invokes and USER_CREDS not in r.invokes
+    assert r.named("aks-aks").inputs["disableLocalAccounts"] is False

@@ -1,0 +1,115 @@
+"""Registry, network and storage: attach, private mode, secure storage defaults."""
+
+import pytest
+
+from stacks.mocks import azure_id, guid
+from tests.conftest import STACKS
+
+ACR = "azure-native:containerregistry:Registry"
+ROLE = "azure-native:authorization:RoleAssignment"
+SA = "azure-native:storage:StorageAccount"
+MC = "azure-native:containerservice:ManagedCluster"
+
+
+def kubelet_object_id(render):
+    """The kubelet identity's objectId as the mocked cluster returned it (not the cluster's own identity)."""
+    cluster = render.named("aks-aks")
+    return guid(azure_id(MC, cluster.name, cluster.inputs), "kubelet-object")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_registry_has_no_admin_user_and_no_anonymous_pull(render_of, stack):
+    for acr in render_of(stack).of_type(ACR):
+        assert acr.inputs["adminUserEnabled"] is False and acr.inputs["anonymousPullEnabled"] is False
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_registry_is_attached_by_acrpull_to_the_kubelet_identity(render_of, stack):
+    r = render_of(stack)
+    if not r.of_type(ACR):
+        pytest.skip("no registry in this stack")
+    pull = r.named("registry-acrpull").inputs
+    assert pull["roleDefinitionId"].endswith("/roleDefinitions/7f951dda-4ed3-4680-a7ca-43fe172d538d")
+    assert pull["principalType"] == "ServicePrincipal"
+    assert pull["scope"].endswith(f"/registries/{r.named('registry-acr').inputs['registryName']}")
+    assert pull["principalId"] == kubelet_object_id(r)
+
+
+def test_private_registry_is_premium_without_public_access_behind_a_private_endpoint(render_of):
+    r = render_of("av-resim")
+    acr = r.named("registry-acr").inputs
+    assert acr["sku"] == {"name": "Premium"} and acr["publicNetworkAccess"] == "Disabled"
+    endpoint = r.named("registry-private-endpoint").inputs
+    (conn,) = endpoint["privateLinkServiceConnections"]
+    assert conn["groupIds"] == ["registry"]
+    assert endpoint["subnet"]["id"].endswith("/subnets/private-endpoints")
+    zone_group = r.named("registry-private-dns").inputs
+    assert zone_group["privateDnsZoneConfigs"][0]["privateDnsZoneId"].endswith("/privateDnsZones/privatelink.azurecr.io")
+
+
+def test_private_dns_zones_exist_once_per_service_and_are_linked_to_the_vnet(render_of):
+    r = render_of("av-resim")
+    zones = sorted(z.inputs["privateZoneName"] for z in r.of_type("azure-native:privatedns:PrivateZone"))
+    assert zones == ["privatelink.azurecr.io", "privatelink.blob.core.windows.net"]
+    links = r.of_type("azure-native:privatedns:VirtualNetworkLink")
+    assert len(links) == 2
+    assert all(link.inputs["virtualNetwork"]["id"].endswith("/virtualNetworks/vnet-av-resim") for link in links)
+
+
+def test_public_stacks_have_no_private_endpoints(render_of):
+    assert not render_of("dev").of_type("azure-native:network:PrivateEndpoint")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_vnet_has_node_and_private_endpoint_subnets_inside_its_address_space(render_of, stack):
+    r = render_of(stack)
+    subnets = {s.inputs["subnetName"]: s.inputs["addressPrefix"] for s in r.of_type("azure-native:network:Subnet")}
+    assert subnets == {"nodes": r.cfg.network.node_subnet, "private-endpoints": r.cfg.network.endpoint_subnet}
+
+
+@pytest.mark.parametrize("stack", ["av-resim", "training-autoscale"])
+def test_storage_is_https_only_tls12_without_public_blobs_or_shared_keys(render_of, stack):
+    for sa in render_of(stack).of_type(SA):
+        i = sa.inputs
+        assert i["enableHttpsTrafficOnly"] is True and i["minimumTlsVersion"] == "TLS1_2"
+        assert i["allowBlobPublicAccess"] is False
+        assert i["allowSharedKeyAccess"] is False, "identity mode: Entra ID tokens only"
+
+
+@pytest.mark.parametrize("stack", ["av-resim", "training-autoscale"])
+def test_blob_containers_are_private(render_of, stack):
+    containers = render_of(stack).of_type("azure-native:storage:BlobContainer")
+    assert containers and all(c.inputs["publicAccess"] == "None" for c in containers)
+
+
+def test_av_resim_storage_is_private_input_and_output(render_of):
+    r = render_of("av-resim")
+    accounts = {a.name: a.inputs for a in r.of_type(SA)}
+    assert set(accounts) == {"storage-input-account", "storage-output-account"}
+    for a in accounts.values():
+        assert a["publicNetworkAccess"] == "Disabled" and a["networkRuleSet"]["defaultAction"] == "Deny"
+    groups = [e.inputs["privateLinkServiceConnections"][0]["groupIds"]
+              for e in r.of_type("azure-native:network:PrivateEndpoint")]
+    assert sorted(map(tuple, groups)) == [("blob",), ("blob",), ("registry",)]
+
+
+def test_kubelet_identity_is_blob_data_contributor_on_each_account_in_identity_mode(render_of):
+    r = render_of("training-autoscale")
+    (role,) = [x for x in r.of_type(ROLE) if x.parent == "storage-ckpt"]
+    assert role.inputs["roleDefinitionId"].endswith("/ba92f5b4-2d11-453d-a403-e96b0029c9fe")
+    assert role.inputs["principalType"] == "ServicePrincipal"
+    account = r.named("storage-ckpt-account").inputs["accountName"]
+    assert role.inputs["scope"].endswith(f"/storageAccounts/{account}")
+    assert role.inputs["principalId"] == kubelet_object_id(r)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_azure_resource_that_takes_tags_carries_scenario_environment_and_owner(render_of, stack):
+    r = render_of(stack)
+    tagged = [x for x in r.resources if x.type.startswith("azure-native:") and "tags" in x.inputs]
+    assert len(tagged) >= 5
+    for x in tagged:
+        assert {"scenario", "environment", "owner"} <= set(x.inputs["tags"]), x.name
+    for typ in ("azure-native:resources:ResourceGroup", "azure-native:containerservice:ManagedCluster",
+                "azure-native:containerservice:AgentPool", "azure-native:network:VirtualNetwork"):
+        assert all("tags" in x.inputs for x in r.of_type(typ)), typ

@@ -1,0 +1,89 @@
+"""The offline render: its files, determinism, secrets, and how it fails on bad config."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stacks.render import REPO_ROOT, SECRET, render_stack
+from stacks.report import write_render
+from tests.conftest import STACKS
+
+EXPECTED_STACKS = {"dev", "function-gpu", "gpu-sharing", "gpu-basics", "av-resim", "training-autoscale"}
+
+
+def run_cli(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stacks", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_every_scenario_has_a_stack_file_and_dev_is_one_of_them():
+    assert set(STACKS) == EXPECTED_STACKS
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_resources_json_is_sorted_by_type_and_name_with_parent_and_dependencies(render_of, stack, tmp_path):
+    out = write_render(render_of(stack), tmp_path)
+    data = json.loads((out / "resources.json").read_text())
+    assert [(d["type"], d["name"]) for d in data] == sorted((d["type"], d["name"]) for d in data)
+    names = {d["name"] for d in data}
+    for d in data:
+        assert set(d) >= {"type", "name", "parent", "dependsOn", "inputs"}
+        assert d["parent"] is None or d["parent"] in names
+        assert set(d["dependsOn"]) <= names, d["name"]
+    assert (out / "summary.md").read_text().startswith(f"# Stack `{stack}`")
+    assert (out / "graph.mmd").read_text().startswith("flowchart LR")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_resource_but_components_has_a_component_parent(render_of, stack):
+    r = render_of(stack)
+    for res in r.resources:
+        if res.custom:
+            assert res.parent is not None and not r.named(res.parent).custom, res.name
+
+
+def test_kubeconfig_is_secret_in_outputs_and_in_the_provider_inputs(render_of):
+    r = render_of("dev")
+    assert r.outputs["kubeconfig"] == SECRET
+    assert r.named("k8s-provider").inputs["kubeconfig"] == SECRET
+    assert "BEGIN CERTIFICATE" not in json.dumps([x.as_json() for x in r.resources])
+
+
+def test_render_is_deterministic_byte_for_byte(tmp_path, renders):
+    first = write_render(renders["av-resim"], tmp_path / "a")
+    second = write_render(render_stack("av-resim"), tmp_path / "b")
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    for f in files:
+        assert (first / f).read_bytes() == (second / f).read_bytes(), f
+
+
+def test_summary_lists_node_pools_with_gpu_model_spot_bounds_and_taints(render_of, tmp_path):
+    text = (write_render(render_of("av-resim"), tmp_path) / "summary.md").read_text()
+    assert "| nc48a100 | User | Standard_NC48ads_A100_v4 | A100 × 2 | yes | 0–2 |" in text
+    assert "| nc4ast4 | User | Standard_NC4as_T4_v3 | T4 × 1 | yes | 1–5 |" in text
+    assert "`sku=gpu:NoSchedule`" in text
+    assert "GPU nodes stay up when idle (min > 0) in pools: nc4ast4" in text
+
+
+def test_cli_renders_one_stack_with_a_config_file(tmp_path):
+    result = run_cli("render", "--stack", "dev", "--config", str(REPO_ROOT / "Pulumi.gpu-basics.yaml"),
+                     "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "dev" / "resources.json").exists()
+
+
+def test_cli_config_error_exits_2_with_one_line_and_writes_nothing(tmp_path):
+    bad = tmp_path / "Pulumi.bad.yaml"
+    bad.write_text(yaml.safe_dump({"config": {"aksgpu:gpuPools": [{"name": "k80", "vmSize": "Standard_NC6"}]}}))
+    out = tmp_path / "out"
+    result = run_cli("render", "--stack", "bad", "--config", str(bad), "--out", str(out))
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert "aksgpu:gpuPools[0].vmSize" in result.stderr and "Standard_NC4as_T4_v3" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
