@@ -108,10 +108,9 @@ class Cluster(pulumi.ComponentResource):
             auto_upgrade_profile=cs.ManagedClusterAutoUpgradeProfileArgs(
                 upgrade_channel=s.upgrade_channel, node_os_upgrade_channel=s.node_os_upgrade_channel,
             ),
-            # The open-source Blob CSI driver is installed by Helm where a scenario needs it; the AKS-managed
-            # one would register the same CSIDriver, so it stays off.
+            # Off unless config asks: the Helm-installed Blob CSI driver registers the same CSIDriver.
             storage_profile=cs.ManagedClusterStorageProfileArgs(
-                blob_csi_driver=cs.ManagedClusterStorageProfileBlobCSIDriverArgs(enabled=False),
+                blob_csi_driver=cs.ManagedClusterStorageProfileBlobCSIDriverArgs(enabled=s.managed_blob_csi_driver),
             ),
             agent_pool_profiles=[system],
             tags=dict(args.tags),

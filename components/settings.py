@@ -68,6 +68,10 @@ class PoolConfig:
     """Availability zones; empty lets Azure place nodes where capacity is."""
 
 
+MIG_INSTANCES_PER_GPU = {"MIG1g": 7, "MIG2g": 3, "MIG3g": 2, "MIG4g": 1, "MIG7g": 1}
+"""GPU instances one A100/H100 splits into per AKS ``gpuInstanceProfile`` (AKS multi-instance GPU docs)."""
+
+
 @dataclass(frozen=True)
 class SharingConfig:
     mode: str = "none"
@@ -92,8 +96,12 @@ class GpuPoolConfig:
 
     @property
     def schedulable_gpus_per_node(self) -> int:
-        """``nvidia.com/gpu`` a node advertises: GPUs × replicas (MIG is counted as whole GPUs here)."""
-        return self.size.gpus * (self.sharing.replicas if self.sharing.mode in ("time-slicing", "mps") else 1)
+        """``nvidia.com/gpu`` a node advertises: GPUs × replicas (time-slicing, MPS) or × MIG instances."""
+        if self.sharing.mode in ("time-slicing", "mps"):
+            return self.size.gpus * self.sharing.replicas
+        if self.sharing.mode == "mig" and self.sharing.mig_profile:
+            return self.size.gpus * MIG_INSTANCES_PER_GPU[self.sharing.mig_profile]
+        return self.size.gpus
 
 
 @dataclass(frozen=True)
@@ -120,6 +128,8 @@ class ClusterConfig:
     """Automatic Kubernetes upgrades: ``patch``, ``stable``, ``rapid`` or ``node-image``."""
     node_os_upgrade_channel: str = "NodeImage"
     """Node OS updates: ``NodeImage``, ``SecurityPatch`` or ``Unmanaged``."""
+    managed_blob_csi_driver: bool = False
+    """Turn on the AKS-managed Blob CSI driver instead of the Helm-installed one (never both)."""
     login_mode: str = "azurecli"
     """How kubelogin gets tokens for the program's Kubernetes provider: azurecli, spn, workloadidentity, msi."""
     system_pool: PoolConfig = PoolConfig("system", "Standard_D4ds_v5", min_count=1, max_count=3, count=1)
@@ -163,3 +173,15 @@ class StorageConfig:
     ``sas``: a container SAS token in a Kubernetes Secret (seed 003's way)."""
     sas_expiry_days: int = 7
     """SAS lifetime in days (1-365) in ``sas`` mode."""
+
+
+@dataclass(frozen=True)
+class AddonsConfig:
+    nfd: bool = True
+    """Node Feature Discovery as its own release (as seed 003); off lets the GPU operator bundle its own."""
+    gpu_operator: bool = True
+    """NVIDIA GPU operator: driver (for ``driver: none`` pools), toolkit, device plugin, GFD, DCGM exporter."""
+    blob_csi: bool = False
+    """Helm-installed Azure Blob CSI driver; default on when storage accounts exist."""
+    smoke_test: bool = False
+    """An nvidia-smi Job per GPU pool that proves GPUs are schedulable after ``pulumi up``."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pulumi
 
+from components import gpu_sharing
 from components.cluster import Cluster, ClusterArgs
 from components.kubernetes_access import KubernetesAccess, KubernetesAccessArgs
 from components.network import Network, NetworkArgs
@@ -39,8 +40,8 @@ def private_services(cfg: StackConfig) -> list[str]:
     return services
 
 
-def build_azure_layer(cfg: StackConfig, gpu_pool_labels: dict[str, dict[str, str]] | None = None) -> AzureLayer:
-    """Declare the Azure resources of ``cfg``; ``gpu_pool_labels`` adds node labels per GPU pool name."""
+def build_azure_layer(cfg: StackConfig) -> AzureLayer:
+    """Declare the Azure resources of ``cfg``."""
     n, tags = cfg.naming, cfg.tags
     net = Network("net", NetworkArgs(
         resource_group_name=n.resource_group(), vnet_name=n.vnet(), location=cfg.location,
@@ -56,7 +57,7 @@ def build_azure_layer(cfg: StackConfig, gpu_pool_labels: dict[str, dict[str, str
                      subnet_id=net.node_subnet_id, tags=tags)
     gpu_pools = {
         g.pool.name: GpuNodePool(f"gpu-{g.pool.name}", g, NodePoolArgs(
-            **pool_args, extra_labels=(gpu_pool_labels or {}).get(g.pool.name)))
+            **pool_args, extra_labels=gpu_sharing.node_labels(g)))
         for g in cfg.gpu_pools
     }
     cpu_pools = {p.name: CpuNodePool(f"cpu-{p.name}", p, NodePoolArgs(**pool_args)) for p in cfg.cpu_pools}

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from components import naming
 from components.gpu_sizes import lookup_gpu_size
 from components.settings import (
-    AutoscalerConfig, ClusterConfig, GpuPoolConfig, NetworkConfig, PoolConfig, RegistryConfig, SharingConfig,
+    MIG_INSTANCES_PER_GPU, AddonsConfig, AutoscalerConfig, ClusterConfig, GpuPoolConfig, NetworkConfig, PoolConfig, RegistryConfig, SharingConfig,
     StorageAccountConfig, StorageConfig,
 )
 from stacks.config_reader import ConfigError, Section
@@ -23,7 +23,7 @@ PROJECT = "aksgpu"
 SCENARIOS = ("function-gpu", "gpu-sharing", "gpu-basics", "av-resim", "training-autoscale")
 LOGIN_MODES = ("azurecli", "spn", "workloadidentity", "msi")
 SHARING_MODES = ("none", "time-slicing", "mps", "mig")
-MIG_PROFILES = ("MIG1g", "MIG2g", "MIG3g", "MIG4g", "MIG7g")
+MIG_PROFILES = tuple(MIG_INSTANCES_PER_GPU)
 # Labels AKS owns or refuses on node pools.
 _RESERVED_LABEL_PREFIXES = ("kubernetes.azure.com/", "kubernetes.io/", "k8s.io/")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -50,6 +50,7 @@ class StackConfig:
     cpu_pools: tuple[PoolConfig, ...]
     registry: RegistryConfig
     storage: StorageConfig
+    addons: AddonsConfig
 
     @property
     def tags(self) -> dict[str, str]:
@@ -89,14 +90,17 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str) -> StackConfig
     cpu_pools = top.items("cpuPools", _cpu_pool, [])
     registry = _registry(top.section("registry"))
     storage = _storage(top.section("storage"), default_private=cluster.private)
+    addons = _addons(top.section("addons"), default_blob_csi=bool(storage.accounts))
     top.done()
 
     _check_unique_pool_names(top, cluster.system_pool, gpu_pools, cpu_pools)
+    _check_driver_owner(top, gpu_pools, addons)
+    _check_blob_driver(top, cluster, storage, addons)
     return StackConfig(
         project=project, stack=stack, scenario=scenario, environment=environment, owner=owner,
         location=location, naming=naming.Naming(root, unique_seed=f"{project}/{stack}"),
         network=network, cluster=cluster, gpu_pools=gpu_pools, cpu_pools=cpu_pools,
-        registry=registry, storage=storage,
+        registry=registry, storage=storage, addons=addons,
     )
 
 
@@ -194,6 +198,9 @@ def _gpu_pool(s: Section) -> GpuPoolConfig:
                           f"{size.name} needs the GRID driver that only AKS installs; use driver install")
     sharing = _sharing(s.section("sharing"), size, pool.name)
     s.done()
+    if sharing.mode == "mig" and driver != "install":
+        # AKS partitions MIG GPUs (gpuInstanceProfile) as part of its own driver setup.
+        raise ConfigError(s.key("driver"), driver, f"pool '{pool.name}': MIG pools need driver install")
     return GpuPoolConfig(pool, size, driver, sharing)
 
 
@@ -264,6 +271,7 @@ def _cluster(s: Section) -> ClusterConfig:
     channel = s.choice("upgradeChannel", ("patch", "stable", "rapid", "node-image"), d.upgrade_channel)
     os_channel = s.choice("nodeOsUpgradeChannel", ("NodeImage", "SecurityPatch", "Unmanaged"),
                           d.node_os_upgrade_channel)
+    managed_blob = s.get("managedBlobCsiDriver", bool, d.managed_blob_csi_driver)
     login = s.get("loginMode", str, d.login_mode)
     if login == "devicecode":
         raise ConfigError(s.key("loginMode"), login,
@@ -281,7 +289,7 @@ def _cluster(s: Section) -> ClusterConfig:
     autoscaler = _autoscaler(s.section("autoscaler"))
     s.done()
     return ClusterConfig(version, tier, private, ranges, local, groups, grant, deployer_type, policy, channel,
-                         os_channel, login, system, autoscaler)
+                         os_channel, managed_blob, login, system, autoscaler)
 
 
 def _autoscaler(s: Section) -> AutoscalerConfig:
@@ -345,6 +353,40 @@ def _storage_account(s: Section) -> StorageAccountConfig:
     protect = s.get("protect", bool, False)
     s.done()
     return StorageAccountConfig(role, containers, name, protect)
+
+
+def _addons(s: Section, default_blob_csi: bool) -> AddonsConfig:
+    d = AddonsConfig()
+    addons = AddonsConfig(
+        nfd=s.get("nfd", bool, d.nfd),
+        gpu_operator=s.get("gpuOperator", bool, d.gpu_operator),
+        blob_csi=s.get("blobCsi", bool, default_blob_csi),
+        smoke_test=s.get("smokeTest", bool, d.smoke_test),
+    )
+    s.done()
+    return addons
+
+
+def _check_driver_owner(top: Section, gpu: tuple[GpuPoolConfig, ...], addons: AddonsConfig) -> None:
+    """Exactly one driver owner per GPU node: AKS (driver install) or the GPU operator (driver none)."""
+    for i, g in enumerate(gpu):
+        if g.driver == "none" and not addons.gpu_operator:
+            raise ConfigError(f"{top.key('gpuPools')}[{i}].driver", g.driver,
+                              f"pool '{g.pool.name}': nothing installs the GPU driver while addons.gpuOperator is "
+                              "false; use driver install or enable the operator")
+    if addons.smoke_test and not addons.gpu_operator:
+        raise ConfigError(f"{top.key('addons')}.smokeTest", True,
+                          "the smoke test needs the GPU operator's device plugin (addons.gpuOperator)")
+
+
+def _check_blob_driver(top: Section, cluster: ClusterConfig, storage: StorageConfig, addons: AddonsConfig) -> None:
+    if addons.blob_csi and cluster.managed_blob_csi_driver:
+        raise ConfigError(f"{top.key('cluster')}.managedBlobCsiDriver", True,
+                          "addons.blobCsi already installs the Blob CSI driver; enable one of them, not both")
+    if storage.accounts and not (addons.blob_csi or cluster.managed_blob_csi_driver):
+        raise ConfigError(f"{top.key('addons')}.blobCsi", False,
+                          "storage.accounts are mounted as blob volumes; enable addons.blobCsi or "
+                          "cluster.managedBlobCsiDriver")
 
 
 def _check_unique_pool_names(top: Section, system: PoolConfig, gpu: tuple[GpuPoolConfig, ...],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stacks.azure_layer import build_azure_layer
+from stacks.gpu_layer import build_gpu_software
 from stacks.config import StackConfig
 from stacks.requirements import require_gpu_pool
 
@@ -12,4 +13,5 @@ def check(cfg: StackConfig) -> None:
 
 
 def build(cfg: StackConfig) -> None:
-    build_azure_layer(cfg)
+    layer = build_azure_layer(cfg)
+    build_gpu_software(cfg, layer)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stacks.azure_layer import build_azure_layer
+from stacks.gpu_layer import build_gpu_software
 from stacks.config import PROJECT, StackConfig
 from stacks.config_reader import ConfigError
 from stacks.requirements import require_gpu_pool, require_registry
@@ -23,4 +24,5 @@ def check(cfg: StackConfig) -> None:
 
 
 def build(cfg: StackConfig) -> None:
-    build_azure_layer(cfg)
+    layer = build_azure_layer(cfg)
+    build_gpu_software(cfg, layer)

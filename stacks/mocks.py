@@ -191,4 +191,10 @@ class AzureMocks(Mocks):
             kubeconfig = aad_kubeconfig(cluster, group, cluster_fqdn(cluster))
             return {"kubeconfigs": [{"name": "clusterUser",
                                      "value": base64.b64encode(kubeconfig.encode()).decode()}]}
+        if token == "azure-native:storage:listStorageAccountServiceSAS":
+            return {"serviceSasToken": f"sv=2022-11-02&sr=c&sp={a.get('permissions')}&se="
+                                       f"{a.get('sharedAccessExpiryTime')}&sig=MOCKSIGNATURE"}
+        if token == "azure-native:storage:listStorageAccountServiceSAS":
+            return {"serviceSasToken": f"sv=2022-11-02&sr=c&sp={a.get('permissions')}&se="
+                                       f"{a.get('sharedAccessExpiryTime')}&sig=MOCKSIGNATURE"}
         return {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stacks.azure_layer import build_azure_layer
+from stacks.gpu_layer import build_gpu_software, build_workspace
 from stacks.config import PROJECT, StackConfig
 from stacks.config_reader import ConfigError
 from stacks.requirements import require_gpu_pool, require_storage_roles
@@ -19,4 +20,6 @@ def check(cfg: StackConfig) -> None:
 
 
 def build(cfg: StackConfig) -> None:
-    build_azure_layer(cfg)
+    layer = build_azure_layer(cfg)
+    software = build_gpu_software(cfg, layer)
+    build_workspace(cfg, layer, software, namespace="training", inputs=())

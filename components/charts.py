@@ -1,0 +1,25 @@
+"""Pinned Helm charts and images: one place to bump a version (README "Dependencies" says why each)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Chart:
+    chart: str
+    """Chart name, or a full ``oci://`` reference."""
+    version: str
+    """Exact chart version (NVIDIA's carries a leading ``v``)."""
+    repo: str | None = None
+    """HTTP chart repository; ``None`` for OCI charts."""
+
+
+NFD = Chart("oci://registry.k8s.io/nfd/charts/node-feature-discovery", "0.19.0")
+GPU_OPERATOR = Chart("gpu-operator", "v26.7.0", "https://helm.ngc.nvidia.com/nvidia")
+BLOB_CSI = Chart("blob-csi-driver", "1.27.9", "https://kubernetes-sigs.github.io/blob-csi-driver")
+
+BLOBFUSE2_VERSION = "2.5.4"
+"""blobfuse2 the Blob CSI node plugin installs on hosts (the chart's default for 1.27.9, pinned here)."""
+CUDA_BASE_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-base-ubuntu24.04"
+"""For nvidia-smi: the container toolkit injects the binary and driver libraries; the image only needs a libc."""

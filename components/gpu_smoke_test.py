@@ -1,0 +1,75 @@
+"""Seed 002's first exercise, kept as a check: an nvidia-smi Job per GPU pool, awaited by ``pulumi up``.
+
+No hostPath driver mounts (seed 002 mounted /usr/lib/nvidia-384 by hand): the operator's container toolkit
+injects nvidia-smi and the driver libraries into any container that is given a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import pulumi
+from pulumi_kubernetes import batch
+
+from components import charts, helm
+from components.k8s_security import (RESTRICTED_NAMESPACE_LABELS, container_security_context,
+                                     pod_security_context, resources)
+from components.node_pools import GpuNodePool
+
+DEADLINE_SECONDS = 1800
+"""A pool scaled to zero needs a node (~5 min) and a driver build (~5 min) before the Job can run."""
+
+
+@dataclass(frozen=True)
+class GpuSmokeTestArgs:
+    pools: Sequence[GpuNodePool]
+    """GPU pools to prove schedulable, one Job each."""
+    wait_for: Sequence[pulumi.Resource] = field(default_factory=list)
+    """The GPU operator release: nvidia.com/gpu exists only once its device plugin runs."""
+    namespace: str = "gpu-smoke-test"
+    """Namespace the program creates for the Jobs."""
+    image: str = charts.CUDA_BASE_IMAGE
+    """Image with a libc; pinned by tag."""
+
+
+class GpuSmokeTest(pulumi.ComponentResource):
+    job_names: list[str]
+
+    def __init__(self, name: str, args: GpuSmokeTestArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:gpu:GpuSmokeTest", name, None, opts)
+        ns = helm.namespace(f"{name}-ns", args.namespace, RESTRICTED_NAMESPACE_LABELS, self)
+        self.job_names = []
+        for pool in args.pools:
+            job_name = f"nvidia-smi-{pool.pool_name}"
+            labels = {"app.kubernetes.io/name": "nvidia-smi", "aksgpu/pool": pool.pool_name}
+            batch.v1.Job(
+                f"{name}-{pool.pool_name}",
+                metadata={"name": job_name, "namespace": ns.metadata["name"], "labels": labels,
+                          "annotations": {"pulumi.com/timeoutSeconds": str(DEADLINE_SECONDS)}},
+                spec={
+                    "backoffLimit": 2,
+                    "activeDeadlineSeconds": DEADLINE_SECONDS,
+                    "ttlSecondsAfterFinished": 86400,
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "automountServiceAccountToken": False,
+                            "nodeSelector": pool.node_selector,
+                            "tolerations": pool.tolerations,
+                            "securityContext": pod_security_context(),
+                            "containers": [{
+                                "name": "nvidia-smi",
+                                "image": args.image,
+                                "command": ["nvidia-smi"],
+                                "resources": resources("100m", "128Mi", gpus=1),
+                                "securityContext": container_security_context(),
+                            }],
+                        },
+                    },
+                },
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for)),
+            )
+            self.job_names.append(job_name)
+        self.register_outputs({"job_names": self.job_names})

@@ -1,0 +1,47 @@
+"""The one way this program installs a Helm chart: pinned, atomic, cleaned up on failure, in its namespace."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pulumi
+from pulumi_kubernetes import core, helm
+
+from components.charts import Chart
+
+
+def namespace(name: str, namespace_name: str, labels: Mapping[str, str], parent: pulumi.Resource,
+              **opts: Any) -> core.v1.Namespace:
+    return core.v1.Namespace(
+        name, metadata={"name": namespace_name, "labels": {"app.kubernetes.io/managed-by": "pulumi", **labels}},
+        opts=pulumi.ResourceOptions(parent=parent, **opts),
+    )
+
+
+def release(name: str, release_name: str, chart: Chart, namespace_name: pulumi.Input[str],
+            values: Mapping[str, Any], parent: pulumi.Resource, timeout_seconds: int = 600,
+            depends_on: list[pulumi.Resource] | None = None) -> helm.v3.Release:
+    return helm.v3.Release(
+        name,
+        name=release_name,
+        chart=chart.chart,
+        version=chart.version,
+        repository_opts=helm.v3.RepositoryOptsArgs(repo=chart.repo) if chart.repo else None,
+        namespace=namespace_name,
+        create_namespace=False,  # the program owns namespaces (labels, deletion order)
+        values=dict(values),
+        # A failed install or upgrade rolls back and deletes what it created, so no half release blocks the next.
+        atomic=True,
+        cleanup_on_fail=True,
+        timeout=timeout_seconds,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or []),
+    )
+
+
+def merged_tolerations(*groups: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Tolerations of several pools, each once, in a stable order."""
+    seen: dict[tuple, dict[str, str]] = {}
+    for group in groups:
+        for t in group:
+            seen.setdefault(tuple(sorted(t.items())), t)
+    return list(seen.values())

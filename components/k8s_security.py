@@ -1,0 +1,47 @@
+"""Security defaults for every pod this program writes (restricted Pod Security Standard)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+NONROOT_UID = 65532
+"""An unprivileged UID that exists in distroless images and works as a bare number everywhere else."""
+
+RESTRICTED_NAMESPACE_LABELS = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
+PRIVILEGED_NAMESPACE_LABELS = {
+    # Driver, toolkit and NFD pods load kernel modules and read host devices; nothing else runs here.
+    "pod-security.kubernetes.io/enforce": "privileged",
+}
+
+
+def pod_security_context(uid: int = NONROOT_UID) -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "fsGroup": uid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context(read_only_root: bool = True) -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": read_only_root,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def resources(cpu: str, memory: str, gpus: int = 0, cpu_limit: str | None = None,
+              memory_limit: str | None = None) -> dict[str, Any]:
+    """Requests and limits; GPUs go in limits (Kubernetes sets the request equal)."""
+    limits: dict[str, Any] = {"cpu": cpu_limit or cpu, "memory": memory_limit or memory}
+    if gpus:
+        limits["nvidia.com/gpu"] = str(gpus)
+    return {"requests": {"cpu": cpu, "memory": memory}, "limits": limits}

@@ -1,0 +1,18 @@
+"""A namespace for a scenario's workloads, under the restricted Pod Security Standard."""
+
+from __future__ import annotations
+
+import pulumi
+
+from components import helm
+from components.k8s_security import RESTRICTED_NAMESPACE_LABELS
+
+
+class Workspace(pulumi.ComponentResource):
+    namespace: pulumi.Output[str]
+
+    def __init__(self, name: str, namespace: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:k8s:Workspace", name, None, opts)
+        ns = helm.namespace(f"{name}-ns", namespace, RESTRICTED_NAMESPACE_LABELS, self)
+        self.namespace = ns.metadata["name"]
+        self.register_outputs({"namespace": self.namespace})

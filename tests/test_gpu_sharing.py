@@ -1,0 +1,93 @@
+"""Time-slicing / MPS device-plugin config, its node labels, and restart-on-change by content naming."""
+
+import pytest
+import yaml
+
+from components import gpu_sharing
+from components.gpu_sizes import lookup_gpu_size
+from components.settings import GpuPoolConfig, PoolConfig, SharingConfig
+from tests import upstream
+
+CM = "kubernetes:core/v1:ConfigMap"
+
+
+def pool(name="t4", mode="time-slicing", replicas=4, size="Standard_NC4as_T4_v3", driver="none"):
+    return GpuPoolConfig(PoolConfig(name, size, 0, 1, 0, spot=True), lookup_gpu_size(size), driver,
+                         SharingConfig(mode, replicas))
+
+
+@pytest.mark.parametrize("mode", ["time-slicing", "mps"])
+def test_generated_plugin_config_follows_the_device_plugin_v1_format(mode):
+    doc = gpu_sharing.plugin_config(pool(mode=mode, replicas=3))
+    assert upstream.device_plugin_config_errors(doc) == []
+    key = {"time-slicing": "timeSlicing", "mps": "mps"}[mode]
+    assert doc["sharing"][key]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 3}]
+
+
+def test_format_checker_rejects_what_the_plugin_would_silently_ignore_or_refuse():
+    bad = {"version": "v1", "sharing": {"timeSlicing": {"resource": [{"name": "nvidia.com/gpu", "replicas": 1}]}}}
+    errors = upstream.device_plugin_config_errors(bad)
+    assert any("unknown keys" in e for e in errors) and any("empty" in e for e in errors)
+
+
+def test_config_key_names_pool_mode_and_replicas_like_the_seed():
+    assert gpu_sharing.config_key(pool(name="nc4ast4", replicas=2)) == "nc4ast4-ts2"
+    assert gpu_sharing.config_key(pool(mode="mps", replicas=3)) == "t4-mps3"
+
+
+def test_changing_replicas_changes_the_configmap_name_so_the_plugin_restarts():
+    a = gpu_sharing.configmap_name(gpu_sharing.configmap_data([pool(replicas=2)]))
+    b = gpu_sharing.configmap_name(gpu_sharing.configmap_data([pool(replicas=3)]))
+    same = gpu_sharing.configmap_name(gpu_sharing.configmap_data([pool(replicas=2)]))
+    assert a != b and a == same
+
+
+def test_unshared_pools_get_no_entry_and_no_label():
+    assert gpu_sharing.configmap_data([pool(mode="none", replicas=1)]) == {}
+    assert gpu_sharing.NODE_CONFIG_LABEL not in gpu_sharing.node_labels(pool(mode="none", replicas=1))
+
+
+def test_shared_pool_nodes_select_their_entry_and_the_operator_reads_the_configmap(render_of):
+    r = render_of("av-resim")
+    (cm,) = r.of_type(CM)
+    assert cm.inputs["metadata"]["namespace"] == "gpu-operator" and cm.inputs["immutable"] is True
+    assert set(cm.inputs["data"]) == {"nc4ast4-ts2"}
+    assert upstream.device_plugin_config_errors(yaml.safe_load(cm.inputs["data"]["nc4ast4-ts2"])) == []
+    labels = r.named("gpu-nc4ast4-pool").inputs["nodeLabels"]
+    assert labels[gpu_sharing.NODE_CONFIG_LABEL] == "nc4ast4-ts2"
+    assert gpu_sharing.NODE_CONFIG_LABEL not in (r.named("gpu-nc48a100-pool").inputs.get("nodeLabels") or {})
+    config = r.named("gpu-operator-release").inputs["values"]["devicePlugin"]["config"]
+    assert config == {"name": cm.inputs["metadata"]["name"], "default": ""}
+    assert "gpu-operator-sharing-config" in r.named("gpu-operator-release").depends_on
+
+
+def test_gpu_sharing_stack_offers_four_shares_of_one_t4(render_of, tmp_path):
+    from stacks.report import write_render
+    r = render_of("gpu-sharing")
+    (cm,) = r.of_type(CM)
+    assert yaml.safe_load(cm.inputs["data"]["shared-ts4"])["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 4
+    summary = (write_render(r, tmp_path) / "summary.md").read_text()
+    assert "| shared | User | Standard_NC4as_T4_v3 | T4 × 1 | yes | 1–1 |" in summary
+    assert "| time-slicing ×4 | 4 |" in summary
+
+
+def test_stacks_without_sharing_leave_the_device_plugin_config_alone(render_of):
+    r = render_of("training-autoscale")
+    assert not r.of_type(CM)
+    assert "devicePlugin" not in r.named("gpu-operator-release").inputs["values"]
+
+
+def test_mig_pools_are_partitioned_by_aks_and_counted_per_instance(tmp_path):
+    from tests.test_gpu_software import stack_with
+    r = stack_with(tmp_path, gpuPools=[{"name": "a100", "vmSize": "Standard_NC48ads_A100_v4", "driver": "install",
+                                        "sharing": {"mode": "mig", "migProfile": "MIG3g"}}])
+    p = r.named("gpu-a100-pool").inputs
+    assert p["gpuInstanceProfile"] == "MIG3g"
+    assert p["nodeLabels"]["nvidia.com/gpu.deploy.mig-manager"] == "false"
+    assert r.named("gpu-operator-release").inputs["values"]["mig"] == {"strategy": "single"}
+    assert r.cfg.gpu_pools[0].schedulable_gpus_per_node == 4  # 2 GPUs x 2 MIG3g instances
+
+
+def test_chart_key_check_catches_a_misspelt_key():
+    assert upstream.unknown_value_paths({"devicePlugin": {"confg": {"name": "x"}}},
+                                        upstream.chart_values("gpu-operator")) == ["devicePlugin.confg"]

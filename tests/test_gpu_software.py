@@ -1,0 +1,190 @@
+"""NFD, the NodeFeatureRule, the GPU operator and the Blob CSI driver, against the pinned upstream charts."""
+
+import jsonschema
+import pytest
+import yaml
+
+from components import charts
+from components.blob_csi import blob_csi_values
+from stacks.config import PROJECT
+from stacks.program import load_stack_config
+from stacks.render import render_stack
+from tests import upstream
+from tests.conftest import STACKS
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+SPOT = {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}
+SKU_GPU = {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+MIG = {"key": "mig", "operator": "Equal", "value": "notReady", "effect": "NoSchedule"}
+NVIDIA = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def release(render, name):
+    return render.named(f"{name}-release", RELEASE)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_release_is_pinned_atomic_cleaned_up_with_a_long_timeout_in_a_program_namespace(render_of, stack):
+    r = render_of(stack)
+    namespaces = {n.inputs["metadata"]["name"] for n in r.of_type("kubernetes:core/v1:Namespace")} | {"kube-system"}
+    releases = r.of_type(RELEASE)
+    assert releases
+    for rel in releases:
+        i = rel.inputs
+        assert i["version"] and i["atomic"] is True and i["cleanupOnFail"] is True, rel.name
+        assert i["timeout"] >= 600 and i["namespace"] in namespaces and not i.get("createNamespace")
+        assert rel.provider == "k8s-provider"
+
+
+def test_nfd_is_its_own_oci_release_with_nvidia_label_namespace(render_of):
+    nfd = release(render_of("av-resim"), "nfd").inputs
+    assert (nfd["chart"], nfd["version"]) == ("oci://registry.k8s.io/nfd/charts/node-feature-discovery", "0.19.0")
+    assert nfd["namespace"] == "node-feature-discovery"
+    assert nfd["values"]["master"]["extraLabelNs"] == ["nvidia.com"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_nfd_worker_tolerates_gpu_spot_and_mig_taints(render_of, stack):
+    tolerations = release(render_of(stack), "nfd").inputs["values"]["worker"]["tolerations"]
+    for t in (SKU_GPU, SPOT, MIG):
+        assert t in tolerations
+
+
+def test_gpu_node_rule_is_cluster_scoped_after_nfd_and_matches_the_crd(render_of):
+    r = render_of("av-resim")
+    rule = r.named("nfd-gpu-rule")
+    assert "nfd-release" in rule.depends_on
+    obj = {k: rule.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+    assert "namespace" not in obj["metadata"]
+    definition = upstream.crd("node-feature-discovery", "nfd-api-crds.yaml", "nodefeaturerules.nfd.k8s-sigs.io")
+    assert definition["spec"]["scope"] == "Cluster"
+    upstream.validate_against_crd(obj, definition)
+    (only,) = obj["spec"]["rules"]
+    assert only["labels"] == {"feature.node.kubernetes.io/pci-10de.present": "true"}
+    assert only["matchFeatures"] == [{"feature": "pci.device",
+                                      "matchExpressions": {"vendor": {"op": "In", "value": ["10de"]}}}]
+
+
+def test_gpu_node_rule_is_the_seeds_rule_apart_from_its_name(render_of):
+    seed = yaml.safe_load(upstream.chart_file("node-feature-discovery", "examples/nfd-gpu-rule.yaml").read_text())
+    ours = render_of("av-resim").named("nfd-gpu-rule").inputs["spec"]
+    strip = lambda spec: [{k: v for k, v in rule.items() if k != "name"} for rule in spec["rules"]]  # noqa: E731
+    assert strip(ours) == strip(seed["spec"])
+
+
+def test_operator_is_pinned_with_separate_nfd_and_tolerations_replacing_the_default(render_of):
+    op = release(render_of("av-resim"), "gpu-operator").inputs
+    assert (op["chart"], op["version"], op["repositoryOpts"]["repo"]) == \
+        ("gpu-operator", "v26.7.0", "https://helm.ngc.nvidia.com/nvidia")
+    assert op["namespace"] == "gpu-operator" and op["timeout"] >= 600
+    values = op["values"]
+    assert values["nfd"] == {"enabled": False}
+    assert values["daemonsets"]["tolerations"][0] == NVIDIA
+    for t in (SKU_GPU, SPOT, MIG):
+        assert t in values["daemonsets"]["tolerations"]
+
+
+def test_operator_owns_driver_and_toolkit_when_pools_skip_the_aks_driver(render_of):
+    values = release(render_of("training-autoscale"), "gpu-operator").inputs["values"]
+    assert values["driver"] == {"enabled": True} and values["toolkit"] == {"enabled": True}
+
+
+def stack_with(tmp_path, **config):
+    path = tmp_path / "Pulumi.t.yaml"
+    path.write_text(yaml.safe_dump({"config": {f"{PROJECT}:{k}": v for k, v in config.items()}}))
+    return render_stack("t", path)
+
+
+def test_aks_driver_pools_leave_the_operator_without_driver_and_are_labelled_hands_off(tmp_path):
+    r = stack_with(tmp_path, gpuPools=[{"name": "a10", "vmSize": "Standard_NV36ads_A10_v5", "driver": "install"}])
+    values = release(r, "gpu-operator").inputs["values"]
+    assert values["driver"] == {"enabled": False} and values["toolkit"] == {"enabled": False}
+    pool = r.named("gpu-a10-pool").inputs
+    assert pool["gpuProfile"] == {"driver": "Install"}
+    assert pool["nodeLabels"]["nvidia.com/gpu.deploy.driver"] == "false"
+
+
+def test_mixed_pools_keep_one_driver_owner_per_node(tmp_path):
+    r = stack_with(tmp_path, gpuPools=[{"name": "t4"},
+                                       {"name": "a10", "vmSize": "Standard_NV36ads_A10_v5", "driver": "install"}])
+    assert release(r, "gpu-operator").inputs["values"]["driver"] == {"enabled": True}
+    assert "nvidia.com/gpu.deploy.driver" not in r.named("gpu-t4-pool").inputs["nodeLabels"]
+    assert r.named("gpu-a10-pool").inputs["nodeLabels"]["nvidia.com/gpu.deploy.driver"] == "false"
+
+
+def test_without_a_separate_nfd_the_operator_bundles_one_that_tolerates_the_pools(tmp_path):
+    r = stack_with(tmp_path, addons={"nfd": False})
+    values = release(r, "gpu-operator").inputs["values"]
+    assert values["nfd"] == {"enabled": True}
+    assert SPOT in values["node-feature-discovery"]["worker"]["tolerations"]
+    assert not r.of_type("kubernetes:nfd.k8s-sigs.io/v1alpha1:NodeFeatureRule")
+
+
+def test_driver_none_without_the_operator_is_refused():
+    with pytest.raises(Exception, match=r"gpuPools\[0\].driver.*nothing installs the GPU driver"):
+        load_stack_config({"addons": {"gpuOperator": False}}, PROJECT, "t")
+
+
+def test_helm_and_managed_blob_drivers_are_never_both_enabled():
+    with pytest.raises(Exception, match="managedBlobCsiDriver.*not both"):
+        load_stack_config({"cluster": {"managedBlobCsiDriver": True}, "addons": {"blobCsi": True}}, PROJECT, "t")
+
+
+def test_blob_csi_driver_uses_the_blobfuse_proxy_with_a_pinned_blobfuse2(render_of):
+    csi = release(render_of("av-resim"), "blob-csi").inputs
+    assert (csi["chart"], csi["version"], csi["namespace"]) == ("blob-csi-driver", "1.27.9", "kube-system")
+    assert csi["values"]["node"]["enableBlobfuseProxy"] is True
+    assert csi["values"]["node"]["blobfuseProxy"]["blobfuse2Version"] == "2.5.4"
+
+
+def test_blob_csi_driver_only_where_there_is_storage(render_of):
+    assert not [r for r in render_of("gpu-basics").of_type(RELEASE) if r.name == "blob-csi-release"]
+
+
+@pytest.mark.parametrize("chart, pinned", [("node-feature-discovery", charts.NFD),
+                                           ("blob-csi-driver", charts.BLOB_CSI)])
+def test_reference_charts_are_the_pinned_versions(chart, pinned):
+    # Charts in git carry a placeholder `version`; appVersion names the release they were published as.
+    assert upstream.chart_yaml(chart)["appVersion"].lstrip("v") == pinned.version
+
+
+def test_reference_operator_chart_is_the_v26_7_tree():
+    # In git the operator's Chart.yaml always reads v1.0.0-devel; v26.7 is recognisable by what it added.
+    deps = {d["name"]: d for d in upstream.chart_yaml("gpu-operator")["dependencies"]}
+    assert (deps["node-feature-discovery"]["version"], deps["node-feature-discovery"]["repository"]) == \
+        (charts.NFD.version, "oci://registry.k8s.io/nfd/charts")
+    values = upstream.chart_values("gpu-operator")
+    assert {"clusterPolicy", "gpuCluster"} <= set(values)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_value_key_we_set_exists_in_the_pinned_chart(render_of, stack, tmp_path):
+    charts_by_release = {"gpu-operator-release": "gpu-operator", "nfd-release": "node-feature-discovery",
+                         "blob-csi-release": "blob-csi-driver"}
+    variants = [render_of(stack), stack_with(tmp_path, addons={"nfd": False}, gpuPools=[
+        {"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "driver": "install",
+         "sharing": {"mode": "mig", "migProfile": "MIG1g"}}])]
+    for r in variants:
+        for rel in r.of_type(RELEASE):
+            chart = charts_by_release[rel.name]
+            assert upstream.unknown_value_paths(rel.inputs["values"], upstream.chart_values(chart)) == [], rel.name
+
+
+def test_blob_csi_value_keys_exist_in_the_chart():
+    assert upstream.unknown_value_paths(blob_csi_values(), upstream.chart_values("blob-csi-driver")) == []
+
+
+def test_nfd_values_pass_the_charts_values_schema(render_of):
+    ours = release(render_of("av-resim"), "nfd").inputs["values"]
+    merged = upstream.deep_merge(upstream.chart_values("node-feature-discovery"), ours)
+    jsonschema.validate(merged, upstream.values_schema("node-feature-discovery"))
+
+
+def test_operator_values_fit_the_cluster_policy_crd(render_of):
+    values = release(render_of("av-resim"), "gpu-operator").inputs["values"]
+    definition = upstream.crd("gpu-operator", "nvidia.com_clusterpolicies.yaml", "clusterpolicies.nvidia.com")
+    spec = definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert set(values["devicePlugin"]["config"]) <= set(spec["devicePlugin"]["properties"]["config"]["properties"])
+    jsonschema.validate(values["daemonsets"], {"type": "object", "properties": {
+        "tolerations": spec["daemonsets"]["properties"]["tolerations"]}})
+    assert "single" in spec["mig"]["properties"]["strategy"]["enum"]

@@ -1,0 +1,94 @@
+"""Every Kubernetes object the program writes: schema-valid, secure defaults, never in `default`."""
+
+import pytest
+import kubernetes_validate
+
+from stacks.report import is_manifest, manifest
+from tests.conftest import STACKS
+
+K8S_VERSION = "1.33.0"
+"""A version AKS supports today; kubernetes-validate ships its schemas."""
+WORKLOADS = {"Job", "Deployment", "DaemonSet", "StatefulSet", "Pod"}
+
+
+def is_builtin(api_version: str) -> bool:
+    """Core and k8s.io groups are Kubernetes' own; any other dotted group comes from a CRD."""
+    group = api_version.split("/")[0] if "/" in api_version else ""
+    return "." not in group or group.endswith(".k8s.io")
+
+
+def objects(render):
+    return [r for r in render.resources if is_manifest(r)]
+
+
+def pod_spec(obj):
+    spec = obj["spec"]
+    return spec if obj["kind"] == "Pod" else spec["template"]["spec"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_builtin_object_validates_against_the_kubernetes_schema(render_of, stack):
+    builtin = [manifest(r) for r in objects(render_of(stack)) if is_builtin(r.inputs["apiVersion"])]
+    assert builtin  # custom resources are checked against their CRDs in test_gpu_software
+    for obj in builtin:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_object_lands_in_the_default_namespace(render_of, stack):
+    for r in objects(render_of(stack)):
+        assert r.inputs["metadata"].get("namespace") != "default", r.name
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_workloads_run_restricted_with_pinned_images_and_resource_limits(render_of, stack):
+    for r in objects(render_of(stack)):
+        obj = manifest(r)
+        if obj["kind"] not in WORKLOADS:
+            continue
+        spec = pod_spec(obj)
+        assert spec["automountServiceAccountToken"] is False, r.name
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for c in spec["containers"]:
+            image = c["image"]
+            assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), image
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
+            res = c["resources"]
+            assert {"cpu", "memory"} <= set(res["requests"]) and {"cpu", "memory"} <= set(res["limits"])
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_workload_namespaces_enforce_restricted_and_only_driver_namespaces_are_privileged(render_of, stack):
+    for ns in render_of(stack).of_type("kubernetes:core/v1:Namespace"):
+        labels = ns.inputs["metadata"]["labels"]
+        level = labels["pod-security.kubernetes.io/enforce"]
+        name = ns.inputs["metadata"]["name"]
+        assert level == ("privileged" if name in ("gpu-operator", "node-feature-discovery") else "restricted"), name
+
+
+def test_smoke_test_job_requests_one_gpu_on_its_pool_after_the_operator(render_of):
+    r = render_of("gpu-basics")
+    (job,) = r.of_type("kubernetes:batch/v1:Job")
+    spec = job.inputs["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"kubernetes.azure.com/agentpool": "t4"}
+    assert {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"} in spec["tolerations"]
+    assert {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot",
+            "effect": "NoSchedule"} in spec["tolerations"]
+    (c,) = spec["containers"]
+    assert c["command"] == ["nvidia-smi"] and c["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert c["image"].startswith("nvcr.io/nvidia/cuda:12.")
+    assert "volumes" not in spec, "no hostPath driver mounts: the toolkit injects them"
+    assert "gpu-operator-release" in job.depends_on
+    assert job.inputs["spec"]["backoffLimit"] >= 1 and job.inputs["spec"]["activeDeadlineSeconds"] > 0
+
+
+def test_smoke_test_is_off_unless_enabled(render_of):
+    assert not render_of("training-autoscale").of_type("kubernetes:batch/v1:Job")
+
+
+def test_schema_validation_is_strict_enough_to_catch_a_misspelt_field():
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+                                      "dta": {"a": "b"}}, K8S_VERSION, strict=True)
