@@ -46,6 +46,7 @@ class Cluster(pulumi.ComponentResource):
     kubelet_client_id: pulumi.Output[str]
     oidc_issuer_url: pulumi.Output[str]
     resource_group_name: pulumi.Output[str]
+    managed_cluster: cs.ManagedCluster
     deployer_admin: authorization.RoleAssignment | None
     """The deployer's RBAC role; Kubernetes calls must wait for it (an edge Pulumi cannot see)."""
 
@@ -131,6 +132,7 @@ class Cluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
 
+        self.managed_cluster = cluster
         kubelet = cluster.identity_profile.apply(lambda p: p["kubeletidentity"])
         self.name = cluster.name
         self.id = cluster.id

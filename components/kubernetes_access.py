@@ -14,6 +14,8 @@ from components.kubeconfig import kubelogin_kubeconfig
 
 @dataclass(frozen=True)
 class KubernetesAccessArgs:
+    cluster: pulumi.Resource
+    """The AKS cluster resource: credentials are read only once it exists (not during a first preview)."""
     cluster_name: pulumi.Input[str]
     """Name of the AKS cluster."""
     resource_group_name: pulumi.Input[str]
@@ -39,7 +41,9 @@ class KubernetesAccess(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: KubernetesAccessArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:aks:KubernetesAccess", name, None, opts)
-        invoke = pulumi.InvokeOptions(parent=self)
+        # The cluster's name is known before the cluster exists; without this edge a first `pulumi preview`
+        # would ask Azure for credentials of a cluster that is not there yet.
+        invoke = pulumi.InvokeOutputOptions(parent=self, depends_on=[args.cluster])
         if args.local_accounts:
             # Admin credentials bypass Entra ID and audit; they exist only when local accounts are enabled.
             admin = cs.list_managed_cluster_admin_credentials_output(

@@ -84,7 +84,7 @@ def build_azure_layer(cfg: StackConfig) -> AzureLayer:
     }
 
     access = KubernetesAccess("k8s", KubernetesAccessArgs(
-        cluster_name=cluster.name, resource_group_name=net.resource_group_name,
+        cluster=cluster.managed_cluster, cluster_name=cluster.name, resource_group_name=net.resource_group_name,
         login_mode=cfg.cluster.login_mode, local_accounts=cfg.cluster.local_accounts,
         wait_for=[cluster.deployer_admin] if cluster.deployer_admin else None,
     ))

@@ -141,7 +141,8 @@ def _network(s: Section) -> NetworkConfig:
     if dns_ip not in services or dns_ip in (services.network_address, services.network_address + 1):
         raise ConfigError(s.key("dnsServiceIp"), dns,
                           f"must be inside network.serviceCidr {services}, not its first two addresses")
-    return NetworkConfig(str(vnet), str(nodes), str(endpoints), str(pods), str(services), dns)
+    return NetworkConfig(address_space=str(vnet), node_subnet=str(nodes), endpoint_subnet=str(endpoints),
+                         pod_cidr=str(pods), service_cidr=str(services), dns_service_ip=dns)
 
 
 def _pool(s: Section, default_name: str, default_size: str, default_min: int, default_max: int,
@@ -182,7 +183,8 @@ def _pool(s: Section, default_name: str, default_size: str, default_min: int, de
     for i, z in enumerate(zones):
         if z not in ("1", "2", "3"):
             raise ConfigError(f"{s.key('zones')}[{i}]", z, "allowed: 1, 2, 3")
-    return PoolConfig(name, vm_size, min_count, max_count, count, spot, price, labels, disk, zones)
+    return PoolConfig(name=name, vm_size=vm_size, min_count=min_count, max_count=max_count, count=count, spot=spot,
+                      spot_max_price=price, labels=labels, os_disk_size_gb=disk, zones=zones)
 
 
 def _gpu_pool(s: Section) -> GpuPoolConfig:
@@ -201,7 +203,7 @@ def _gpu_pool(s: Section) -> GpuPoolConfig:
     if sharing.mode == "mig" and driver != "install":
         # AKS partitions MIG GPUs (gpuInstanceProfile) as part of its own driver setup.
         raise ConfigError(s.key("driver"), driver, f"pool '{pool.name}': MIG pools need driver install")
-    return GpuPoolConfig(pool, size, driver, sharing)
+    return GpuPoolConfig(pool=pool, size=size, driver=driver, sharing=sharing)
 
 
 def _sharing(s: Section, size: GpuSize, pool: str) -> SharingConfig:
@@ -225,7 +227,7 @@ def _sharing(s: Section, size: GpuSize, pool: str) -> SharingConfig:
     elif profile is not None:
         raise ConfigError(s.key("migProfile"), profile,
                           f"pool '{pool}': a MIG profile needs mode mig; MIG and {mode} do not mix on one pool")
-    return SharingConfig(mode, replicas, profile)
+    return SharingConfig(mode=mode, replicas=replicas, mig_profile=profile)
 
 
 def _cpu_pool(s: Section) -> PoolConfig:
@@ -288,8 +290,13 @@ def _cluster(s: Section) -> ClusterConfig:
     _refuse_gpu_size(sp, system.vm_size, "cluster.systemPool")
     autoscaler = _autoscaler(s.section("autoscaler"))
     s.done()
-    return ClusterConfig(version, tier, private, ranges, local, groups, grant, deployer_type, policy, channel,
-                         os_channel, managed_blob, login, system, autoscaler)
+    return ClusterConfig(
+        kubernetes_version=version, sku_tier=tier, private=private, authorized_ip_ranges=ranges,
+        local_accounts=local, admin_group_object_ids=groups, grant_deployer_admin=grant,
+        deployer_principal_type=deployer_type, network_policy=policy, upgrade_channel=channel,
+        node_os_upgrade_channel=os_channel, managed_blob_csi_driver=managed_blob, login_mode=login,
+        system_pool=system, autoscaler=autoscaler,
+    )
 
 
 def _autoscaler(s: Section) -> AutoscalerConfig:
@@ -319,7 +326,7 @@ def _registry(s: Section) -> RegistryConfig:
     s.done()
     if private and sku != "Premium":
         raise ConfigError(s.key("sku"), sku, "registry.private needs Premium (private endpoints are Premium-only)")
-    return RegistryConfig(enabled, name, sku, private)
+    return RegistryConfig(enabled=enabled, name=name, sku=sku, private=private)
 
 
 def _storage(s: Section, default_private: bool) -> StorageConfig:
@@ -334,7 +341,7 @@ def _storage(s: Section, default_private: bool) -> StorageConfig:
     for i, role in enumerate(roles):
         if role in roles[:i]:
             raise ConfigError(f"{s.key('accounts')}[{i}].role", role, "each storage account needs its own role")
-    return StorageConfig(accounts, private, auth, days)
+    return StorageConfig(accounts=accounts, private=private, auth=auth, sas_expiry_days=days)
 
 
 def _storage_account(s: Section) -> StorageAccountConfig:
@@ -352,7 +359,7 @@ def _storage_account(s: Section) -> StorageAccountConfig:
         raise ConfigError(s.key("name"), name, err)
     protect = s.get("protect", bool, False)
     s.done()
-    return StorageAccountConfig(role, containers, name, protect)
+    return StorageAccountConfig(role=role, containers=containers, name=name, protect=protect)
 
 
 def _addons(s: Section, default_blob_csi: bool) -> AddonsConfig:

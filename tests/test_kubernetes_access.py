@@ -2,6 +2,7 @@
 
 import contextvars
 
+import pulumi
 import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.stack import run_pulumi_func
@@ -21,8 +22,10 @@ def _kubeconfig_for(login_mode: str) -> tuple[str, bool]:
         holder = {}
 
         def program():
+            cluster = pulumi.CustomResource("azure-native:containerservice:ManagedCluster", "aks",
+                                            {"resourceName": "aks-t", "resourceGroupName": "rg-t"})
             holder["access"] = KubernetesAccess("k8s", KubernetesAccessArgs(
-                cluster_name="aks-t", resource_group_name="rg-t", login_mode=login_mode))
+                cluster=cluster, cluster_name="aks-t", resource_group_name="rg-t", login_mode=login_mode))
 
         _sync_await(run_pulumi_func(program))
         out = holder["access"].kubeconfig
