@@ -13,7 +13,7 @@ import pulumi
 from pulumi_kubernetes import core
 
 from components import charts, gpu_sharing, helm
-from components.k8s_security import PRIVILEGED_NAMESPACE_LABELS
+from components.k8s_security import PRIVILEGED_NAMESPACE_LABELS, namespace
 from components.nfd import MIG_NOT_READY, NVIDIA_GPU
 from components.settings import GpuPoolConfig
 
@@ -63,7 +63,7 @@ class GpuOperator(pulumi.ComponentResource):
         if not args.pools:
             raise ValueError("GPU operator: no GPU pools to serve")
         self.namespace = args.namespace
-        ns = helm.namespace(f"{name}-ns", args.namespace, PRIVILEGED_NAMESPACE_LABELS, self)
+        ns = namespace(f"{name}-ns", args.namespace, PRIVILEGED_NAMESPACE_LABELS, self)
 
         config_name = None
         data = gpu_sharing.configmap_data(args.pools)

@@ -12,8 +12,8 @@ from typing import Sequence
 import pulumi
 from pulumi_kubernetes import batch
 
-from components import charts, helm
-from components.k8s_security import (RESTRICTED_NAMESPACE_LABELS, container_security_context,
+from components import charts
+from components.k8s_security import (RESTRICTED_NAMESPACE_LABELS, container_security_context, namespace,
                                      pod_security_context, resources)
 from components.node_pools import GpuNodePool
 
@@ -38,7 +38,7 @@ class GpuSmokeTest(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuSmokeTestArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:gpu:GpuSmokeTest", name, None, opts)
-        ns = helm.namespace(f"{name}-ns", args.namespace, RESTRICTED_NAMESPACE_LABELS, self)
+        ns = namespace(f"{name}-ns", args.namespace, RESTRICTED_NAMESPACE_LABELS, self)
         self.job_names = []
         for pool in args.pools:
             job_name = f"nvidia-smi-{pool.pool_name}"

@@ -5,17 +5,9 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import pulumi
-from pulumi_kubernetes import core, helm
+from pulumi_kubernetes import helm
 
 from components.charts import Chart
-
-
-def namespace(name: str, namespace_name: str, labels: Mapping[str, str], parent: pulumi.Resource,
-              **opts: Any) -> core.v1.Namespace:
-    return core.v1.Namespace(
-        name, metadata={"name": namespace_name, "labels": {"app.kubernetes.io/managed-by": "pulumi", **labels}},
-        opts=pulumi.ResourceOptions(parent=parent, **opts),
-    )
 
 
 def release(name: str, release_name: str, chart: Chart, namespace_name: pulumi.Input[str],

@@ -1,8 +1,11 @@
-"""Security defaults for every pod this program writes (restricted Pod Security Standard)."""
+"""Security defaults for every namespace and pod this program writes (restricted Pod Security Standard)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
+
+import pulumi
+from pulumi_kubernetes import core
 
 NONROOT_UID = 65532
 """An unprivileged UID that exists in distroless images and works as a bare number everywhere else."""
@@ -45,3 +48,11 @@ def resources(cpu: str, memory: str, gpus: int = 0, cpu_limit: str | None = None
     if gpus:
         limits["nvidia.com/gpu"] = str(gpus)
     return {"requests": {"cpu": cpu, "memory": memory}, "limits": limits}
+
+
+def namespace(name: str, namespace_name: str, labels: Mapping[str, str], parent: pulumi.Resource,
+              **opts: Any) -> core.v1.Namespace:
+    return core.v1.Namespace(
+        name, metadata={"name": namespace_name, "labels": {"app.kubernetes.io/managed-by": "pulumi", **labels}},
+        opts=pulumi.ResourceOptions(parent=parent, **opts),
+    )

@@ -8,7 +8,7 @@ import pulumi
 from pulumi_kubernetes import apiextensions
 
 from components import charts, helm
-from components.k8s_security import PRIVILEGED_NAMESPACE_LABELS
+from components.k8s_security import PRIVILEGED_NAMESPACE_LABELS, namespace
 
 MIG_NOT_READY = {"key": "mig", "operator": "Equal", "value": "notReady", "effect": "NoSchedule"}
 """Set while MIG is being configured; NFD and the operator must still run then."""
@@ -42,7 +42,7 @@ class NodeFeatureDiscovery(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NodeFeatureDiscoveryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:gpu:NodeFeatureDiscovery", name, None, opts)
-        ns = helm.namespace(f"{name}-ns", args.namespace, PRIVILEGED_NAMESPACE_LABELS, self)
+        ns = namespace(f"{name}-ns", args.namespace, PRIVILEGED_NAMESPACE_LABELS, self)
         self.values = {
             "master": {"extraLabelNs": list(args.extra_label_namespaces)},
             "worker": {"tolerations": helm.merged_tolerations(args.gpu_tolerations, [NVIDIA_GPU, MIG_NOT_READY])},

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import pulumi
 
-from components import helm
-from components.k8s_security import RESTRICTED_NAMESPACE_LABELS
+from components.k8s_security import RESTRICTED_NAMESPACE_LABELS, namespace
 
 
 class Workspace(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
 
-    def __init__(self, name: str, namespace: str, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, namespace_name: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:k8s:Workspace", name, None, opts)
-        ns = helm.namespace(f"{name}-ns", namespace, RESTRICTED_NAMESPACE_LABELS, self)
+        ns = namespace(f"{name}-ns", namespace_name, RESTRICTED_NAMESPACE_LABELS, self)
         self.namespace = ns.metadata["name"]
         self.register_outputs({"namespace": self.namespace})

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from components import naming
-from components.gpu_sizes import lookup_gpu_size
+from components.gpu_sizes import GpuSize, lookup_gpu_size
 from components.settings import (
     MIG_INSTANCES_PER_GPU, AddonsConfig, AutoscalerConfig, ClusterConfig, GpuPoolConfig, NetworkConfig, PoolConfig, RegistryConfig, SharingConfig,
     StorageAccountConfig, StorageConfig,
