@@ -15,13 +15,14 @@ from pulumi_kubernetes import core
 from components import charts, gpu_sharing, helm
 from components.k8s_security import PRIVILEGED_NAMESPACE_LABELS, namespace
 from components.nfd import MIG_NOT_READY, NVIDIA_GPU
+from components.node_pools import merged_tolerations
 from components.settings import GpuPoolConfig
 
 
 def operator_values(pools: Sequence[GpuPoolConfig], gpu_tolerations: list[dict[str, str]], bundled_nfd: bool,
                     sharing_config_name: pulumi.Input[str] | None) -> dict[str, Any]:
     """Chart values; the driver is the operator's exactly when some pool skips the AKS driver."""
-    tolerations = helm.merged_tolerations([NVIDIA_GPU], gpu_tolerations, [MIG_NOT_READY])
+    tolerations = merged_tolerations([NVIDIA_GPU], gpu_tolerations, [MIG_NOT_READY])
     owns_driver = any(p.driver == "none" for p in pools)
     values: dict[str, Any] = {
         # Parallel NFD deployments are unsupported: bundle it only when no separate release exists.
@@ -55,14 +56,11 @@ class GpuOperatorArgs:
 
 class GpuOperator(pulumi.ComponentResource):
     release: pulumi.Resource
-    namespace: str
-    values: dict[str, Any]
 
     def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:gpu:GpuOperator", name, None, opts)
         if not args.pools:
             raise ValueError("GPU operator: no GPU pools to serve")
-        self.namespace = args.namespace
         ns = namespace(f"{name}-ns", args.namespace, PRIVILEGED_NAMESPACE_LABELS, self)
 
         config_name = None
@@ -79,8 +77,8 @@ class GpuOperator(pulumi.ComponentResource):
             )
             config_name = config.metadata["name"]
 
-        self.values = operator_values(args.pools, args.gpu_tolerations, args.bundled_nfd, config_name)
+        values = operator_values(args.pools, args.gpu_tolerations, args.bundled_nfd, config_name)
         # GPU nodes are slow to join: the operator pods wait for NFD labels and the driver build.
         self.release = helm.release(f"{name}-release", "gpu-operator", charts.GPU_OPERATOR, ns.metadata["name"],
-                                    self.values, self, timeout_seconds=900)
+                                    values, self, timeout_seconds=900)
         self.register_outputs({"release": self.release.id})

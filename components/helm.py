@@ -11,8 +11,7 @@ from components.charts import Chart
 
 
 def release(name: str, release_name: str, chart: Chart, namespace_name: pulumi.Input[str],
-            values: Mapping[str, Any], parent: pulumi.Resource, timeout_seconds: int = 600,
-            depends_on: list[pulumi.Resource] | None = None) -> helm.v3.Release:
+            values: Mapping[str, Any], parent: pulumi.Resource, timeout_seconds: int = 600) -> helm.v3.Release:
     return helm.v3.Release(
         name,
         name=release_name,
@@ -26,14 +25,5 @@ def release(name: str, release_name: str, chart: Chart, namespace_name: pulumi.I
         atomic=True,
         cleanup_on_fail=True,
         timeout=timeout_seconds,
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or []),
+        opts=pulumi.ResourceOptions(parent=parent),
     )
-
-
-def merged_tolerations(*groups: list[dict[str, str]]) -> list[dict[str, str]]:
-    """Tolerations of several pools, each once, in a stable order."""
-    seen: dict[tuple, dict[str, str]] = {}
-    for group in groups:
-        for t in group:
-            seen.setdefault(tuple(sorted(t.items())), t)
-    return list(seen.values())

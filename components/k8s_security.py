@@ -41,18 +41,17 @@ def container_security_context(read_only_root: bool = True) -> dict[str, Any]:
     }
 
 
-def resources(cpu: str, memory: str, gpus: int = 0, cpu_limit: str | None = None,
-              memory_limit: str | None = None) -> dict[str, Any]:
-    """Requests and limits; GPUs go in limits (Kubernetes sets the request equal)."""
-    limits: dict[str, Any] = {"cpu": cpu_limit or cpu, "memory": memory_limit or memory}
+def resources(cpu: str, memory: str, gpus: int = 0) -> dict[str, Any]:
+    """Requests equal to limits; GPUs go in limits (Kubernetes sets the request equal)."""
+    limits: dict[str, Any] = {"cpu": cpu, "memory": memory}
     if gpus:
         limits["nvidia.com/gpu"] = str(gpus)
     return {"requests": {"cpu": cpu, "memory": memory}, "limits": limits}
 
 
-def namespace(name: str, namespace_name: str, labels: Mapping[str, str], parent: pulumi.Resource,
-              **opts: Any) -> core.v1.Namespace:
+def namespace(name: str, namespace_name: str, labels: Mapping[str, str], parent: pulumi.Resource
+              ) -> core.v1.Namespace:
     return core.v1.Namespace(
         name, metadata={"name": namespace_name, "labels": {"app.kubernetes.io/managed-by": "pulumi", **labels}},
-        opts=pulumi.ResourceOptions(parent=parent, **opts),
+        opts=pulumi.ResourceOptions(parent=parent),
     )

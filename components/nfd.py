@@ -8,6 +8,7 @@ import pulumi
 from pulumi_kubernetes import apiextensions
 
 from components import charts, helm
+from components.node_pools import merged_tolerations
 from components.k8s_security import PRIVILEGED_NAMESPACE_LABELS, namespace
 
 MIG_NOT_READY = {"key": "mig", "operator": "Equal", "value": "notReady", "effect": "NoSchedule"}
@@ -43,12 +44,12 @@ class NodeFeatureDiscovery(pulumi.ComponentResource):
     def __init__(self, name: str, args: NodeFeatureDiscoveryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:gpu:NodeFeatureDiscovery", name, None, opts)
         ns = namespace(f"{name}-ns", args.namespace, PRIVILEGED_NAMESPACE_LABELS, self)
-        self.values = {
+        values = {
             "master": {"extraLabelNs": list(args.extra_label_namespaces)},
-            "worker": {"tolerations": helm.merged_tolerations(args.gpu_tolerations, [NVIDIA_GPU, MIG_NOT_READY])},
+            "worker": {"tolerations": merged_tolerations(args.gpu_tolerations, [NVIDIA_GPU, MIG_NOT_READY])},
         }
         self.release = helm.release(f"{name}-release", "node-feature-discovery", charts.NFD, ns.metadata["name"],
-                                    self.values, self)
+                                    values, self)
         self.rule = apiextensions.CustomResource(
             f"{name}-gpu-rule",
             api_version="nfd.k8s-sigs.io/v1alpha1",

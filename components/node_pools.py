@@ -30,6 +30,15 @@ def toleration(taint: str) -> dict[str, str]:
     return {"key": key, "operator": "Equal", "value": value, "effect": effect}
 
 
+def merged_tolerations(*groups: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Tolerations of several pools, each once, in a stable order."""
+    seen: dict[tuple, dict[str, str]] = {}
+    for group in groups:
+        for t in group:
+            seen.setdefault(tuple(sorted(t.items())), t)
+    return list(seen.values())
+
+
 def pool_taints(pool: PoolConfig, gpu: bool) -> tuple[str, ...]:
     """Taints AKS puts on a pool's nodes: the GPU taint on GPU pools, the spot taint on spot pools."""
     return ((GPU_TAINT,) if gpu else ()) + ((SPOT_TAINT,) if pool.spot else ())

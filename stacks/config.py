@@ -14,8 +14,8 @@ from typing import Any, Mapping
 from components import naming
 from components.gpu_sizes import GpuSize, lookup_gpu_size
 from components.settings import (
-    MIG_INSTANCES_PER_GPU, AddonsConfig, AutoscalerConfig, ClusterConfig, GpuPoolConfig, NetworkConfig, PoolConfig, RegistryConfig, SharingConfig,
-    StorageAccountConfig, StorageConfig,
+    MIG_INSTANCES_PER_GPU, AddonsConfig, AutoscalerConfig, ClusterConfig, GpuPoolConfig, NetworkConfig, PoolConfig,
+    RegistryConfig, SharingConfig, StorageAccountConfig, StorageConfig,
 )
 from stacks.config_reader import ConfigError, Section
 

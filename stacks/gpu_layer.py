@@ -10,8 +10,8 @@ from components.blob_csi import BlobCsiDriver
 from components.blob_volume import BlobVolume, BlobVolumeArgs
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.gpu_smoke_test import GpuSmokeTest, GpuSmokeTestArgs
-from components.helm import merged_tolerations
 from components.nfd import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
+from components.node_pools import merged_tolerations
 from components.workspace import Workspace
 from stacks.azure_layer import AzureLayer
 from stacks.config import StackConfig
