@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 
-.PHONY: install render test clean
+.PHONY: install render test lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,19 @@ render: install  ## install everything, then render every stack offline into $(O
 
 test: install  ## install everything, then run the test suite
 	$(BIN)/python -m pytest -q
+
+# Regenerate the hashed lock of an image's dependencies (linux/amd64, Python 3.12) after editing its requirements.in.
+UV := .venv-tools/bin/uv
+$(UV):
+	$(PYTHON) -m venv .venv-tools
+	.venv-tools/bin/python -m pip install --quiet uv==0.13.9
+
+lock: $(UV)
+	for dir in docker/*/; do \
+	  [ -f $$dir/requirements.in ] || continue; \
+	  $(UV) pip compile $$dir/requirements.in --python-version 3.12 --python-platform x86_64-manylinux_2_28 \
+	    --generate-hashes --no-header --quiet --index-url https://pypi.org/simple -o $$dir/requirements.txt; \
+	done
 
 clean:
 	rm -rf $(OUT) .pytest_cache

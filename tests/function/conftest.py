@@ -1,0 +1,42 @@
+"""The function app is imported the way the Functions worker imports it: from its own folder."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+FUNCTION_DIR = Path(__file__).resolve().parents[2] / "docker" / "function"
+
+
+def import_function_module(name: str):
+    """Import one module of the function app with its folder on sys.path, as the worker has it."""
+    sys.path.insert(0, str(FUNCTION_DIR))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(FUNCTION_DIR))
+
+
+@pytest.fixture(scope="session")
+def function_app():
+    return import_function_module("function_app")
+
+
+@pytest.fixture(scope="session")
+def routes(function_app):
+    """Route name -> the user function behind it, as the host would call it."""
+    return {fn.get_function_name(): fn for fn in function_app.app.get_functions()}
+
+
+@pytest.fixture(scope="session")
+def call(routes):
+    import azure.functions as func
+
+    def call(name: str, method: str = "GET", body: bytes = b"", params: dict | None = None):
+        request = func.HttpRequest(method, f"/api/{name}", body=body, params=params or {})
+        return routes[name].get_user_function()(request)
+
+    return call
