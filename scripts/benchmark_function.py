@@ -1,0 +1,204 @@
+"""Benchmark the function app's /api/answer on the GPU and on the CPU, through its own routes.
+
+Runs the route handlers of docker/function/function_app.py with azure-functions'
+request type (no host, no network), on a fixed, seeded request set:
+  - /api/status text and JSON on this machine
+  - latency of single requests (p50/p95) and throughput of 32-query batches, per device
+  - with --workers: N worker processes sharing one GPU, each sending single requests
+    (the gpu-sharing scenario's claim that concurrent runs beat sequential ones)
+
+    python scripts/benchmark_function.py --out docs/results [--devices cuda,cpu] [--workers 1,2,4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import multiprocessing as mp
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+FUNCTION_DIR = Path(__file__).resolve().parents[1] / "docker" / "function"
+
+# (sentence, a question it answers). Contexts mix one target with distractors.
+FACTS = [
+    ("The GPU operator installs the NVIDIA driver on every GPU node.", "What installs the NVIDIA driver on the nodes?"),
+    ("Mount Everest rises 8,849 metres above sea level.", "How tall is Mount Everest?"),
+    ("Paris has been the capital of France since the tenth century.", "Which city is the capital of France?"),
+    ("The Amazon river carries more water than any other river.", "Which river carries the most water?"),
+    ("Honey bees communicate the location of flowers by dancing.", "How do bees tell each other where flowers are?"),
+    ("The T4 GPU has 16 GB of GDDR6 memory.", "How much memory does a T4 have?"),
+    ("Spot virtual machines can be evicted when Azure needs the capacity back.", "When are spot VMs evicted?"),
+    ("Marie Curie won Nobel prizes in both physics and chemistry.", "Who won Nobel prizes in physics and chemistry?"),
+    ("The cluster autoscaler removes nodes that stay idle for ten minutes.", "When does the autoscaler remove a node?"),
+    ("Light from the Sun reaches Earth in about eight minutes.", "How long does sunlight take to reach Earth?"),
+    ("The Blob CSI driver mounts storage containers as Kubernetes volumes.", "What mounts blob containers as volumes?"),
+    ("Octopuses have three hearts and blue blood.", "How many hearts does an octopus have?"),
+    ("The Great Wall of China stretches over 21,000 kilometres.", "How long is the Great Wall of China?"),
+    ("Time-slicing lets several pods take turns on one GPU.", "How can several pods share one GPU?"),
+    ("Water boils at 100 degrees Celsius at sea level.", "At what temperature does water boil?"),
+    ("The Pacific is the largest and deepest ocean on Earth.", "Which ocean is the largest?"),
+    ("Shakespeare wrote Hamlet around the year 1600.", "When was Hamlet written?"),
+    ("An A100 GPU can be split into seven MIG instances.", "Into how many MIG instances can an A100 be split?"),
+    ("Penguins live almost exclusively in the southern hemisphere.", "Where do penguins live?"),
+    ("The first transatlantic telegraph cable was completed in 1858.", "When was the first transatlantic cable finished?"),
+    ("Node Feature Discovery labels nodes with the hardware they carry.", "What labels nodes with their hardware?"),
+    ("Venus spins in the opposite direction to most planets.", "Which planet spins backwards?"),
+    ("Checkpoints let a training job resume after its node is lost.", "How does training survive losing a node?"),
+    ("Coffee plants grow best at high altitudes in the tropics.", "Where does coffee grow best?"),
+]
+
+
+def request_set(count: int, sentences: int, seed: int = 7) -> list[tuple[dict, str]]:
+    """`count` fixed queries of `sentences` sentences each, with the expected answer."""
+    rng = random.Random(seed)
+    queries = []
+    for index in range(count):
+        target, question = FACTS[index % len(FACTS)]
+        distractors = rng.sample([s for s, _ in FACTS if s != target], sentences - 1)
+        context = distractors[:]
+        context.insert(rng.randrange(sentences), target)
+        queries.append(({"question": question, "context": " ".join(context)}, target))
+    return queries
+
+
+@functools.lru_cache(maxsize=None)  # the app's function list can be read only once
+def load_app():
+    sys.path.insert(0, str(FUNCTION_DIR))
+    import azure.functions as func
+    import function_app
+    import reader
+
+    routes = {fn.get_function_name(): fn.get_user_function() for fn in function_app.app.get_functions()}
+    return func, routes, reader
+
+
+def call(func, routes, name: str, method: str = "GET", body: object = None, params: dict | None = None):
+    data = json.dumps(body).encode() if body is not None else b""
+    response = routes[name](func.HttpRequest(method, f"/api/{name}", body=data, params=params or {}))
+    return response.status_code, response.get_body().decode()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def bench_device(device: str, queries, batch: int, rounds: int, cpu_threads: int) -> dict:
+    import torch
+
+    func, routes, reader = load_app()
+    if device == "cpu":
+        torch.set_num_threads(cpu_threads)
+    reader._reader = reader.Reader(torch.device(device))  # the route's one model, on the device under test
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    for body, _ in queries[:8]:  # warm-up: kernels, allocator, tokenizer caches
+        call(func, routes, "answer", "POST", body)
+
+    latencies, correct = [], 0
+    for body, expected in queries:
+        start = time.perf_counter()
+        status, text = call(func, routes, "answer", "POST", body)
+        sync()
+        latencies.append((time.perf_counter() - start) * 1000)
+        assert status == 200, text
+        correct += json.loads(text)["answer"] == expected
+
+    batches = [[body for body, _ in queries[i : i + batch]] for i in range(0, len(queries), batch)]
+    start = time.perf_counter()
+    for _ in range(rounds):
+        for items in batches:
+            status, text = call(func, routes, "answer", "POST", items)
+            assert status == 200, text
+    sync()
+    elapsed = time.perf_counter() - start
+    return {
+        "device": device,
+        "cpu_threads": cpu_threads if device == "cpu" else None,
+        "requests": len(queries),
+        "accuracy": correct / len(queries),
+        "single_p50_ms": round(statistics.median(latencies), 2),
+        "single_p95_ms": round(percentile(latencies, 0.95), 2),
+        "single_req_per_s": round(1000 * len(latencies) / sum(latencies), 1),
+        "batch_size": batch,
+        "batched_queries_per_s": round(rounds * len(queries) / elapsed, 1),
+    }
+
+
+def _worker(queries, barrier, results, index) -> None:
+    import torch
+
+    func, routes, reader = load_app()
+    reader._reader = reader.Reader(torch.device("cuda"))
+    for body, _ in queries[:8]:
+        call(func, routes, "answer", "POST", body)
+    torch.cuda.synchronize()
+    barrier.wait()
+    start = time.perf_counter()
+    latencies = []
+    for body, _ in queries:
+        t0 = time.perf_counter()
+        status, _ = call(func, routes, "answer", "POST", body)
+        torch.cuda.synchronize()
+        latencies.append((time.perf_counter() - t0) * 1000)
+        assert status == 200
+    results[index] = (start, time.perf_counter(), latencies)
+
+
+def bench_workers(workers: int, queries) -> dict:
+    """`workers` processes, each its own model copy on the one GPU, all sending at once."""
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(workers)
+    results = ctx.Manager().dict()
+    procs = [ctx.Process(target=_worker, args=(queries, barrier, results, i)) for i in range(workers)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join()
+        assert proc.exitcode == 0
+    starts, ends, latencies = zip(*results.values())
+    wall = max(ends) - min(starts)
+    flat = [value for run in latencies for value in run]
+    return {
+        "workers": workers,
+        "requests": len(flat),
+        "wall_s": round(wall, 3),
+        "aggregate_req_per_s": round(len(flat) / wall, 1),
+        "p50_ms": round(statistics.median(flat), 2),
+        "p95_ms": round(percentile(flat, 0.95), 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--devices", default="cuda,cpu")
+    parser.add_argument("--requests", type=int, default=256)
+    parser.add_argument("--sentences", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--cpu-threads", type=int, default=4, help="4 = the vCPUs of Standard_NC4as_T4_v3")
+    parser.add_argument("--workers", default="", help="e.g. 1,2,4: concurrent worker processes on one GPU")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    queries = request_set(args.requests, args.sentences)
+
+    func, routes, _ = load_app()
+    report = {
+        "status_text": call(func, routes, "status")[1],
+        "status_json": json.loads(call(func, routes, "status", params={"format": "json"})[1]),
+        "request_set": {"requests": args.requests, "sentences_per_context": args.sentences, "seed": 7},
+        "devices": [bench_device(d, queries, args.batch, args.rounds, args.cpu_threads) for d in args.devices.split(",")],
+    }
+    if args.workers:
+        report["sharing"] = [bench_workers(int(n), queries) for n in args.workers.split(",")]
+    (args.out / "function-benchmark.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
