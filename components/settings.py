@@ -185,3 +185,26 @@ class AddonsConfig:
     """Helm-installed Azure Blob CSI driver; default on when storage accounts exist."""
     smoke_test: bool = False
     """An nvidia-smi Job per GPU pool that proves GPUs are schedulable after ``pulumi up``."""
+
+
+BUILD_MODES = ("acr", "local")
+EXPOSURES = ("public", "internal")
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    mode: str = "acr"
+    """``acr``: an ACR Task run builds in Azure (no Docker needed where ``pulumi up`` runs).
+    ``local``: the Docker engine where ``pulumi up`` runs builds and pushes (``az acr login`` first)."""
+
+
+@dataclass(frozen=True)
+class FunctionConfig:
+    pool: str | None = None
+    """GPU pool the function's DaemonSet runs on; unset: the first GPU pool."""
+    exposure: str = "public"
+    """``public``: a public LoadBalancer IP as in seed 000; ``internal``: an IP in the VNet only."""
+    allowed_source_ranges: tuple[str, ...] = ()
+    """CIDRs that may reach the LoadBalancer (``loadBalancerSourceRanges``); empty allows all."""
+    max_context_chars: int = 20_000
+    """Longest context ``/api/answer`` accepts (longer gets a 400)."""

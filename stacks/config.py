@@ -14,8 +14,9 @@ from typing import Any, Mapping
 from components import naming
 from components.gpu_sizes import GpuSize, lookup_gpu_size
 from components.settings import (
-    MIG_INSTANCES_PER_GPU, AddonsConfig, AutoscalerConfig, ClusterConfig, GpuPoolConfig, NetworkConfig, PoolConfig,
-    RegistryConfig, SharingConfig, StorageAccountConfig, StorageConfig,
+    BUILD_MODES, EXPOSURES, MIG_INSTANCES_PER_GPU, AddonsConfig, AutoscalerConfig, BuildConfig, ClusterConfig,
+    FunctionConfig, GpuPoolConfig, NetworkConfig, PoolConfig, RegistryConfig, SharingConfig, StorageAccountConfig,
+    StorageConfig,
 )
 from stacks.config_reader import ConfigError, Section
 
@@ -51,6 +52,8 @@ class StackConfig:
     registry: RegistryConfig
     storage: StorageConfig
     addons: AddonsConfig
+    build: BuildConfig
+    function: FunctionConfig
 
     @property
     def tags(self) -> dict[str, str]:
@@ -91,6 +94,8 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str) -> StackConfig
     registry = _registry(top.section("registry"))
     storage = _storage(top.section("storage"), default_private=cluster.private)
     addons = _addons(top.section("addons"), default_blob_csi=bool(storage.accounts))
+    build = _build(top.section("build"))
+    function = _function(top.section("function"), gpu_pools)
     top.done()
 
     _check_unique_pool_names(top, cluster.system_pool, gpu_pools, cpu_pools)
@@ -100,7 +105,7 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str) -> StackConfig
         project=project, stack=stack, scenario=scenario, environment=environment, owner=owner,
         location=location, naming=naming.Naming(root, unique_seed=f"{project}/{stack}"),
         network=network, cluster=cluster, gpu_pools=gpu_pools, cpu_pools=cpu_pools,
-        registry=registry, storage=storage, addons=addons,
+        registry=registry, storage=storage, addons=addons, build=build, function=function,
     )
 
 
@@ -348,6 +353,8 @@ def _storage_account(s: Section) -> StorageAccountConfig:
     role = s.get("role", str, "data")
     if not re.fullmatch(r"[a-z][a-z0-9]{0,7}", role):
         raise ConfigError(s.key("role"), role, "must be 1-8 lowercase letters and digits starting with a letter")
+    if role == "build":
+        raise ConfigError(s.key("role"), role, "is reserved for the account that holds image build contexts")
     containers = s.strings("containers", [role])
     if not containers:
         raise ConfigError(s.key("containers"), [], "needs at least one container")
@@ -372,6 +379,35 @@ def _addons(s: Section, default_blob_csi: bool) -> AddonsConfig:
     )
     s.done()
     return addons
+
+
+def _build(s: Section) -> BuildConfig:
+    mode = s.choice("mode", BUILD_MODES, BuildConfig().mode)
+    s.done()
+    return BuildConfig(mode=mode)
+
+
+def _function(s: Section, gpu_pools: tuple[GpuPoolConfig, ...]) -> FunctionConfig:
+    d = FunctionConfig()
+    pool = s.optional_str("pool")
+    names = [g.pool.name for g in gpu_pools]
+    if pool is not None and pool not in names:
+        raise ConfigError(s.key("pool"), pool, f"must name a GPU pool of this stack: {', '.join(names) or 'none'}")
+    exposure = s.choice("exposure", EXPOSURES, d.exposure)
+    ranges = s.strings("allowedSourceRanges", [])
+    for i, cidr in enumerate(ranges):
+        try:
+            network = ipaddress.ip_network(cidr, strict=True)
+        except ValueError:
+            raise ConfigError(f"{s.key('allowedSourceRanges')}[{i}]", cidr, "must be a CIDR such as 203.0.113.0/24")
+        if network.prefixlen == 0:
+            raise ConfigError(f"{s.key('allowedSourceRanges')}[{i}]", cidr,
+                              "would allow the whole internet; leave the list empty for that, or name your ranges")
+    max_context = s.get("maxContextChars", int, d.max_context_chars)
+    if not 100 <= max_context <= 200_000:
+        raise ConfigError(s.key("maxContextChars"), max_context, "must be between 100 and 200000")
+    s.done()
+    return FunctionConfig(pool=pool, exposure=exposure, allowed_source_ranges=ranges, max_context_chars=max_context)
 
 
 def _check_driver_owner(top: Section, gpu: tuple[GpuPoolConfig, ...], addons: AddonsConfig) -> None:

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 import yaml
+from pulumi.runtime import rpc
 from pulumi.runtime import MockCallArgs, Mocks, MockResourceArgs
 
 from components.kubeconfig import AKS_SERVER_ID
@@ -135,6 +136,10 @@ class AzureMocks(Mocks):
             return rid, outputs
         if typ.startswith("kubernetes:"):
             return self._kubernetes(typ, name, inputs, outputs)
+        if typ == "docker:index/image:Image":
+            # The registry answers a push with the manifest digest; derive a stable one from the tag.
+            image = str(inputs.get("imageName", name))
+            outputs["repoDigest"] = f"{image.rsplit(':', 1)[0]}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
         return f"{name}-id", outputs
 
     def _azure_outputs(self, typ: str, name: str, inputs: dict[str, Any], rid: str) -> dict[str, Any]:
@@ -160,6 +165,15 @@ class AzureMocks(Mocks):
             }
         if typ == "azure-native:containerregistry:Registry":
             return {"loginServer": f"{inputs.get('registryName', name).lower()}.azurecr.io"}
+        if typ == "azure-native:containerregistry:TaskRun":
+            # The request holds the SAS URL, so it arrives wrapped as a secret.
+            request = rpc.unwrap_rpc_secret(inputs.get("runRequest") or {})
+            images = []
+            for image in request.get("imageNames") or []:
+                repository, _, tag = image.partition(":")
+                images.append({"registry": f"{inputs.get('registryName')}.azurecr.io", "repository": repository,
+                               "tag": tag, "digest": f"sha256:{hashlib.sha256(image.encode()).hexdigest()}"})
+            return {"runResult": {"status": "Succeeded", "outputImages": images}}
         if typ == "azure-native:storage:StorageAccount":
             account = inputs.get("accountName", name)
             return {"primaryEndpoints": {"blob": f"https://{account}.blob.core.windows.net/"}}
@@ -192,9 +206,6 @@ class AzureMocks(Mocks):
             return {"kubeconfigs": [{"name": "clusterUser",
                                      "value": base64.b64encode(kubeconfig.encode()).decode()}]}
         if token == "azure-native:storage:listStorageAccountServiceSAS":
-            return {"serviceSasToken": f"sv=2022-11-02&sr=c&sp={a.get('permissions')}&se="
-                                       f"{a.get('sharedAccessExpiryTime')}&sig=MOCKSIGNATURE"}
-        if token == "azure-native:storage:listStorageAccountServiceSAS":
-            return {"serviceSasToken": f"sv=2022-11-02&sr=c&sp={a.get('permissions')}&se="
+            return {"serviceSasToken": f"sv=2022-11-02&sr={a.get('resource')}&sp={a.get('permissions')}&se="
                                        f"{a.get('sharedAccessExpiryTime')}&sig=MOCKSIGNATURE"}
         return {}

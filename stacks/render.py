@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +69,17 @@ class Resource:
     provider: str | None
     custom: bool
     inputs: dict[str, Any]
+    ignore_changes: list[str] = field(default_factory=list)
+    revealed: dict[str, Any] = field(default_factory=dict, repr=False)
+    """Inputs with secrets shown, for tests only: never written by the render."""
 
     def as_json(self) -> dict[str, Any]:
         out = {"type": self.type, "name": self.name, "parent": self.parent, "dependsOn": self.depends_on,
                "inputs": self.inputs}
         if self.provider:
             out["provider"] = self.provider
+        if self.ignore_changes:
+            out["ignoreChanges"] = self.ignore_changes
         return out
 
 
@@ -108,17 +113,18 @@ def _is_stack(urn: str) -> bool:
     return "::pulumi:pulumi:Stack::" in urn
 
 
-def normalise(value: Any) -> Any:
-    """Inputs as JSON would show them: secrets masked, keys sorted, integral numbers as integers.
-
-    (The gRPC wire format carries every number as a double.)
+def normalise(value: Any, reveal: bool = False) -> Any:
+    """Inputs as JSON would show them: secrets masked (unless ``reveal``), keys sorted, integral numbers as
+    integers. (The gRPC wire format carries every number as a double.)
     """
     if rpc.is_rpc_secret(value):
-        return SECRET
+        return normalise(rpc.unwrap_rpc_secret(value), reveal) if reveal else SECRET
+    if isinstance(value, pulumi.FileAsset):
+        return {"fileAsset": value.path}
     if isinstance(value, dict):
-        return {k: normalise(v) for k, v in sorted(value.items())}
+        return {k: normalise(v, reveal) for k, v in sorted(value.items())}
     if isinstance(value, list):
-        return [normalise(v) for v in value]
+        return [normalise(v, reveal) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
@@ -139,6 +145,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         for prop in request.propertyDependencies.values():
             deps.update(prop.urns)
         provider = request.provider.split("::")[-2] if request.provider else None
+        properties = rpc.deserialize_properties(request.object)
         self.recorded.append(Resource(
             type=request.type,
             name=request.name,
@@ -146,7 +153,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             depends_on=sorted({_urn_name(u) for u in deps} - {request.name}),
             provider=provider,
             custom=bool(request.custom),
-            inputs=normalise(rpc.deserialize_properties(request.object)),
+            inputs=normalise(properties),
+            ignore_changes=sorted(request.ignoreChanges),
+            revealed=normalise(properties, reveal=True),
         ))
         return response
 

@@ -23,3 +23,10 @@ def require_storage_roles(cfg: StackConfig, *roles: str) -> None:
     if missing:
         raise ConfigError(f"{PROJECT}:storage.accounts", have,
                           f"scenario {cfg.scenario} needs storage accounts with roles {', '.join(roles)}")
+
+
+def require_gpu_operator(cfg: StackConfig) -> None:
+    if not cfg.addons.gpu_operator:
+        raise ConfigError(f"{PROJECT}:addons.gpuOperator", False,
+                          f"scenario {cfg.scenario} requests nvidia.com/gpu, which the operator's device plugin "
+                          "advertises; set it true")

@@ -90,6 +90,19 @@ BAD_CONFIGS = [
     ({"scenario": "gpu-sharing"}, "aksgpu:gpuPools[0].sharing", "replicas >= 3"),
     ({"scenario": "function-gpu", "registry": {"enabled": False}}, "aksgpu:registry.enabled", "builds images"),
     ({"gpuPools": []}, "aksgpu:gpuPools", "needs at least one GPU pool"),
+    ({"build": {"mode": "docker"}}, "aksgpu:build.mode", "allowed: acr, local"),
+    ({"build": {"context": "."}}, "aksgpu:build.context", "unknown key; allowed here: mode"),
+    ({"function": {"pool": "a100"}}, "aksgpu:function.pool", "must name a GPU pool of this stack: gpu"),
+    ({"function": {"exposure": "private"}}, "aksgpu:function.exposure", "allowed: public, internal"),
+    ({"function": {"allowedSourceRanges": ["0.0.0.0/0"]}}, "aksgpu:function.allowedSourceRanges[0]",
+     "would allow the whole internet"),
+    ({"function": {"allowedSourceRanges": ["203.0.113.7/24"]}}, "aksgpu:function.allowedSourceRanges[0]",
+     "must be a CIDR"),
+    ({"function": {"maxContextChars": 10}}, "aksgpu:function.maxContextChars", "between 100 and 200000"),
+    ({"storage": {"accounts": [{"role": "build"}]}}, "aksgpu:storage.accounts[0].role",
+     "reserved for the account that holds image build contexts"),
+    ({"scenario": "function-gpu", "addons": {"gpuOperator": False}, "gpuPools": [{**T4, "driver": "install"}]},
+     "aksgpu:addons.gpuOperator", "requests nvidia.com/gpu"),
 ]
 
 
