@@ -26,8 +26,7 @@ $(UV):
 	.venv-tools/bin/python -m pip install --quiet uv==0.13.9
 
 lock: $(UV)
-	for dir in docker/*/; do \
-	  [ -f $$dir/requirements.in ] || continue; \
+	for dir in $(patsubst %/requirements.in,%,$(wildcard docker/*/requirements.in)); do \
 	  $(UV) pip compile $$dir/requirements.in --python-version 3.12 --python-platform x86_64-manylinux_2_28 \
 	    --generate-hashes --no-header --quiet --index-url https://pypi.org/simple -o $$dir/requirements.txt; \
 	done
