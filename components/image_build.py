@@ -42,8 +42,8 @@ class ImageArgs:
     """``<name>.azurecr.io``."""
     resource_group_name: pulumi.Input[str]
     """Resource group of the registry (and of the build storage account)."""
-    location: str = ""
-    """Azure region of the registry (``acr`` mode)."""
+    location: str
+    """Azure region of the registry, where the ACR Task runs."""
     context_account: pulumi.Input[str] | None = None
     """Storage account whose ``contexts`` container receives the upload (``acr`` mode)."""
 
