@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
-FUNCTION_DIR = Path(__file__).resolve().parents[2] / "docker" / "function"
+from tests.docker_modules import DOCKER_DIR, import_from
+
+FUNCTION_DIR = DOCKER_DIR / "function"
 
 
 def import_function_module(name: str):
     """Import one module of the function app with its folder on sys.path, as the worker has it."""
-    sys.path.insert(0, str(FUNCTION_DIR))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(FUNCTION_DIR))
+    return import_from("function", name)
 
 
 @pytest.fixture(scope="session")

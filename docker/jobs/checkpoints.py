@@ -1,0 +1,65 @@
+"""Checkpoints on a shared volume: written atomically, read newest-first, old ones pruned.
+
+A checkpoint is `ckpt-<step>.pt`. It is written to a temporary name in the same folder and renamed,
+so a reader (the prediction service) or a resumed run never sees half a file, even when the
+writer is killed mid-write (spot eviction).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import torch
+
+_NAME = re.compile(r"^ckpt-(\d{8})\.pt$")
+
+
+def checkpoint_path(folder: Path, step: int) -> Path:
+    return folder / f"ckpt-{step:08d}.pt"
+
+
+def save_atomic(obj: object, path: Path) -> Path:
+    """torch.save to a temporary file beside ``path``, fsync, then rename over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as handle:
+        torch.save(obj, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
+    """(step, path) of every complete checkpoint, newest first."""
+    if not folder.is_dir():
+        return []
+    found = [(int(m[1]), folder / name) for name in os.listdir(folder) if (m := _NAME.match(name))]
+    return sorted(found, reverse=True)
+
+
+def load_newest(folder: Path, map_location: str | torch.device = "cpu") -> tuple[int, dict] | None:
+    """The newest checkpoint that loads; a damaged one is skipped for the next older."""
+    for step, path in list_checkpoints(folder):
+        try:
+            return step, torch.load(path, map_location=map_location, weights_only=False)
+        except Exception as error:  # noqa: BLE001 - any unreadable file means "try the older one"
+            print(f"skipping unreadable checkpoint {path.name}: {error}", flush=True)
+    return None
+
+
+def prune(folder: Path, keep: int) -> None:
+    """Delete all but the ``keep`` newest checkpoints."""
+    for _, path in list_checkpoints(folder)[keep:]:
+        path.unlink(missing_ok=True)
+
+
+def remove_partials(folder: Path) -> list[str]:
+    """Delete temporary files a killed writer left (one trainer per folder, so none is in progress)."""
+    removed = []
+    for leftover in sorted(folder.glob(".ckpt-*.tmp-*")) if folder.is_dir() else []:
+        leftover.unlink(missing_ok=True)
+        removed.append(leftover.name)
+    return removed

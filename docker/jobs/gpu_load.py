@@ -1,0 +1,40 @@
+"""Load the GPU for a while and report the matrix throughput (seed 003's gpu_test jobs).
+
+    python gpu_load.py --seconds 60 [--size 4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+
+
+def load(seconds: float, size: int, device: torch.device) -> dict:
+    dtype = torch.float16 if device.type == "cuda" else torch.float32
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    products = 0
+    began = time.perf_counter()
+    while time.perf_counter() - began < seconds:
+        for _ in range(10):
+            a = torch.tanh(a @ b)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        products += 10
+    elapsed = time.perf_counter() - began
+    return {"index": int(os.environ.get("JOB_COMPLETION_INDEX", "0")), "device": device.type,
+            "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None, "seconds": round(elapsed, 2),
+            "matmuls": products, "tflops": round(2 * size**3 * products / elapsed / 1e12, 2)}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--size", type=int, default=4096)
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    print(json.dumps(load(args.seconds, args.size, device)), flush=True)

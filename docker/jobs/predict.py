@@ -1,0 +1,147 @@
+"""Serve DigitNet predictions from the newest checkpoint on the volume (seed 004's /predict).
+
+    python predict.py --checkpoints /mnt/checkpoints --port 8080
+
+GET  /healthz  200 with the checkpoint step once a model is loaded, 503 before the first checkpoint
+POST /predict  {"images": [[784 floats in 0..1] or 28x28 nested lists, ...]} -> labels and confidences
+
+The service polls the folder and swaps in a newer checkpoint as training writes one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import torch
+
+from checkpoints import list_checkpoints, load_newest
+from model import DigitNet
+
+MAX_IMAGES = 64
+MAX_BODY_BYTES = 2 * 1024 * 1024
+
+
+class BadRequest(ValueError):
+    pass
+
+
+def parse_images(body: bytes) -> torch.Tensor:
+    """(N, 1, 28, 28) float tensor from a /predict body, or BadRequest naming what is wrong."""
+    if len(body) > MAX_BODY_BYTES:
+        raise BadRequest(f"body has {len(body)} bytes; the limit is {MAX_BODY_BYTES}")
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BadRequest(f"body is not valid JSON: {error}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list) or not data["images"]:
+        raise BadRequest('body must be {"images": [image, ...]} with at least one image')
+    if len(data["images"]) > MAX_IMAGES:
+        raise BadRequest(f"{len(data['images'])} images; the limit is {MAX_IMAGES}")
+    try:
+        images = torch.tensor(data["images"], dtype=torch.float32)
+    except (TypeError, ValueError) as error:
+        raise BadRequest(f"images must be lists of numbers: {error}") from None
+    if images.dim() == 2 and images.shape[1] == 784:
+        images = images.view(-1, 28, 28)
+    if images.shape[1:] != (28, 28):
+        raise BadRequest(f"each image must be 784 numbers or 28x28, got shape {list(images.shape[1:])}")
+    if images.min() < 0 or images.max() > 1:
+        raise BadRequest("pixel values must lie in 0..1")
+    return images.unsqueeze(1)
+
+
+class Predictor:
+    """The model of the newest checkpoint, reloaded when a newer one appears."""
+
+    def __init__(self, folder: Path, poll_seconds: float = 30.0):
+        self.folder, self.poll_seconds = folder, poll_seconds
+        self.model: DigitNet | None = None
+        self.step: int | None = None
+        self._checked = 0.0
+        self._lock = threading.Lock()
+
+    def refresh(self, force: bool = False) -> None:
+        with self._lock:
+            if not force and time.monotonic() - self._checked < self.poll_seconds:
+                return
+            self._checked = time.monotonic()
+            newest = list_checkpoints(self.folder)
+            if not newest or newest[0][0] == self.step:
+                return
+            loaded = load_newest(self.folder)
+            if loaded is None:
+                return
+            model = DigitNet()
+            model.load_state_dict(loaded[1]["model"])
+            model.eval()
+            self.model, self.step = model, loaded[0]
+            print(f"serving checkpoint step {self.step}", flush=True)
+
+    def predict(self, images: torch.Tensor) -> list[dict]:
+        self.refresh()
+        model = self.model
+        if model is None:
+            raise LookupError("no checkpoint yet")
+        with torch.inference_mode():
+            probabilities = torch.softmax(model(images), dim=1)
+        confidence, label = probabilities.max(dim=1)
+        return [{"label": int(l), "confidence": round(float(c), 4)} for l, c in zip(label, confidence)]
+
+
+def make_handler(predictor: Predictor) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, status: HTTPStatus, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            if self.path != "/healthz":
+                return self._send(HTTPStatus.NOT_FOUND, {"error": "routes: GET /healthz, POST /predict"})
+            predictor.refresh()
+            if predictor.model is None:
+                return self._send(HTTPStatus.SERVICE_UNAVAILABLE, {"status": "no checkpoint yet"})
+            return self._send(HTTPStatus.OK, {"status": "ok", "step": predictor.step})
+
+        def do_POST(self) -> None:  # noqa: N802
+            if self.path != "/predict":
+                return self._send(HTTPStatus.NOT_FOUND, {"error": "routes: GET /healthz, POST /predict"})
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                images = parse_images(self.rfile.read(min(length, MAX_BODY_BYTES + 1)))
+                predictions = predictor.predict(images)
+            except BadRequest as error:
+                return self._send(HTTPStatus.BAD_REQUEST, {"error": str(error)})
+            except LookupError as error:
+                return self._send(HTTPStatus.SERVICE_UNAVAILABLE, {"error": str(error)})
+            return self._send(HTTPStatus.OK, {"step": predictor.step, "predictions": predictions})
+
+        def log_message(self, format: str, *args: object) -> None:  # one line per request on stdout
+            print(f"{self.address_string()} {format % args}", flush=True)
+
+    return Handler
+
+
+def serve(folder: Path, port: int, poll_seconds: float = 30.0) -> ThreadingHTTPServer:
+    predictor = Predictor(folder, poll_seconds)
+    predictor.refresh(force=True)
+    return ThreadingHTTPServer(("0.0.0.0", port), make_handler(predictor))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoints", type=Path, required=True)
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--poll-seconds", type=float, default=30.0)
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    serve(args.checkpoints, args.port, args.poll_seconds).serve_forever()

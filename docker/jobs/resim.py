@@ -1,0 +1,118 @@
+"""One shard of an AV re-simulation: read recordings from the input volume, do GPU work, write results.
+
+Run as an Indexed Job: pod i of N (``JOB_COMPLETION_INDEX``, ``--shards N``) takes every N-th input
+file in sorted order. Each result is written to a temporary file and renamed, and a file whose
+result exists is skipped. So a pod evicted from a spot node and retried loses nothing and
+duplicates nothing.
+
+    python resim.py --input /mnt/input --output /mnt/output --shards 20 [--index 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+EXIT_USAGE = 2
+"""Nothing to retry: missing input folder or a bad index. The Job's pod failure policy fails fast on it."""
+FEATURES = 256
+
+
+def shard(files: list[str], index: int, shards: int) -> list[str]:
+    """The files pod ``index`` of ``shards`` owns: every shards-th one of the sorted list."""
+    return sorted(files)[index::shards]
+
+
+def input_files(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+
+
+def result_path(output: Path, name: str) -> Path:
+    return output / f"{name}.result.json"
+
+
+def simulate(data: bytes, device: torch.device, rounds: int = 8) -> dict:
+    """Stand-in for a re-simulation step: the recording as a signal through a fixed random network."""
+    signal = torch.frombuffer(bytearray(data or b"\0"), dtype=torch.uint8).to(device).float().div(255)
+    signal = torch.nn.functional.pad(signal, (0, (-len(signal)) % FEATURES)).view(-1, FEATURES)
+    weights = torch.randn(FEATURES, FEATURES, generator=torch.Generator().manual_seed(7)).to(device) / FEATURES**0.5
+    for _ in range(rounds):
+        signal = torch.tanh(signal @ weights)
+    spectrum = torch.fft.rfft(signal, dim=1).abs().mean(dim=0)
+    return {"frames": signal.shape[0], "energy": round(float(signal.pow(2).mean()), 6),
+            "spectrum_peak": int(spectrum.argmax())}
+
+
+def write_atomic(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{socket.gethostname()}-{os.getpid()}")
+    tmp.write_text(json.dumps(payload, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def remove_partials(output: Path, names: list[str]) -> int:
+    """Temporary files an earlier, killed attempt at these inputs left behind."""
+    removed = 0
+    for name in names:
+        target = result_path(output, name)
+        for leftover in target.parent.glob(f".{target.name}.tmp-*") if target.parent.is_dir() else []:
+            leftover.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def run(input_dir: Path, output: Path, index: int, shards: int, device: torch.device,
+        fail_after: int | None = None) -> dict:
+    if not input_dir.is_dir():
+        print(f"input folder {input_dir} does not exist (is the input volume mounted?)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+    if not 0 <= index < shards:
+        print(f"index {index} is outside 0..{shards - 1}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+    mine = shard(input_files(input_dir), index, shards)
+    cleaned = remove_partials(output, mine)
+    done = skipped = 0
+    for name in mine:
+        target = result_path(output, name)
+        if target.exists():
+            skipped += 1
+            continue
+        data = (input_dir / name).read_bytes()
+        began = time.perf_counter()
+        result = simulate(data, device)
+        write_atomic(target, {"input": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                              "shard": index, **result})
+        done += 1
+        print(f"shard {index}: {name} in {1000 * (time.perf_counter() - began):.1f} ms", flush=True)
+        if fail_after is not None and done >= fail_after:
+            raise RuntimeError(f"simulated crash after {done} file(s)")
+    summary = {"shard": index, "shards": shards, "files": len(mine), "processed": done, "skipped": skipped,
+               "partials_removed": cleaned, "device": device.type}
+    print(json.dumps(summary), flush=True)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--input", type=Path, required=True)
+    parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--shards", type=int, required=True)
+    parser.add_argument("--index", type=int, default=None, help="default: $JOB_COMPLETION_INDEX")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--fail-after", type=int, default=None, help="crash after N files (tests retries)")
+    args = parser.parse_args(argv)
+    index = args.index if args.index is not None else int(os.environ.get("JOB_COMPLETION_INDEX", "-1"))
+    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
+    return run(args.input, args.output, index, args.shards, device, args.fail_after)
+
+
+if __name__ == "__main__":
+    main()

