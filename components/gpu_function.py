@@ -52,6 +52,33 @@ def _probe(period: int, failures: int) -> dict:
             "failureThreshold": failures}
 
 
+def function_container(image: pulumi.Input[str], cpu: str, memory: str, max_context_chars: int) -> dict:
+    """The function app's container with one GPU (or one share of a shared GPU) and its probes."""
+    return {
+        "name": "function",
+        "image": image,
+        "ports": [{"name": "http", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
+        "env": [{"name": "MRC_MAX_CONTEXT_CHARS", "value": str(max_context_chars)}],
+        "resources": resources(cpu, memory, gpus=1),
+        # The Functions host writes its secrets, logs and caches under $HOME in the image.
+        "securityContext": container_security_context(read_only_root=False),
+        "startupProbe": _probe(period=10, failures=STARTUP_SECONDS // 10),
+        "readinessProbe": _probe(period=10, failures=3),
+        "livenessProbe": _probe(period=20, failures=3),
+    }
+
+
+def function_pod(pool: GpuNodePool, container: dict) -> dict:
+    return {
+        "automountServiceAccountToken": False,
+        "nodeSelector": pool.node_selector,
+        "tolerations": pool.tolerations,
+        "securityContext": pod_security_context(uid=FUNCTION_UID),
+        "terminationGracePeriodSeconds": 30,
+        "containers": [container],
+    }
+
+
 class GpuFunction(pulumi.ComponentResource):
     base_url: pulumi.Output[str]
     status_url: pulumi.Output[str]
@@ -62,18 +89,7 @@ class GpuFunction(pulumi.ComponentResource):
             raise ValueError(f"function {name}: exposure must be public or internal, not {args.exposure!r}")
         ns = namespace(f"{name}-ns", args.namespace, RESTRICTED_NAMESPACE_LABELS, self)
         labels = {"app.kubernetes.io/name": "gpu-function", "app.kubernetes.io/component": "inference"}
-        container = {
-            "name": "function",
-            "image": args.image,
-            "ports": [{"name": "http", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
-            "env": [{"name": "MRC_MAX_CONTEXT_CHARS", "value": str(args.max_context_chars)}],
-            "resources": resources(args.cpu, args.memory, gpus=1),
-            # The Functions host writes its secrets, logs and caches under $HOME in the image.
-            "securityContext": container_security_context(read_only_root=False),
-            "startupProbe": _probe(period=10, failures=STARTUP_SECONDS // 10),
-            "readinessProbe": _probe(period=10, failures=3),
-            "livenessProbe": _probe(period=20, failures=3),
-        }
+        container = function_container(args.image, args.cpu, args.memory, args.max_context_chars)
         apps.v1.DaemonSet(
             f"{name}-daemonset",
             metadata={"name": "gpu-function", "namespace": ns.metadata["name"], "labels": labels,
@@ -82,17 +98,7 @@ class GpuFunction(pulumi.ComponentResource):
             spec={
                 "selector": {"matchLabels": labels},
                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "automountServiceAccountToken": False,
-                        "nodeSelector": args.pool.node_selector,
-                        "tolerations": args.pool.tolerations,
-                        "securityContext": pod_security_context(uid=FUNCTION_UID),
-                        "terminationGracePeriodSeconds": 30,
-                        "containers": [container],
-                    },
-                },
+                "template": {"metadata": {"labels": labels}, "spec": function_pod(args.pool, container)},
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for)),
         )

@@ -208,3 +208,19 @@ class FunctionConfig:
     """CIDRs that may reach the LoadBalancer (``loadBalancerSourceRanges``); empty allows all."""
     max_context_chars: int = 20_000
     """Longest context ``/api/answer`` accepts (longer gets a 400)."""
+
+
+@dataclass(frozen=True)
+class WorkloadsConfig:
+    inference_services: int = 3
+    """gpu-sharing: independent inference Deployments on the shared GPU."""
+    notebook: bool = True
+    """gpu-sharing: a Jupyter notebook that takes one more share of the GPU."""
+    resim_jobs: int = 20
+    """av-resim: parallel re-simulation shards (pods of the gpu-io Indexed Job)."""
+    gpu_test_jobs: int = 10
+    """av-resim: parallel GPU load pods (the gpu-test Indexed Job)."""
+    large_model_image: str | None = None
+    """av-resim: your image for the 2-GPU job on the multi-GPU pool (the seed's Metaseq); unset: no template."""
+    training_steps: int = 2000
+    """gpu-basics and training-autoscale: optimisation steps of the training Job."""

@@ -16,7 +16,7 @@ from components.gpu_sizes import GpuSize, lookup_gpu_size
 from components.settings import (
     BUILD_MODES, EXPOSURES, MIG_INSTANCES_PER_GPU, AddonsConfig, AutoscalerConfig, BuildConfig, ClusterConfig,
     FunctionConfig, GpuPoolConfig, NetworkConfig, PoolConfig, RegistryConfig, SharingConfig, StorageAccountConfig,
-    StorageConfig,
+    StorageConfig, WorkloadsConfig,
 )
 from stacks.config_reader import ConfigError, Section
 
@@ -54,6 +54,7 @@ class StackConfig:
     addons: AddonsConfig
     build: BuildConfig
     function: FunctionConfig
+    workloads: WorkloadsConfig
 
     @property
     def tags(self) -> dict[str, str]:
@@ -96,6 +97,7 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str) -> StackConfig
     addons = _addons(top.section("addons"), default_blob_csi=bool(storage.accounts))
     build = _build(top.section("build"))
     function = _function(top.section("function"), gpu_pools)
+    workloads = _workloads(top.section("workloads"))
     top.done()
 
     _check_unique_pool_names(top, cluster.system_pool, gpu_pools, cpu_pools)
@@ -105,7 +107,7 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str) -> StackConfig
         project=project, stack=stack, scenario=scenario, environment=environment, owner=owner,
         location=location, naming=naming.Naming(root, unique_seed=f"{project}/{stack}"),
         network=network, cluster=cluster, gpu_pools=gpu_pools, cpu_pools=cpu_pools,
-        registry=registry, storage=storage, addons=addons, build=build, function=function,
+        registry=registry, storage=storage, addons=addons, build=build, function=function, workloads=workloads,
     )
 
 
@@ -408,6 +410,27 @@ def _function(s: Section, gpu_pools: tuple[GpuPoolConfig, ...]) -> FunctionConfi
         raise ConfigError(s.key("maxContextChars"), max_context, "must be between 100 and 200000")
     s.done()
     return FunctionConfig(pool=pool, exposure=exposure, allowed_source_ranges=ranges, max_context_chars=max_context)
+
+
+_IMAGE_REF = re.compile(r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
+
+
+def _workloads(s: Section) -> WorkloadsConfig:
+    d = WorkloadsConfig()
+    counts = {}
+    for key, attr, top in (("inferenceServices", "inference_services", 16), ("resimJobs", "resim_jobs", 1000),
+                           ("gpuTestJobs", "gpu_test_jobs", 100), ("trainingSteps", "training_steps", 1_000_000)):
+        value = s.get(key, int, getattr(d, attr))
+        if not 1 <= value <= top:
+            raise ConfigError(s.key(key), value, f"must be between 1 and {top}")
+        counts[attr] = value
+    notebook = s.get("notebook", bool, d.notebook)
+    image = s.optional_str("largeModelImage")
+    if image is not None and (not _IMAGE_REF.match(image) or image.endswith(":latest")):
+        raise ConfigError(s.key("largeModelImage"), image,
+                          "must be REGISTRY/REPOSITORY:TAG or @sha256:DIGEST, with a tag other than latest")
+    s.done()
+    return WorkloadsConfig(**counts, notebook=notebook, large_model_image=image)
 
 
 def _check_driver_owner(top: Section, gpu: tuple[GpuPoolConfig, ...], addons: AddonsConfig) -> None:

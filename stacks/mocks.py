@@ -136,6 +136,9 @@ class AzureMocks(Mocks):
             return rid, outputs
         if typ.startswith("kubernetes:"):
             return self._kubernetes(typ, name, inputs, outputs)
+        if typ == "random:index/randomPassword:RandomPassword":
+            outputs["result"] = hashlib.sha256(f"{self.stack}/{name}".encode()).hexdigest()[: int(inputs["length"])]
+            return f"{name}-id", outputs
         if typ == "docker:index/image:Image":
             # The registry answers a push with the manifest digest; derive a stable one from the tag.
             image = str(inputs.get("imageName", name))

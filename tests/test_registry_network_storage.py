@@ -67,13 +67,22 @@ def test_vnet_has_node_and_private_endpoint_subnets_inside_its_address_space(ren
     assert subnets == {"nodes": r.cfg.network.node_subnet, "private-endpoints": r.cfg.network.endpoint_subnet}
 
 
+BUILD_ACCOUNT = "build-contexts-account"
+"""Holds only image build contexts (acr build mode); see test_function_deployment."""
+
+
+def data_accounts(render):
+    return [sa for sa in render.of_type(SA) if sa.name != BUILD_ACCOUNT]
+
+
 @pytest.mark.parametrize("stack", ["av-resim", "training-autoscale"])
 def test_storage_is_https_only_tls12_without_public_blobs_or_shared_keys(render_of, stack):
     for sa in render_of(stack).of_type(SA):
         i = sa.inputs
         assert i["enableHttpsTrafficOnly"] is True and i["minimumTlsVersion"] == "TLS1_2"
         assert i["allowBlobPublicAccess"] is False
-        assert i["allowSharedKeyAccess"] is False, "identity mode: Entra ID tokens only"
+    for sa in data_accounts(render_of(stack)):
+        assert sa.inputs["allowSharedKeyAccess"] is False, "identity mode: Entra ID tokens only"
 
 
 @pytest.mark.parametrize("stack", ["av-resim", "training-autoscale"])
@@ -84,7 +93,7 @@ def test_blob_containers_are_private(render_of, stack):
 
 def test_av_resim_storage_is_private_input_and_output(render_of):
     r = render_of("av-resim")
-    accounts = {a.name: a.inputs for a in r.of_type(SA)}
+    accounts = {a.name: a.inputs for a in data_accounts(r)}
     assert set(accounts) == {"storage-input-account", "storage-output-account"}
     for a in accounts.values():
         assert a["publicNetworkAccess"] == "Disabled" and a["networkRuleSet"]["defaultAction"] == "Deny"

@@ -1,0 +1,106 @@
+"""Pieces every GPU workload pod and Job of this project shares.
+
+Jobs that users submit on demand (re-simulation batches, GPU load, the load test) are declared as
+*templates*: a suspended CronJob whose schedule never fires. ``kubectl create job --from=cronjob/NAME``
+starts a run, and ``pulumi up`` neither runs nor waits for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import pulumi
+from pulumi_kubernetes import batch
+
+from components.k8s_security import container_security_context, pod_security_context
+from components.node_pools import CpuNodePool, GpuNodePool
+
+NEVER = "0 0 31 2 *"
+"""February 31st: a CronJob schedule that never fires, for templates."""
+TMP_MOUNT = {"name": "tmp", "mountPath": "/tmp"}
+"""The jobs image keeps HOME and caches in /tmp, so the root filesystem can be read-only."""
+DISRUPTIONS_DO_NOT_COUNT = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+"""Spot evictions, preemptions and drains retry the pod without using up backoffLimit."""
+
+
+def submit_command(namespace: str, template: str) -> str:
+    """How a user starts a run of a Job template and watches its pods."""
+    return (f"job={template}-$(date +%s) && kubectl -n {namespace} create job --from=cronjob/{template} $job && "
+            f"kubectl -n {namespace} get pods -l job-name=$job -w")
+
+
+def container(name: str, image: pulumi.Input[str], command: Sequence[str] | None, resources: Mapping[str, Any],
+              mounts: Sequence[Mapping[str, Any]] = (), env: Mapping[str, str] | None = None,
+              read_only_root: bool = True, **extra: Any) -> dict[str, Any]:
+    """A container of the restricted kind; ``command`` None keeps the image's entrypoint."""
+    spec: dict[str, Any] = {
+        "name": name,
+        "image": image,
+        "resources": dict(resources),
+        "securityContext": container_security_context(read_only_root=read_only_root),
+        "volumeMounts": [TMP_MOUNT, *mounts],
+        **extra,
+    }
+    if command is not None:
+        spec["command"] = list(command)
+    if env:
+        spec["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    return spec
+
+
+def pod_spec(pool: GpuNodePool | CpuNodePool | None, containers: Sequence[Mapping[str, Any]],
+             volumes: Sequence[Mapping[str, Any]] = (), uid: int | None = None,
+             restart_policy: str | None = None) -> dict[str, Any]:
+    """A restricted pod on ``pool`` (its node selector and tolerations), or on any untainted node."""
+    spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "securityContext": pod_security_context() if uid is None else pod_security_context(uid=uid),
+        "containers": list(containers),
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}}, *volumes],
+    }
+    if pool is not None:
+        spec["nodeSelector"] = pool.node_selector
+        spec["tolerations"] = pool.tolerations
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
+    return spec
+
+
+def job_spec(pod: Mapping[str, Any], labels: Mapping[str, str], *, completions: int = 1, indexed: bool = False,
+             backoff_limit: int = 6, deadline_seconds: int = 6 * 3600,
+             fail_on_exit_codes: Mapping[str, Sequence[int]] | None = None) -> dict[str, Any]:
+    """A Job whose disruptions never count as failures; exit codes in ``fail_on_exit_codes`` (per container)
+    fail the whole Job at once instead of retrying what cannot succeed."""
+    rules: list[dict[str, Any]] = [DISRUPTIONS_DO_NOT_COUNT]
+    for name, codes in (fail_on_exit_codes or {}).items():
+        rules.append({"action": "FailJob", "onExitCodes": {"containerName": name, "operator": "In",
+                                                           "values": list(codes)}})
+    spec: dict[str, Any] = {
+        "completions": completions,
+        "parallelism": completions,
+        "backoffLimit": backoff_limit,
+        "activeDeadlineSeconds": deadline_seconds,
+        "podFailurePolicy": {"rules": rules},
+        "template": {"metadata": {"labels": dict(labels)}, "spec": {**pod, "restartPolicy": "Never"}},
+    }
+    if indexed:
+        spec["completionMode"] = "Indexed"
+    return spec
+
+
+def job_template(resource_name: str, name: str, namespace: pulumi.Input[str], labels: Mapping[str, str],
+                 spec: Mapping[str, Any], parent: pulumi.Resource) -> batch.v1.CronJob:
+    """A suspended CronJob holding ``spec``: the Job users submit with ``submit_command``."""
+    return batch.v1.CronJob(
+        resource_name,
+        metadata={"name": name, "namespace": namespace, "labels": dict(labels)},
+        spec={
+            "schedule": NEVER,
+            "suspend": True,
+            "concurrencyPolicy": "Forbid",
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"metadata": {"labels": dict(labels)}, "spec": dict(spec)},
+        },
+        opts=pulumi.ResourceOptions(parent=parent),
+    )

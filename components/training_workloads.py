@@ -1,0 +1,105 @@
+"""Seed 002's GPU training Job and seed 004's train-then-serve: DigitNet on a GPU pool, predictions on CPU.
+
+The training Job writes checkpoints to a volume and resumes from the newest one when its pod is
+replaced (spot eviction, scale-down, failure). With a shared (blob) volume, a prediction Deployment
+on a CPU pool serves ``/predict`` from the newest checkpoint as training writes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_kubernetes import apps, batch, core
+
+from components.jobs import container, job_spec, pod_spec
+from components.k8s_security import resources
+from components.node_pools import CpuNodePool, GpuNodePool
+
+CHECKPOINT_MOUNT = "/mnt/checkpoints"
+PREDICT_PORT = 8080
+
+
+@dataclass(frozen=True)
+class TrainingArgs:
+    gpu_pool: GpuNodePool
+    """Pool the training Job runs on (it may scale from zero)."""
+    jobs_image: pulumi.Input[str]
+    """The jobs image (docker/jobs)."""
+    namespace: pulumi.Input[str]
+    """Namespace of the workloads (and of the checkpoint claim)."""
+    namespace_name: str
+    """The same namespace as a plain name, for the commands the stack outputs."""
+    steps: int = 2000
+    """Optimisation steps of the run."""
+    checkpoint_claim: str | None = None
+    """PersistentVolumeClaim for checkpoints; none keeps them in the pod (lost with it)."""
+    predict_pool: CpuNodePool | None = None
+    """CPU pool of the prediction service; none: no service."""
+
+
+class TrainingWorkload(pulumi.ComponentResource):
+    commands: dict[str, str]
+
+    def __init__(self, name: str, args: TrainingArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:workloads:TrainingWorkload", name, None, opts)
+        if args.predict_pool is not None and args.checkpoint_claim is None:
+            raise ValueError(f"training {name}: the prediction service reads checkpoints from a shared volume")
+        if args.checkpoint_claim:
+            volume = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": args.checkpoint_claim}}
+        else:
+            volume = {"name": "checkpoints", "emptyDir": {"sizeLimit": "5Gi"}}
+        folder = f"{CHECKPOINT_MOUNT}/digitnet"
+        labels = {"app.kubernetes.io/name": "train"}
+        trainer = container("train", args.jobs_image, [
+            "python", "train.py", "--checkpoints", folder, "--steps", str(args.steps), "--data", "auto"],
+            resources("2", "8Gi", gpus=1), mounts=[{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}])
+        batch.v1.Job(
+            f"{name}-job",
+            metadata={"name": "train", "namespace": args.namespace, "labels": labels,
+                      # `pulumi up` does not wait for training: a pool scaled to zero needs minutes for a node.
+                      "annotations": {"pulumi.com/skipAwait": "true"}},
+            spec=job_spec(pod_spec(args.gpu_pool, [trainer], volumes=[volume]), labels, backoff_limit=6,
+                          deadline_seconds=4 * 3600),
+            # A Job's pod template is immutable: a new image or argument replaces the Job under its fixed name.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+        self.commands = {"trainingLogs": f"kubectl -n {args.namespace_name} logs -f job/train"}
+        if args.predict_pool is not None:
+            self._predictor(name, args, folder)
+        self.register_outputs({"commands": self.commands})
+
+    def _predictor(self, name: str, args: TrainingArgs, folder: str) -> None:
+        labels = {"app.kubernetes.io/name": "predict"}
+        probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5}
+        server = container(
+            "predict", args.jobs_image, ["python", "predict.py", "--checkpoints", folder, "--port", str(PREDICT_PORT)],
+            resources("1", "2Gi"), mounts=[{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT, "readOnly": True}],
+            ports=[{"name": "http", "containerPort": PREDICT_PORT, "protocol": "TCP"}],
+            # Unready until training writes its first checkpoint; alive as long as the process answers.
+            readinessProbe=probe,
+            livenessProbe={"tcpSocket": {"port": "http"}, "periodSeconds": 20},
+        )
+        volume = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": args.checkpoint_claim,
+                                                                   "readOnly": True}}
+        apps.v1.Deployment(
+            f"{name}-predict",
+            metadata={"name": "predict", "namespace": args.namespace, "labels": labels,
+                      # Ready only after the first checkpoint, which needs a GPU node and training time.
+                      "annotations": {"pulumi.com/skipAwait": "true"}},
+            spec={"replicas": 2, "selector": {"matchLabels": labels},
+                  "template": {"metadata": {"labels": labels},
+                               "spec": pod_spec(args.predict_pool, [server], volumes=[volume])}},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        core.v1.Service(
+            f"{name}-predict-service",
+            metadata={"name": "predict", "namespace": args.namespace, "labels": labels},
+            spec={"type": "ClusterIP", "selector": labels,
+                  "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.commands["predictPortForward"] = f"kubectl -n {args.namespace_name} port-forward svc/predict 8080:80"
+        self.commands["predictExample"] = (
+            "curl -s -X POST http://127.0.0.1:8080/predict -H 'content-type: application/json' "
+            "-d \"{\\\"images\\\": [$(python3 -c 'print([0.0]*784)')]}\"")
