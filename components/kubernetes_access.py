@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 from pulumi_azure_native import containerservice as cs
 
 from components.kubeconfig import kubelogin_kubeconfig
+from components.reachability import require_reachable
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class KubernetesAccessArgs:
     """Client id for ``spn`` or a user-assigned ``msi``."""
     wait_for: list[pulumi.Resource] | None = None
     """Role assignments the credentials depend on (Azure RBAC grants are invisible to Pulumi's graph)."""
+    private: bool = False
+    """Private API server: check it is reachable from here before any Kubernetes resource is touched."""
 
 
 def _decode(credentials: cs.CredentialResultsResponse | cs.ListManagedClusterUserCredentialsResult) -> str:
@@ -54,6 +57,8 @@ class KubernetesAccess(pulumi.ComponentResource):
                 resource_group_name=args.resource_group_name, resource_name=args.cluster_name, opts=invoke)
             kubeconfig = user.apply(
                 lambda c: kubelogin_kubeconfig(_decode(c), args.login_mode, args.client_id))
+        if args.private:
+            kubeconfig = kubeconfig.apply(require_reachable)
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
         self.provider = k8s.Provider(
             f"{name}-provider",

@@ -87,6 +87,7 @@ def build_azure_layer(cfg: StackConfig) -> AzureLayer:
         cluster=cluster.managed_cluster, cluster_name=cluster.name, resource_group_name=net.resource_group_name,
         login_mode=cfg.cluster.login_mode, local_accounts=cfg.cluster.local_accounts,
         wait_for=[cluster.deployer_admin] if cluster.deployer_admin else None,
+        private=cfg.cluster.private,
     ))
     layer = AzureLayer(net, cluster, gpu_pools, cpu_pools, registry, storage, access)
     export_azure_outputs(cfg, layer)
