@@ -27,6 +27,8 @@ class NetworkArgs:
     """CIDR of the private endpoint subnet."""
     tags: Mapping[str, str]
     """Tags for every resource."""
+    resource_group_tags: Mapping[str, str] | None = None
+    """Tags of the resource group itself (the stack's expiry lives there); default: ``tags``."""
     private_services: Sequence[str] = ()
     """Private Link group ids (``registry``, ``blob``) that need a private DNS zone linked to this VNet."""
 
@@ -45,7 +47,7 @@ class Network(pulumi.ComponentResource):
 
         group = resources.ResourceGroup(
             f"{name}-rg", resource_group_name=args.resource_group_name, location=args.location,
-            tags=dict(args.tags), opts=child,
+            tags=dict(args.resource_group_tags or args.tags), opts=child,
         )
         vnet = network.VirtualNetwork(
             f"{name}-vnet",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import pulumi
@@ -47,6 +48,7 @@ def build_azure_layer(cfg: StackConfig) -> AzureLayer:
         resource_group_name=n.resource_group(), vnet_name=n.vnet(), location=cfg.location,
         address_space=cfg.network.address_space, node_subnet=cfg.network.node_subnet,
         endpoint_subnet=cfg.network.endpoint_subnet, tags=tags, private_services=private_services(cfg),
+        resource_group_tags=cfg.resource_group_tags(dt.datetime.now(dt.timezone.utc)),
     ))
     cluster = Cluster("aks", ClusterArgs(
         resource_group_name=net.resource_group_name, location=cfg.location, cluster_name=n.cluster(),

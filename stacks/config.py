@@ -6,12 +6,13 @@ Each dataclass field's docstring is the key's documentation; defaults here are t
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from components import naming
+from components import expiry, naming
 from components.gpu_sizes import GpuSize, lookup_gpu_size
 from components.settings import (
     BUILD_MODES, EXPOSURES, MIG_INSTANCES_PER_GPU, AddonsConfig, AutoscalerConfig, BuildConfig, ClusterConfig,
@@ -41,6 +42,10 @@ class StackConfig:
     """Environment name for tags; defaults to the stack name."""
     owner: str
     """Who to ask about this stack (tag)."""
+    lifetime: str
+    """``demo`` (destroyed after ``ttl_hours``) or ``long-lived`` (never destroyed by the expiry workflow)."""
+    ttl_hours: int
+    """Hours a demo stack lives after its latest ``pulumi up`` (rounded up to midnight UTC)."""
     location: str
     """Azure region."""
     naming: naming.Naming
@@ -66,12 +71,21 @@ class StackConfig:
             "managed-by": "pulumi",
             "pulumi-project": self.project,
             "pulumi-stack": self.stack,
+            expiry.LIFETIME: self.lifetime,
         }
+
+    def resource_group_tags(self, now: dt.datetime) -> dict[str, str]:
+        """The stack's tags plus, for a demo stack, when the expiry workflow may destroy it."""
+        if self.lifetime == expiry.LONG_LIVED:
+            return self.tags
+        return {**self.tags, expiry.EXPIRES_AT: expiry.expires_at(now, self.ttl_hours)}
 
     def gpu_pool(self, name: str) -> GpuPoolConfig:
         return next(p for p in self.gpu_pools if p.pool.name == name)
 
 
+DEFAULT_TTL_HOURS = 24
+MAX_TTL_HOURS = 720
 DEFAULT_GPU_POOLS: list[dict[str, Any]] = [{"name": "gpu", "vmSize": "Standard_NC4as_T4_v3"}]
 
 
@@ -81,6 +95,11 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str) -> StackConfig
     scenario = top.choice("scenario", SCENARIOS, "gpu-basics")
     environment = top.get("environment", str, "") or stack
     owner = top.get("owner", str, "unassigned")
+    lifetime = top.choice("lifetime", expiry.LIFETIMES, expiry.DEMO)
+    ttl_hours = top.get("ttlHours", int, DEFAULT_TTL_HOURS)
+    if not 1 <= ttl_hours <= MAX_TTL_HOURS:
+        raise ConfigError(top.key("ttlHours"), ttl_hours, f"must be between 1 and {MAX_TTL_HOURS} (30 days); "
+                          "set lifetime: long-lived for a stack that should not expire")
     location = top.get("location", str, "eastus")
     if not re.fullmatch(r"[a-z][a-z0-9]+", location):
         raise ConfigError(top.key("location"), location, "must be an Azure region name such as eastus")
@@ -105,6 +124,7 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str) -> StackConfig
     _check_blob_driver(top, cluster, storage, addons)
     return StackConfig(
         project=project, stack=stack, scenario=scenario, environment=environment, owner=owner,
+        lifetime=lifetime, ttl_hours=ttl_hours,
         location=location, naming=naming.Naming(root, unique_seed=f"{project}/{stack}"),
         network=network, cluster=cluster, gpu_pools=gpu_pools, cpu_pools=cpu_pools,
         registry=registry, storage=storage, addons=addons, build=build, function=function, workloads=workloads,

@@ -90,6 +90,8 @@ BAD_CONFIGS = [
     ({"scenario": "gpu-sharing"}, "aksgpu:gpuPools[0].sharing", "replicas >= 3"),
     ({"scenario": "function-gpu", "registry": {"enabled": False}}, "aksgpu:registry.enabled", "builds images"),
     ({"gpuPools": []}, "aksgpu:gpuPools", "needs at least one GPU pool"),
+    ({"ttlHours": 0}, "aksgpu:ttlHours", "between 1 and 720"),
+    ({"lifetime": "forever"}, "aksgpu:lifetime", "allowed: demo, long-lived"),
     ({"build": {"mode": "docker"}}, "aksgpu:build.mode", "allowed: acr, local"),
     ({"build": {"context": "."}}, "aksgpu:build.context", "unknown key; allowed here: mode"),
     ({"function": {"pool": "a100"}}, "aksgpu:function.pool", "must name a GPU pool of this stack: gpu"),
@@ -163,5 +165,6 @@ def test_pulumi_yaml_declares_the_same_defaults_as_the_code():
     assert declared["owner"]["default"] == cfg.owner
     assert declared["location"]["default"] == cfg.location
     assert declared["environment"]["default"] == "" and declared["nameRoot"]["default"] == ""
+    assert declared["lifetime"]["default"] == cfg.lifetime and declared["ttlHours"]["default"] == cfg.ttl_hours
     for key, spec in declared.items():
         assert spec.get("description"), key
