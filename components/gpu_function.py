@@ -100,7 +100,8 @@ class GpuFunction(pulumi.ComponentResource):
                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
                 "template": {"metadata": {"labels": labels}, "spec": function_pod(args.pool, container)},
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for)),
+            # The pool too: its nodes are chosen by label, an edge Pulumi cannot see, and the rollout awaits them.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, args.pool]),
         )
         annotations = {}
         if args.exposure == "internal":

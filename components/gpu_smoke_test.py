@@ -69,7 +69,8 @@ class GpuSmokeTest(pulumi.ComponentResource):
                         },
                     },
                 },
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for)),
+                # The pool: the Job is awaited, and its node is chosen by label (an edge Pulumi cannot see).
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, pool]),
             )
             self.job_names.append(job_name)
         self.register_outputs({"job_names": self.job_names})

@@ -67,7 +67,7 @@ class SharedGpuInference(pulumi.ComponentResource):
                           "annotations": {"pulumi.com/timeoutSeconds": "1800"}},
                 spec={"replicas": 1, "selector": {"matchLabels": labels},
                       "template": {"metadata": {"labels": labels}, "spec": pod}},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for)),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, args.pool]),
             )
             service = core.v1.Service(
                 f"{name}-{app}-service",
@@ -131,7 +131,7 @@ class SharedGpuInference(pulumi.ComponentResource):
                       "annotations": {"pulumi.com/timeoutSeconds": "1800"}},
             spec={"replicas": 1, "selector": {"matchLabels": labels},
                   "template": {"metadata": {"labels": labels}, "spec": pod}},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, args.pool]),
         )
         self.notebook_token = pulumi.Output.secret(token.result)
         self.notebook_command = (f"kubectl -n {args.namespace} port-forward deploy/notebook {NOTEBOOK_PORT} "

@@ -12,6 +12,8 @@ from typing import Any
 import yaml
 
 from components.gpu_sizes import GPU_SIZES
+from estimates.cost import cost_markdown, load_prices, totals
+from estimates.timeline import timeline_markdown, timeline_minutes
 from stacks.render import Render, Resource
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -71,6 +73,8 @@ def write_render(render: Render, out: Path) -> Path:
             (target / "helm" / f"{_slug(r.name)}.yaml").write_text(_dump(helm_release(r)))
     (target / "summary.md").write_text(summary(render))
     (target / "graph.mmd").write_text(graph(render))
+    (target / "cost.md").write_text(cost_markdown(render))
+    (target / "timeline.md").write_text(timeline_markdown(render))
     return target
 
 
@@ -123,9 +127,12 @@ def summary(render: Render) -> str:
                      f"{'yes' if row['spot'] else 'no'} | {row['min']}–{row['max']} | {taints} | "
                      f"{row['driver']} | {row['sharing']} | {row['gpusPerNode'] or '-'} |")
     idle_gpu = [r["name"] for r in rows if r["gpu"] != "-" and (r["min"] or 0) > 0]
+    cost = totals(render, load_prices())
     lines += ["", ("GPU nodes stay up when idle (min > 0) in pools: " + ", ".join(idle_gpu) +
-                   "; this stack costs GPU money while it exists.") if idle_gpu else
-              "Every GPU pool scales to zero when idle.", ""]
+                   f"; idle GPU cost is above zero (${cost.idle_gpu:.3f}/h estimated).") if idle_gpu else
+              "Every GPU pool scales to zero when idle.",
+              "", f"Estimated cost (cost.md): ${cost.idle:.3f}/h idle, ${cost.full:.3f}/h at full scale. "
+                  f"Estimated `pulumi up` (timeline.md): {timeline_minutes(render):.0f} min.", ""]
 
     counts = Counter(r.type for r in render.resources)
     lines += ["## Resources by type", "", "| type | count |", "|---|---|"]

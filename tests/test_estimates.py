@@ -1,0 +1,151 @@
+"""cost.md and timeline.md: the arithmetic on small known inputs, then what every stack's render says."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimates import cost, timeline
+from stacks.program import load_stack_config
+from stacks.render import Resource, stack_files, stack_namespace
+from stacks.report import write_render
+from tests.conftest import STACKS
+
+PRICES = {
+    "date": "2025-10", "currency": "USD", "source": "test table", "spot_discount": 0.8,
+    "regions": {"eastus": {
+        "vm": {"Standard_D4ds_v5": 0.2, "Standard_NC4as_T4_v3": 0.5},
+        "fixed": {"aks_tier": {"Free": 0.0, "Standard": 0.1}, "acr_sku": {"Standard": 0.03, "Premium": 0.07},
+                  "load_balancer": 0.025, "public_ip": 0.005, "private_endpoint": 0.01, "private_dns_zone": 0.001},
+    }},
+}
+
+
+def test_spot_node_hours_take_the_discount_and_on_demand_ones_do_not():
+    table = PRICES["regions"]["eastus"]
+    assert cost.node_hour(table, "Standard_NC4as_T4_v3", spot=True, discount=0.8) == pytest.approx(0.1)
+    assert cost.node_hour(table, "Standard_NC4as_T4_v3", spot=False, discount=0.8) == 0.5
+    assert cost.node_hour(table, "Standard_NC96ads_A100_v4", spot=False, discount=0.8) is None
+
+
+def test_pool_cost_is_node_hour_times_min_and_max():
+    pool = cost.PoolCost("t4", "Standard_NC4as_T4_v3", True, 1, 5, 0.1)
+    assert (pool.idle, pool.full) == (pytest.approx(0.1), pytest.approx(0.5))
+    assert cost.PoolCost("x", "Unknown", False, 1, 2, None).idle is None
+
+
+def test_a_region_without_prices_falls_back_to_the_first_one_listed():
+    assert cost.region_prices(PRICES, "westeurope")[0] == "eastus"
+    assert cost.region_prices(PRICES, "eastus")[0] == "eastus"
+
+
+def test_function_gpu_totals_add_pools_and_fixed_parts(render_of):
+    r = render_of("function-gpu")
+    fixed = dict(cost.fixed_costs(r, PRICES))
+    # Free tier, outbound LB, 2 public IPs (outbound + the function's LoadBalancer Service), Standard ACR.
+    assert fixed == {"AKS Free tier": 0.0, "Standard load balancer (cluster outbound)": 0.025,
+                     "public IPs × 2": pytest.approx(0.01), "ACR Standard": 0.03}
+    t = cost.totals(r, PRICES)
+    # system D4ds_v5 on-demand 1–3, t4 spot 1–2 at 0.1
+    assert t.idle == pytest.approx(0.065 + 0.2 * 1 + 0.1 * 1)
+    assert t.full == pytest.approx(0.065 + 0.2 * 3 + 0.1 * 2)
+    assert t.idle_gpu == pytest.approx(0.1) and t.complete
+
+
+def test_private_endpoints_and_zones_are_counted(render_of):
+    fixed = dict(cost.fixed_costs(render_of("av-resim"), PRICES))
+    assert fixed["private endpoints × 3"] == pytest.approx(0.03)
+    assert fixed["AKS Standard tier"] == 0.1 and fixed["ACR Premium"] == 0.07
+
+
+def test_a_pool_without_a_price_is_left_out_and_said_so(render_of):
+    text = cost.cost_markdown(render_of("av-resim"), PRICES)  # the test table has no A100 price
+    assert "no price in table" in text and "Some pools have no price in the table" in text
+
+
+def res(name, typ="azure-native:x:Y", deps=(), parent=None, custom=True, inputs=None, provider=None):
+    return Resource(type=typ, name=name, parent=parent, depends_on=list(deps), provider=provider, custom=custom,
+                    inputs=inputs or {})
+
+
+TABLE = {"types": {"t:slow": {"seconds": 100, "source": "slow"}, "t:fast": {"seconds": 10, "source": "fast"},
+                   "t:pool": {"seconds": 300, "source": "pool", "empty_pool_seconds": 90},
+                   "t:deploy": {"seconds": 600, "source": "deploy", "skip_await_seconds": 5},
+                   "t:svc": {"seconds": 5, "source": "svc", "loadbalancer_seconds": 60}},
+         "names": {"special": {"seconds": 42, "source": "by name"}},
+         "default": {"seconds": 1, "source": "default"}}
+
+
+def test_parallel_branches_take_the_longest_branch_not_the_sum():
+    resources = [res("a", "t:fast"), res("b", "t:slow", ["a"]), res("c", "t:fast", ["a"]), res("d", "t:fast", ["b", "c"])]
+    steps = timeline.schedule(resources, TABLE)
+    assert steps["d"].start == 110 and steps["d"].finish == 120
+    assert [s.name for s in timeline.critical_path(steps, resources)] == ["a", "b", "d"]
+
+
+def test_depending_on_a_component_waits_for_all_its_children():
+    resources = [res("comp", "aksgpu:x:Comp", custom=False), res("kid1", "t:slow", parent="comp"),
+                 res("kid2", "t:fast", parent="comp"), res("after", "t:fast", ["comp"])]
+    steps = timeline.schedule(resources, TABLE)
+    assert steps["comp"].finish == 100 and steps["after"].start == 100
+
+
+def test_a_resource_waits_for_its_provider():
+    resources = [res("cluster", "t:slow"), res("provider", "pulumi:providers:kubernetes", ["cluster"]),
+                 res("ns", "t:fast", provider="provider")]
+    assert timeline.schedule(resources, TABLE)["ns"].start == 101
+
+
+@pytest.mark.parametrize("resource, seconds", [
+    (res("p", "t:pool", inputs={"count": 0}), 90),
+    (res("p", "t:pool", inputs={"count": 1}), 300),
+    (res("d", "t:deploy", inputs={"metadata": {"annotations": {"pulumi.com/skipAwait": "true"}}}), 5),
+    (res("d", "t:deploy", inputs={"metadata": {}}), 600),
+    (res("s", "t:svc", inputs={"spec": {"type": "LoadBalancer"}}), 60),
+    (res("special", "t:slow"), 42),
+    (res("other", "t:unknown"), 1),
+    (res("c", "aksgpu:x:Comp", custom=False), 0),
+])
+def test_durations_follow_the_table_and_its_special_cases(resource, seconds):
+    assert timeline.duration(resource, TABLE)[0] == seconds
+
+
+def test_a_cycle_is_reported():
+    with pytest.raises(ValueError, match="dependency cycle"):
+        timeline.schedule([res("a", deps=["b"]), res("b", deps=["a"])], TABLE)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_render_writes_cost_and_timeline(render_of, stack, tmp_path):
+    target = write_render(render_of(stack), tmp_path)
+    cost_md, timeline_md = (target / "cost.md").read_text(), (target / "timeline.md").read_text()
+    assert "**Estimate, not a quote.**" in cost_md and "2025-10" in cost_md and "Idle:" in cost_md
+    assert "## Critical path" in timeline_md and "One step after another" in timeline_md
+    summary = (target / "summary.md").read_text()
+    assert "Estimated cost (cost.md)" in summary
+
+
+def test_the_image_build_runs_beside_the_cluster_not_after_it(render_of):
+    r = render_of("function-gpu")
+    steps = timeline.schedule(r.resources, timeline.load_durations())
+    build, cluster = steps["image-function-build"], steps["aks-aks"]
+    assert build.start < cluster.finish
+    total = max(s.finish for s in steps.values())
+    assert total < sum(s.seconds for s in steps.values()) / 1.5
+
+
+def test_every_type_in_every_stack_has_a_duration_row(render_of):
+    table = timeline.load_durations()
+    default_ok = ("kubernetes:core/", "kubernetes:batch/v1:CronJob", "kubernetes:nfd", "pulumi:providers:",
+                  "random:", "aksgpu:")
+    for stack in STACKS:
+        for r in render_of(stack).resources:
+            assert r.type in table["types"] or r.type.startswith(default_ok), (stack, r.type)
+
+
+def test_every_vm_size_in_the_stacks_has_a_price():
+    table = cost.load_prices()["regions"]["eastus"]["vm"]
+    for stack, path in stack_files().items():
+        cfg = load_stack_config(stack_namespace(path), "aksgpu", stack)
+        sizes = [cfg.cluster.system_pool.vm_size] + [g.pool.vm_size for g in cfg.gpu_pools] + \
+                [p.vm_size for p in cfg.cpu_pools]
+        assert set(sizes) <= set(table), (stack, set(sizes) - set(table))
