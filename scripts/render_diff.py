@@ -1,0 +1,73 @@
+"""What a change does to the offline render: the diff of each stack's summary.md and manifests.
+
+    python scripts/render_diff.py BASE_OUT HEAD_OUT            # markdown for the job summary
+    python scripts/render_diff.py BASE_OUT HEAD_OUT --stacks   # JSON list of stacks whose render changed
+
+BASE_OUT and HEAD_OUT are `make render` output folders (one folder per stack).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+from pathlib import Path
+
+COMPARED = ("summary.md", "resources.json", "cost.md", "timeline.md")
+MAX_LINES = 400
+"""Per-stack cap on diff lines in the summary (GitHub limits a job summary to 1 MiB)."""
+
+
+def stack_files(root: Path, stack: str) -> dict[str, str]:
+    folder = root / stack
+    if not folder.is_dir():
+        return {}
+    names = [n for n in COMPARED if (folder / n).is_file()]
+    names += sorted(str(p.relative_to(folder)) for p in folder.glob("manifests/*.yaml"))
+    names += sorted(str(p.relative_to(folder)) for p in folder.glob("helm/*.yaml"))
+    return {name: (folder / name).read_text() for name in names}
+
+
+def changed_stacks(base: Path, head: Path) -> list[str]:
+    stacks = sorted({p.name for p in base.iterdir() if p.is_dir()} | {p.name for p in head.iterdir() if p.is_dir()})
+    return [s for s in stacks if stack_files(base, s) != stack_files(head, s)]
+
+
+def stack_diff(base: Path, head: Path, stack: str) -> list[str]:
+    old, new = stack_files(base, stack), stack_files(head, stack)
+    lines: list[str] = []
+    for name in sorted(set(old) | set(new)):
+        if name == "resources.json" or old.get(name) == new.get(name):
+            continue  # resources.json is the source of the other files; its diff would repeat them
+        lines += difflib.unified_diff(old.get(name, "").splitlines(), new.get(name, "").splitlines(),
+                                      f"base/{stack}/{name}", f"head/{stack}/{name}", lineterm="", n=2)
+    return lines
+
+
+def markdown(base: Path, head: Path) -> str:
+    stacks = changed_stacks(base, head)
+    if not stacks:
+        return "## Render diff\n\nNo stack's render changed.\n"
+    out = ["## Render diff", "", f"Changed stacks: {', '.join(f'`{s}`' for s in stacks)}", ""]
+    for stack in stacks:
+        lines = stack_diff(base, head, stack)
+        shown = lines[:MAX_LINES]
+        out += [f"<details><summary><code>{stack}</code>: {len(lines)} diff lines</summary>", "", "```diff",
+                *shown, "```"]
+        if len(lines) > MAX_LINES:
+            out.append(f"({len(lines) - MAX_LINES} more lines in the render artifact)")
+        out += ["", "</details>", ""]
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("base", type=Path)
+    parser.add_argument("head", type=Path)
+    parser.add_argument("--stacks", action="store_true", help="print the changed stacks as a JSON list")
+    args = parser.parse_args()
+    print(json.dumps(changed_stacks(args.base, args.head)) if args.stacks else markdown(args.base, args.head), end="")
+
+
+if __name__ == "__main__":
+    main()

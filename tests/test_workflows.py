@@ -1,0 +1,148 @@
+"""The GitHub workflows: actionlint and zizmor clean, actions pinned by version, and the lifecycle rules."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stacks.render import REPO_ROOT, stack_files
+
+WORKFLOWS = REPO_ROOT / ".github" / "workflows"
+FILES = sorted(WORKFLOWS.glob("*.yml"))
+LINT = REPO_ROOT / "tools" / "actionlint" / "lint.cjs"
+
+
+def load(name: str) -> dict:
+    return yaml.safe_load((WORKFLOWS / name).read_text())
+
+
+def on(workflow: dict) -> dict:
+    return workflow.get("on") or workflow.get(True)  # YAML 1.1 reads a bare `on` key as True
+
+
+def actionlint(*paths: Path) -> list[dict]:
+    node = shutil.which("node")
+    assert node, "node runs actionlint (tools/actionlint, installed by make install)"
+    result = subprocess.run([node, str(LINT), *map(str, paths)], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+def zizmor(path: Path) -> list[dict]:
+    binary = shutil.which("zizmor", path=str(Path(sys.executable).parent)) or shutil.which("zizmor")
+    result = subprocess.run([binary, "--offline", "--format", "json", str(path)], capture_output=True, text=True,
+                            cwd=REPO_ROOT)
+    return json.loads(result.stdout)
+
+
+def test_the_lifecycle_workflows_exist():
+    assert [f.name for f in FILES] == ["deploy.yml", "destroy-expired.yml", "destroy-stack.yml", "destroy.yml",
+                                       "pull-request.yml"]
+
+
+def test_workflows_are_actionlint_clean():
+    assert actionlint(*FILES) == []
+
+
+def test_actionlint_catches_an_undefined_context_property(tmp_path):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo ${{ github.nope }}\n")
+    assert [f["kind"] for f in actionlint(bad)] == ["expression"]
+
+
+def test_workflows_are_zizmor_clean():
+    assert zizmor(WORKFLOWS) == []
+
+
+def test_zizmor_catches_template_injection_and_persisted_credentials(tmp_path):
+    folder = tmp_path / ".github" / "workflows"
+    folder.mkdir(parents=True)
+    (folder / "bad.yml").write_text(
+        "on: pull_request_target\npermissions: {}\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n"
+        "      - uses: actions/checkout@v5.0.0\n"
+        "      - run: echo \"${{ github.event.pull_request.title }}\"\n")
+    found = {finding["ident"] for finding in zizmor(folder)}
+    assert {"template-injection", "artipacked"} <= found
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_action_is_pinned_to_an_exact_version(path):
+    for uses in re.findall(r"uses:\s*(\S+)", path.read_text()):
+        assert uses.startswith("./") or re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+\.\d+\.\d+", uses), uses
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_no_secret_lives_in_a_workflow(path):
+    text = path.read_text()
+    assert "secrets." not in text  # OIDC federation: client id, tenant and subscription are plain variables
+    assert not re.search(r"(client-secret|password|AccountKey=|sig=)", text, re.IGNORECASE)
+    assert load(path.name)["permissions"] == {"contents": "read"}
+
+
+def test_both_dispatch_lists_name_every_stack():
+    stacks = sorted(stack_files())
+    for name in ("deploy.yml", "destroy.yml"):
+        assert on(load(name))["workflow_dispatch"]["inputs"]["stack"]["options"] == stacks
+
+
+def test_deploy_runs_per_stack_in_its_environment_one_run_at_a_time():
+    up = load("deploy.yml")["jobs"]["up"]
+    assert up["environment"] == "${{ matrix.stack }}"
+    assert up["concurrency"] == {"group": "pulumi-${{ matrix.stack }}", "cancel-in-progress": False}
+    assert on(load("deploy.yml"))["push"] == {"branches": ["main"]}
+    command = [s["with"]["command"] for s in up["steps"] if s.get("uses", "").startswith("pulumi/actions") and "with" in s]
+    assert command == ["up"]
+
+
+def test_destroy_shares_the_deploy_concurrency_group_and_checks_for_leftovers():
+    job = load("destroy-stack.yml")["jobs"]["destroy"]
+    assert job["concurrency"]["group"] == "pulumi-${{ inputs.stack }}"
+    runs = " ".join(s.get("run", "") for s in job["steps"])
+    assert "scripts/check_leftovers.py" in runs
+    assert [s["with"]["command"] for s in job["steps"] if "with" in s and "command" in s["with"]] == ["destroy"]
+
+
+def test_expired_demo_stacks_are_destroyed_on_a_schedule():
+    workflow = load("destroy-expired.yml")
+    assert on(workflow)["schedule"][0]["cron"] == "17 * * * *"
+    runs = " ".join(s.get("run", "") for s in workflow["jobs"]["find"]["steps"])
+    assert "az group list" in runs and "scripts/expired_stacks.py" in runs
+    assert workflow["jobs"]["destroy"]["uses"] == "./.github/workflows/destroy-stack.yml"
+
+
+def test_manual_destroy_refuses_long_lived_stacks_without_the_override():
+    runs = " ".join(s.get("run", "") for s in load("destroy.yml")["jobs"]["check"]["steps"])
+    assert "python -m stacks lifetime" in runs and "long-lived" in runs and "CONFIRM" in runs
+
+
+def test_pull_requests_preview_with_oidc_comment_and_the_replacement_guard():
+    workflow = load("pull-request.yml")
+    preview = workflow["jobs"]["preview"]
+    assert preview["permissions"]["id-token"] == "write"
+    steps = preview["steps"]
+    login = next(s for s in steps if s.get("uses", "").startswith("azure/login"))
+    assert set(login["with"]) == {"client-id", "tenant-id", "subscription-id"}
+    comment = next(s for s in steps if s.get("with", {}).get("command") == "preview")
+    assert comment["with"]["comment-on-pr"] is True
+    guard = next(s for s in steps if "preview_guard.py" in s.get("run", ""))
+    assert "allow-replace" in guard["env"]["ALLOW"]
+    render = " ".join(s.get("run", "") for s in workflow["jobs"]["render"]["steps"])
+    assert "scripts/render_diff.py" in render and "GITHUB_STEP_SUMMARY" in render
+
+
+def test_readme_lifecycle_names_every_workflow_and_script():
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme[readme.index("## Lifecycle"):]
+    section = section[: section.index("\n## ", 4)]
+    for path in FILES:
+        assert path.name in section, path.name
+    for script in ("preview_guard.py", "expired_stacks.py", "check_leftovers.py", "make state-backend",
+                   "allow-replace", "ttlHours", "long-lived", "PULUMI_BACKEND_URL", "PULUMI_SECRETS_PROVIDER"):
+        assert script in section, script
