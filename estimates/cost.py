@@ -123,12 +123,17 @@ def cost_markdown(render, prices: dict[str, Any] | None = None) -> str:
         f". Spot is priced at on-demand minus {prices['spot_discount']:.0%}; real spot prices move hourly. "
         "Storage, egress and OS disks (ephemeral on these sizes) are not counted.",
         "",
-        "| pool | VM size | priced as | node-hour | min–max nodes | idle (min) | full scale (max) |",
-        "|---|---|---|---|---|---|---|",
+        "| pool | VM size | on-demand node-hour | spot node-hour | this pool buys | min–max nodes | idle (min) "
+        "| full scale (max) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    table = region_prices(prices, cfg.location)[1]
     for p in pools:
-        lines.append(f"| {p.pool} | {p.vm_size} | {'spot' if p.spot else 'on-demand'} | {_money(p.node_hour)} | "
-                     f"{p.min_nodes}–{p.max_nodes} | {_money(p.idle)} | {_money(p.full)} |")
+        on_demand = node_hour(table, p.vm_size, False, prices["spot_discount"])
+        spot = node_hour(table, p.vm_size, True, prices["spot_discount"])
+        lines.append(f"| {p.pool} | {p.vm_size} | {_money(on_demand)} | {_money(spot)} | "
+                     f"{'spot' if p.spot else 'on-demand'} | {p.min_nodes}–{p.max_nodes} | {_money(p.idle)} | "
+                     f"{_money(p.full)} |")
     lines += ["", "| fixed | per hour |", "|---|---|"]
     lines += [f"| {item} | {_money(value)} |" for item, value in fixed]
     lines += ["", f"**Idle: {_money(total.idle)}/h (about ${total.idle * 24 * 30:,.0f} a month). "

@@ -57,6 +57,12 @@ def test_private_endpoints_and_zones_are_counted(render_of):
     assert fixed["AKS Standard tier"] == 0.1 and fixed["ACR Premium"] == 0.07
 
 
+def test_each_pool_row_shows_both_prices_and_uses_the_one_it_buys(render_of):
+    rows = [line for line in cost.cost_markdown(render_of("function-gpu"), PRICES).splitlines()
+            if line.startswith("| t4 ")]
+    assert rows == ["| t4 | Standard_NC4as_T4_v3 | $0.500 | $0.100 | spot | 1–2 | $0.100 | $0.200 |"]
+
+
 def test_a_pool_without_a_price_is_left_out_and_said_so(render_of):
     text = cost.cost_markdown(render_of("av-resim"), PRICES)  # the test table has no A100 price
     assert "no price in table" in text and "Some pools have no price in the table" in text
