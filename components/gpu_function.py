@@ -12,8 +12,9 @@ from typing import Sequence
 import pulumi
 from pulumi_kubernetes import apps, core
 
+from components.jobs import pod_spec
 from components.k8s_security import (RESTRICTED_NAMESPACE_LABELS, container_security_context, namespace,
-                                     pod_security_context, resources)
+                                     resources)
 from components.node_pools import GpuNodePool
 
 FUNCTION_UID = 10001
@@ -69,14 +70,8 @@ def function_container(image: pulumi.Input[str], cpu: str, memory: str, max_cont
 
 
 def function_pod(pool: GpuNodePool, container: dict) -> dict:
-    return {
-        "automountServiceAccountToken": False,
-        "nodeSelector": pool.node_selector,
-        "tolerations": pool.tolerations,
-        "securityContext": pod_security_context(uid=FUNCTION_UID),
-        "terminationGracePeriodSeconds": 30,
-        "containers": [container],
-    }
+    # The Functions host keeps its files under $HOME in the image, so no /tmp volume.
+    return {**pod_spec(pool, [container], uid=FUNCTION_UID, tmp=False), "terminationGracePeriodSeconds": 30}
 
 
 class GpuFunction(pulumi.ComponentResource):

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 import pulumi
 from pulumi_kubernetes import batch
 
-from components.k8s_security import container_security_context, pod_security_context
+from components.k8s_security import NONROOT_UID, container_security_context, pod_security_context
 from components.node_pools import CpuNodePool, GpuNodePool
 
 NEVER = "0 0 31 2 *"
@@ -49,20 +49,23 @@ def container(name: str, image: pulumi.Input[str], command: Sequence[str] | None
 
 
 def pod_spec(pool: GpuNodePool | CpuNodePool | None, containers: Sequence[Mapping[str, Any]],
-             volumes: Sequence[Mapping[str, Any]] = (), uid: int | None = None,
-             restart_policy: str | None = None) -> dict[str, Any]:
-    """A restricted pod on ``pool`` (its node selector and tolerations), or on any untainted node."""
+             volumes: Sequence[Mapping[str, Any]] = (), uid: int = NONROOT_UID, gid: int | None = None,
+             tmp: bool = True) -> dict[str, Any]:
+    """A restricted pod on ``pool`` (its node selector and tolerations), or on any untainted node.
+
+    ``tmp`` adds the emptyDir that ``container()`` mounts at /tmp (images of this project keep HOME there).
+    """
     spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
-        "securityContext": pod_security_context() if uid is None else pod_security_context(uid=uid),
+        "securityContext": pod_security_context(uid, gid),
         "containers": list(containers),
-        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}}, *volumes],
     }
+    all_volumes = [*([{"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}}] if tmp else []), *volumes]
+    if all_volumes:
+        spec["volumes"] = all_volumes
     if pool is not None:
         spec["nodeSelector"] = pool.node_selector
         spec["tolerations"] = pool.tolerations
-    if restart_policy:
-        spec["restartPolicy"] = restart_policy
     return spec
 
 

@@ -20,12 +20,14 @@ PRIVILEGED_NAMESPACE_LABELS = {
 }
 
 
-def pod_security_context(uid: int = NONROOT_UID) -> dict[str, Any]:
+def pod_security_context(uid: int = NONROOT_UID, gid: int | None = None) -> dict[str, Any]:
+    """Non-root pod; the group (and volume group) is ``gid``, or the same number as ``uid``."""
+    gid = uid if gid is None else gid
     return {
         "runAsNonRoot": True,
         "runAsUser": uid,
-        "runAsGroup": uid,
-        "fsGroup": uid,
+        "runAsGroup": gid,
+        "fsGroup": gid,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
 

@@ -17,7 +17,7 @@ from pulumi_kubernetes import apps, core
 from components.gpu_function import SERVICE_PORT, function_container, function_pod
 from components.jobs import container, job_spec, job_template, pod_spec, submit_command
 from components.k8s_security import (RESTRICTED_NAMESPACE_LABELS, container_security_context, namespace,
-                                     pod_security_context, resources)
+                                     resources)
 from components.node_pools import GpuNodePool
 
 NOTEBOOK_IMAGE = "quay.io/jupyter/pytorch-notebook:cuda12-2025-08-18"
@@ -116,14 +116,7 @@ class SharedGpuInference(pulumi.ComponentResource):
             "securityContext": container_security_context(read_only_root=False),
             "readinessProbe": {"httpGet": {"path": "/api", "port": "http"}, "periodSeconds": 10},
         }
-        pod = {
-            "automountServiceAccountToken": False,
-            "nodeSelector": args.pool.node_selector,
-            "tolerations": args.pool.tolerations,
-            "securityContext": {**pod_security_context(uid=NOTEBOOK_UID), "runAsGroup": NOTEBOOK_GID,
-                                "fsGroup": NOTEBOOK_GID},
-            "containers": [notebook],
-        }
+        pod = pod_spec(args.pool, [notebook], uid=NOTEBOOK_UID, gid=NOTEBOOK_GID, tmp=False)
         # No Service: the notebook is reached only by port-forward through the API server, never a public IP.
         apps.v1.Deployment(
             f"{name}-notebook",
