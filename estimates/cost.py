@@ -5,6 +5,7 @@ public IPs, private endpoints, DNS zones). Prices come from prices.yaml, a dated
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import yaml
 PRICES = Path(__file__).with_name("prices.yaml")
 
 
+@functools.lru_cache(maxsize=None)  # read once per process, however many stacks render
 def load_prices(path: Path = PRICES) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
 
@@ -99,13 +101,16 @@ class Totals:
     """Every pool's size had a price."""
 
 
-def totals(render, prices: dict[str, Any]) -> Totals:
-    pools = pool_costs(render.cfg, prices)
-    fixed = sum(v for _, v in fixed_costs(render, prices))
+def _totals(cfg, pools: list[PoolCost], fixed: list[tuple[str, float]]) -> Totals:
+    fixed_total = sum(v for _, v in fixed)
     known = [p for p in pools if p.node_hour is not None]
-    gpu_names = {g.pool.name for g in render.cfg.gpu_pools}
-    return Totals(idle=fixed + sum(p.idle for p in known), full=fixed + sum(p.full for p in known),
+    gpu_names = {g.pool.name for g in cfg.gpu_pools}
+    return Totals(idle=fixed_total + sum(p.idle for p in known), full=fixed_total + sum(p.full for p in known),
                   idle_gpu=sum(p.idle for p in known if p.pool in gpu_names), complete=len(known) == len(pools))
+
+
+def totals(render, prices: dict[str, Any]) -> Totals:
+    return _totals(render.cfg, pool_costs(render.cfg, prices), fixed_costs(render, prices))
 
 
 def cost_markdown(render, prices: dict[str, Any] | None = None) -> str:
@@ -114,7 +119,7 @@ def cost_markdown(render, prices: dict[str, Any] | None = None) -> str:
     region, _ = region_prices(prices, cfg.location)
     pools = pool_costs(cfg, prices)
     fixed = fixed_costs(render, prices)
-    total = totals(render, prices)
+    total = _totals(cfg, pools, fixed)
     lines = [
         f"# Stack `{render.stack}`: hourly cost estimate",
         "",

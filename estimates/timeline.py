@@ -5,6 +5,7 @@ it depends on exists, so the estimate is the longest path through the graph: the
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -14,6 +15,7 @@ import yaml
 DURATIONS = Path(__file__).with_name("durations.yaml")
 
 
+@functools.lru_cache(maxsize=None)  # read once per process, however many stacks render
 def load_durations(path: Path = DURATIONS) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
 
@@ -34,7 +36,7 @@ def duration(resource, table: Mapping[str, Any]) -> tuple[float, str]:
         return 0.0, "component: finishes with its children"
     row = table["names"].get(resource.name) or table["types"].get(resource.type) or table["default"]
     inputs = resource.inputs
-    annotations = (inputs.get("metadata") or {}).get("annotations") or {} if isinstance(inputs, dict) else {}
+    annotations = (inputs.get("metadata") or {}).get("annotations") or {}
     if "empty_pool_seconds" in row and inputs.get("count") == 0:
         return row["empty_pool_seconds"], row["source"]
     if "loadbalancer_seconds" in row and (inputs.get("spec") or {}).get("type") == "LoadBalancer":
@@ -49,19 +51,29 @@ def _waits_for(resource) -> list[str]:
     return [*resource.depends_on, *([resource.provider] if resource.provider else [])]
 
 
+def _graph(resources: Sequence) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """Resources by name, and each component's children by the component's name."""
+    by_name: dict[str, Any] = {}
+    children: dict[str, list[str]] = {}
+    for r in resources:
+        if r.name not in by_name or r.custom:  # a name shared by a component and a resource: the resource
+            by_name[r.name] = r
+        if r.parent:
+            children.setdefault(r.parent, []).append(r.name)
+    return by_name, children
+
+
+def _waits(resource, children: Mapping[str, list[str]]) -> list[str]:
+    """What ``resource`` must see finished: its dependencies and provider, and a component its children."""
+    return _waits_for(resource) + ([] if resource.custom else children.get(resource.name, []))
+
+
 def schedule(resources: Sequence, table: Mapping[str, Any]) -> dict[str, Step]:
     """Earliest start and finish of every resource when each starts as soon as its dependencies finish.
 
     Depending on a component means waiting for all of its descendants.
     """
-    by_name = {}
-    for r in resources:
-        if r.name not in by_name or r.custom:  # a name shared by a component and a resource: the resource
-            by_name[r.name] = r
-    children: dict[str, list[str]] = {}
-    for r in resources:
-        if r.parent:
-            children.setdefault(r.parent, []).append(r.name)
+    by_name, children = _graph(resources)
     steps: dict[str, Step] = {}
     visiting: set[str] = set()
 
@@ -72,10 +84,8 @@ def schedule(resources: Sequence, table: Mapping[str, Any]) -> dict[str, Step]:
             raise ValueError(f"dependency cycle through {name}")
         visiting.add(name)
         r = by_name[name]
-        waits = [finish(d) for d in _waits_for(r) if d in by_name]
+        waits = [finish(d) for d in _waits(r, children) if d in by_name]
         seconds, source = duration(r, table)
-        if not r.custom:  # a component is done when its children are
-            waits += [finish(c) for c in children.get(name, [])]
         start = max(waits, default=0.0)
         steps[name] = Step(name, r.type, seconds, source, start if r.custom else 0.0, start + seconds)
         visiting.discard(name)
@@ -88,38 +98,31 @@ def schedule(resources: Sequence, table: Mapping[str, Any]) -> dict[str, Step]:
 
 def critical_path(steps: Mapping[str, Step], resources: Sequence) -> list[Step]:
     """The chain of resources that decides the total, first to last (resources that take time only)."""
-    deps = {r.name: [d for d in _waits_for(r) if d in steps] for r in resources}
-    children: dict[str, list[str]] = {}
-    for r in resources:
-        if r.parent:
-            children.setdefault(r.parent, []).append(r.name)
+    by_name, children = _graph(resources)
     path = []
     current = max(steps.values(), key=lambda s: (s.finish, s.name)).name
     while current:
         step = steps[current]
         if step.seconds:
             path.append(step)
-        waits = deps.get(current, []) + ([] if step.type.startswith(("azure-native:", "kubernetes:", "docker:",
-                                                                     "random:", "pulumi:"))
-                                         else children.get(current, []))
+        waits = [d for d in _waits(by_name[current], children) if d in steps]
         target = step.start if step.seconds else step.finish
         current = next((d for d in sorted(waits) if abs(steps[d].finish - target) < 1e-9), None)
     return list(reversed(path))
 
 
-def timeline_minutes(render, table: Mapping[str, Any] | None = None) -> float:
-    steps = schedule(render.resources, table or load_durations())
-    return max(s.finish for s in steps.values()) / 60
+def total_seconds(steps: Mapping[str, Step]) -> float:
+    """How long the whole `pulumi up` takes: when its last resource finishes."""
+    return max(s.finish for s in steps.values())
 
 
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def timeline_markdown(render, table: Mapping[str, Any] | None = None) -> str:
-    table = table or load_durations()
-    steps = schedule(render.resources, table)
-    total = max(s.finish for s in steps.values())
+def timeline_markdown(render, steps: Mapping[str, Step] | None = None) -> str:
+    steps = steps or schedule(render.resources, load_durations())
+    total = total_seconds(steps)
     serial = sum(s.seconds for s in steps.values())
     path = critical_path(steps, render.resources)
     lines = [

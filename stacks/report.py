@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 
 from components.gpu_sizes import GPU_SIZES
-from estimates.cost import cost_markdown, load_prices, totals
-from estimates.timeline import timeline_markdown, timeline_minutes
+from estimates.cost import Totals, cost_markdown, load_prices, totals
+from estimates.timeline import load_durations, schedule, timeline_markdown, total_seconds
 from stacks.render import Render, Resource
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -71,10 +71,11 @@ def write_render(render: Render, out: Path) -> Path:
             (target / "manifests" / f"{name}.yaml").write_text(_dump(manifest(r)))
         elif r.type == HELM_RELEASE:
             (target / "helm" / f"{_slug(r.name)}.yaml").write_text(_dump(helm_release(r)))
-    (target / "summary.md").write_text(summary(render))
+    prices, steps = load_prices(), schedule(render.resources, load_durations())
+    (target / "summary.md").write_text(summary(render, totals(render, prices), total_seconds(steps) / 60))
     (target / "graph.mmd").write_text(graph(render))
-    (target / "cost.md").write_text(cost_markdown(render))
-    (target / "timeline.md").write_text(timeline_markdown(render))
+    (target / "cost.md").write_text(cost_markdown(render, prices))
+    (target / "timeline.md").write_text(timeline_markdown(render, steps))
     return target
 
 
@@ -104,7 +105,7 @@ def node_pool_rows(render: Render) -> list[dict[str, Any]]:
     return rows
 
 
-def summary(render: Render) -> str:
+def summary(render: Render, cost: Totals, up_minutes: float) -> str:
     cfg = render.cfg
     lines = [f"# Stack `{render.stack}`: scenario `{cfg.scenario}`", "",
              f"Region `{cfg.location}`, naming root `{cfg.naming.root}`, environment `{cfg.environment}`, "
@@ -127,12 +128,11 @@ def summary(render: Render) -> str:
                      f"{'yes' if row['spot'] else 'no'} | {row['min']}–{row['max']} | {taints} | "
                      f"{row['driver']} | {row['sharing']} | {row['gpusPerNode'] or '-'} |")
     idle_gpu = [r["name"] for r in rows if r["gpu"] != "-" and (r["min"] or 0) > 0]
-    cost = totals(render, load_prices())
     lines += ["", ("GPU nodes stay up when idle (min > 0) in pools: " + ", ".join(idle_gpu) +
                    f"; idle GPU cost is above zero (${cost.idle_gpu:.3f}/h estimated).") if idle_gpu else
               "Every GPU pool scales to zero when idle.",
               "", f"Estimated cost (cost.md): ${cost.idle:.3f}/h idle, ${cost.full:.3f}/h at full scale. "
-                  f"Estimated `pulumi up` (timeline.md): {timeline_minutes(render):.0f} min.", ""]
+                  f"Estimated `pulumi up` (timeline.md): {up_minutes:.0f} min.", ""]
 
     counts = Counter(r.type for r in render.resources)
     lines += ["## Resources by type", "", "| type | count |", "|---|---|"]
