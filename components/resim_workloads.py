@@ -14,6 +14,7 @@ import pulumi
 from components.jobs import container, job_spec, job_template, pod_spec, submit_command
 from components.k8s_security import resources
 from components.node_pools import GpuNodePool
+from components.workspace import Workspace
 
 INPUT_MOUNT, OUTPUT_MOUNT = "/mnt/input", "/mnt/output"
 RESIM_USAGE_EXIT_CODE = 2
@@ -26,10 +27,8 @@ class ResimArgs:
     """Pool of the GPU-load and re-simulation jobs."""
     jobs_image: pulumi.Input[str]
     """The jobs image (docker/jobs)."""
-    namespace: pulumi.Input[str]
+    workspace: Workspace
     """The scenario's namespace (it holds the input and output claims)."""
-    namespace_name: str
-    """The same namespace as a plain name, for the commands the stack outputs."""
     input_claim: str
     """PersistentVolumeClaim of the input container (read-only)."""
     output_claim: str
@@ -50,7 +49,7 @@ class ResimWorkloads(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ResimArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:workloads:ResimWorkloads", name, None, opts)
-        ns = args.namespace
+        ns = args.workspace.namespace
         volumes = [
             {"name": "input", "persistentVolumeClaim": {"claimName": args.input_claim, "readOnly": True}},
             {"name": "output", "persistentVolumeClaim": {"claimName": args.output_claim}},
@@ -75,8 +74,8 @@ class ResimWorkloads(pulumi.ComponentResource):
             fail_on_exit_codes={"resim": [RESIM_USAGE_EXIT_CODE]}), self)
 
         self.commands = {
-            "submitGpuTest": submit_command(args.namespace_name, "gpu-test"),
-            "submitResim": submit_command(args.namespace_name, "gpu-io"),
+            "submitGpuTest": submit_command(args.workspace.name, "gpu-test"),
+            "submitResim": submit_command(args.workspace.name, "gpu-io"),
         }
         if args.large_model_image and args.a100_pool is not None:
             labels = {"app.kubernetes.io/name": "large-model"}
@@ -86,5 +85,5 @@ class ResimWorkloads(pulumi.ComponentResource):
             job_template(f"{name}-large-model", "large-model", ns, labels, job_spec(
                 pod_spec(args.a100_pool, [big], volumes=volumes), labels, backoff_limit=3,
                 deadline_seconds=24 * 3600), self)
-            self.commands["submitLargeModel"] = submit_command(args.namespace_name, "large-model")
+            self.commands["submitLargeModel"] = submit_command(args.workspace.name, "large-model")
         self.register_outputs({"commands": self.commands})

@@ -15,6 +15,7 @@ from pulumi_kubernetes import apps, batch, core
 from components.jobs import container, job_spec, pod_spec
 from components.k8s_security import resources
 from components.node_pools import CpuNodePool, GpuNodePool
+from components.workspace import Workspace
 
 CHECKPOINT_MOUNT = "/mnt/checkpoints"
 PREDICT_PORT = 8080
@@ -26,10 +27,8 @@ class TrainingArgs:
     """Pool the training Job runs on (it may scale from zero)."""
     jobs_image: pulumi.Input[str]
     """The jobs image (docker/jobs)."""
-    namespace: pulumi.Input[str]
+    workspace: Workspace
     """Namespace of the workloads (and of the checkpoint claim)."""
-    namespace_name: str
-    """The same namespace as a plain name, for the commands the stack outputs."""
     steps: int = 2000
     """Optimisation steps of the run."""
     checkpoint_claim: str | None = None
@@ -56,7 +55,7 @@ class TrainingWorkload(pulumi.ComponentResource):
             resources("2", "8Gi", gpus=1), mounts=[{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}])
         batch.v1.Job(
             f"{name}-job",
-            metadata={"name": "train", "namespace": args.namespace, "labels": labels,
+            metadata={"name": "train", "namespace": args.workspace.namespace, "labels": labels,
                       # `pulumi up` does not wait for training: a pool scaled to zero needs minutes for a node.
                       "annotations": {"pulumi.com/skipAwait": "true"}},
             spec=job_spec(pod_spec(args.gpu_pool, [trainer], volumes=[volume]), labels, backoff_limit=6,
@@ -64,7 +63,7 @@ class TrainingWorkload(pulumi.ComponentResource):
             # A Job's pod template is immutable: a new image or argument replaces the Job under its fixed name.
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
-        self.commands = {"trainingLogs": f"kubectl -n {args.namespace_name} logs -f job/train"}
+        self.commands = {"trainingLogs": f"kubectl -n {args.workspace.name} logs -f job/train"}
         if args.predict_pool is not None:
             self._predictor(name, args, folder)
         self.register_outputs({"commands": self.commands})
@@ -84,7 +83,7 @@ class TrainingWorkload(pulumi.ComponentResource):
                                                                    "readOnly": True}}
         apps.v1.Deployment(
             f"{name}-predict",
-            metadata={"name": "predict", "namespace": args.namespace, "labels": labels,
+            metadata={"name": "predict", "namespace": args.workspace.namespace, "labels": labels,
                       # Ready only after the first checkpoint, which needs a GPU node and training time.
                       "annotations": {"pulumi.com/skipAwait": "true"}},
             spec={"replicas": 2, "selector": {"matchLabels": labels},
@@ -94,12 +93,12 @@ class TrainingWorkload(pulumi.ComponentResource):
         )
         core.v1.Service(
             f"{name}-predict-service",
-            metadata={"name": "predict", "namespace": args.namespace, "labels": labels},
+            metadata={"name": "predict", "namespace": args.workspace.namespace, "labels": labels},
             spec={"type": "ClusterIP", "selector": labels,
                   "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]},
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.commands["predictPortForward"] = f"kubectl -n {args.namespace_name} port-forward svc/predict 8080:80"
+        self.commands["predictPortForward"] = f"kubectl -n {args.workspace.name} port-forward svc/predict 8080:80"
         self.commands["predictExample"] = (
             "curl -s -X POST http://127.0.0.1:8080/predict -H 'content-type: application/json' "
             "-d \"{\\\"images\\\": [$(python3 -c 'print([0.0]*784)')]}\"")

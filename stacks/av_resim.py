@@ -43,8 +43,7 @@ def build(cfg: StackConfig) -> None:
     resim = ResimWorkloads("resim", ResimArgs(
         t4_pool=layer.gpu_pools[cfg.gpu_pools[0].pool.name],
         jobs_image=images["jobs"].image_ref,
-        namespace=workspace.workspace.namespace,
-        namespace_name=NAMESPACE,
+        workspace=workspace.workspace,
         input_claim=accounts["input"].containers[0],
         output_claim=accounts["output"].containers[0],
         resim_jobs=cfg.workloads.resim_jobs,

@@ -30,8 +30,7 @@ def build(cfg: StackConfig) -> None:
     training = TrainingWorkload("training", TrainingArgs(
         gpu_pool=layer.gpu_pools[cfg.gpu_pools[0].pool.name],
         jobs_image=images["jobs"].image_ref,
-        namespace=workspace.namespace,
-        namespace_name=NAMESPACE,
+        workspace=workspace,
         steps=cfg.workloads.training_steps,
     ), opts=k8s_opts(layer))
     pulumi.export(outputs.JOBS_IMAGE, images["jobs"].image_ref)

@@ -39,8 +39,7 @@ def build(cfg: StackConfig) -> None:
     training = TrainingWorkload("training", TrainingArgs(
         gpu_pool=layer.gpu_pools[scaling_pool.pool.name],
         jobs_image=images["jobs"].image_ref,
-        namespace=workspace.workspace.namespace,
-        namespace_name=NAMESPACE,
+        workspace=workspace.workspace,
         steps=cfg.workloads.training_steps,
         checkpoint_claim=checkpoints,
         predict_pool=layer.cpu_pools[cfg.cpu_pools[0].name],
