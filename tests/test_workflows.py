@@ -6,13 +6,13 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from stacks.render import REPO_ROOT, stack_files
+from tests.tools import venv_tool
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 FILES = sorted(WORKFLOWS.glob("*.yml"))
@@ -36,8 +36,7 @@ def actionlint(*paths: Path) -> list[dict]:
 
 
 def zizmor(path: Path) -> list[dict]:
-    binary = shutil.which("zizmor", path=str(Path(sys.executable).parent)) or shutil.which("zizmor")
-    result = subprocess.run([binary, "--offline", "--format", "json", str(path)], capture_output=True, text=True,
+    result = subprocess.run([venv_tool("zizmor"), "--offline", "--format", "json", str(path)], capture_output=True, text=True,
                             cwd=REPO_ROOT)
     return json.loads(result.stdout)
 
