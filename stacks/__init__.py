@@ -1,15 +1,29 @@
-"""One module per seed scenario, each with ``check(cfg)`` (whole-config rules) and ``build(cfg)``."""
+"""What each stack runs: one module per scenario, each defining ``SCENARIO`` (a ``program.scenario.Scenario``).
+
+``REGISTRY`` is the one list of scenario names, the values of ``aksgpu:scenario``. Reading it imports no
+scenario, so tools can check a stack's config without loading the program. Adding a scenario: its module
+here, one line below, its stack file ``Pulumi.<name>.yaml``, its workload component and its docs page
+(docs/development.md).
+"""
 
 from __future__ import annotations
 
-from types import ModuleType
+import importlib
+from typing import TYPE_CHECKING
 
-from stacks import av_resim, function_gpu, gpu_basics, gpu_sharing, training_autoscale
+if TYPE_CHECKING:
+    from program.scenario import Scenario
 
-SCENARIOS: dict[str, ModuleType] = {
-    "function-gpu": function_gpu,
-    "gpu-sharing": gpu_sharing,
-    "gpu-basics": gpu_basics,
-    "av-resim": av_resim,
-    "training-autoscale": training_autoscale,
+REGISTRY: dict[str, str] = {
+    "function-gpu": "stacks.function_gpu",
+    "gpu-sharing": "stacks.gpu_sharing",
+    "gpu-basics": "stacks.gpu_basics",
+    "av-resim": "stacks.av_resim",
+    "training-autoscale": "stacks.training_autoscale",
 }
+"""Scenario name → the module that defines it."""
+
+
+def load(name: str) -> Scenario:
+    """The registered scenario ``name`` (its module is imported on first use)."""
+    return importlib.import_module(REGISTRY[name]).SCENARIO

@@ -1,39 +1,30 @@
-"""Seed 000: a PyTorch Azure Function on a GPU node pool, image built into the stack's ACR."""
+"""Seed 000: a PyTorch Azure Function on a GPU node pool, its image built into the stack's ACR."""
 
 from __future__ import annotations
 
-import pulumi
-
-from components.gpu_function import GpuFunction, GpuFunctionArgs
-from stacks import outputs
-from stacks.azure_layer import build_azure_layer
-from stacks.config import StackConfig
-from stacks.gpu_layer import build_gpu_software, k8s_opts
-from stacks.images import build_images
-from stacks.requirements import require_gpu_operator, require_gpu_pool, require_registry
-
-FUNCTION_FOLDER = "docker/function"
+from components.workloads.function import GpuFunction, GpuFunctionArgs
+from program import outputs
+from program.scenario import Outputs, Platform, Scenario
+from stackconfig.schema import StackConfig
 
 
-def check(cfg: StackConfig) -> None:
-    require_gpu_pool(cfg)
-    require_registry(cfg)
-    require_gpu_operator(cfg)
-
-
-def build(cfg: StackConfig) -> None:
-    layer = build_azure_layer(cfg)
-    software = build_gpu_software(cfg, layer)
-    image = build_images(cfg, layer, {"function": FUNCTION_FOLDER})["function"]
-    pool_name = cfg.function.pool or cfg.gpu_pools[0].pool.name
+def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
     function = GpuFunction("function", GpuFunctionArgs(
-        pool=layer.gpu_pools[pool_name],
-        image=image.image_ref,
+        pool=platform.gpu_pool(cfg.function_pool),
+        image=platform.image("function"),
         exposure=cfg.function.exposure,
         allowed_source_ranges=cfg.function.allowed_source_ranges,
         max_context_chars=cfg.function.max_context_chars,
-        wait_for=[software.operator.release],
-    ), opts=k8s_opts(layer))
-    pulumi.export(outputs.FUNCTION_IMAGE, image.image_ref)
-    pulumi.export(outputs.FUNCTION_BASE_URL, function.base_url)
-    pulumi.export(outputs.FUNCTION_STATUS_URL, function.status_url)
+        wait_for=platform.gpu_operator,
+    ), opts=platform.opts)
+    return {outputs.FUNCTION_BASE_URL: function.base_url, outputs.FUNCTION_STATUS_URL: function.status_url}
+
+
+SCENARIO = Scenario(
+    name="function-gpu",
+    summary="A PyTorch Azure Function (Functions v4) on a T4 spot pool, its image built in the stack's ACR, "
+            "served by a DaemonSet behind a LoadBalancer",
+    seed="000 PyTorch Azure Function on a GPU",
+    images={"function": "docker/function"},
+    deploy=deploy,
+)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
-from stacks.render import Render, render_stack, stack_files
+from offline.render import Render, render_stack
+from offline.stack_files import stack_files
 
 STACKS = sorted(stack_files())
 

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from components.blob_volume import sas_expiry, volume_handle
-from stacks.render import SECRET
-from tests.test_gpu_software import stack_with
+from components.volumes.blob_volume import sas_expiry, volume_handle
+from offline.render import SECRET
+from tests.helpers import render_with
 
 PV = "kubernetes:core/v1:PersistentVolume"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -63,7 +63,7 @@ def test_volumes_wait_for_the_csi_driver_and_the_data_role(render_of):
 
 
 def test_sas_mode_keeps_the_token_in_a_secret_never_in_helm_values(tmp_path):
-    r = stack_with(tmp_path, scenario="av-resim",
+    r = render_with(scenario="av-resim",
                    storage={"auth": "sas", "sasExpiryDays": 3,
                             "accounts": [{"role": "input"}, {"role": "output"}]})
     secrets = r.of_type("kubernetes:core/v1:Secret")

@@ -7,8 +7,8 @@ import tarfile
 
 import pytest
 
-from components.build_context import ignore_rules, is_excluded, load_context
-from components.image_build import image_reference
+from components.build.context import ignore_rules, is_excluded, load_context
+from components.build.image import image_reference
 
 
 def folder(tmp_path, files: dict[str, str], ignore: str | None = None):

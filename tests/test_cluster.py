@@ -2,7 +2,7 @@
 
 import pytest
 
-from stacks.mocks import DEPLOYER_OBJECT_ID
+from offline.mocks import DEPLOYER_OBJECT_ID
 from tests.conftest import STACKS
 
 MC = "azure-native:containerservice:ManagedCluster"

@@ -1,12 +1,22 @@
 """Config parsing and validation: pure, no mocks."""
 
+import dataclasses
+import re
+
 import pytest
 import yaml
 
-from stacks.config import PROJECT, load_config
-from stacks.config_reader import ConfigError
-from stacks.program import load_stack_config
-from stacks.render import REPO_ROOT
+import stacks
+from offline.docs import CONFIGURATION, write_docs
+from offline.stack_files import REPO_ROOT, stack_files
+from program.pipeline import load_stack_config
+from stackconfig import loader, reference
+from stackconfig.reader import ConfigError, Section
+from stackconfig.schema import DEFAULT_GPU_POOL, PROJECT, StackConfig
+
+
+def load_config(raw, project=PROJECT, stack="test"):
+    return loader.load_config(raw, project, stack, scenarios=stacks.REGISTRY)
 
 T4 = {"name": "t4", "vmSize": "Standard_NC4as_T4_v3"}
 
@@ -39,7 +49,7 @@ BAD_CONFIGS = [
     ({"gpuPools": [{**T4, "vmSize": "Standard_NV36ads_A10_v5"}]}, "aksgpu:gpuPools[0].driver",
      "needs the GRID driver that only AKS installs"),
     ({"gpuPools": [{**T4, "sharing": {"mode": "mig", "migProfile": "MIG1g"}}]}, "aksgpu:gpuPools[0].sharing.mode",
-     "MIG needs an A100 or H100 size, not T4"),
+     "MIG needs a MIG-capable size (A100, H100), not T4"),
     ({"gpuPools": [{**T4, "vmSize": "Standard_NC24ads_A100_v4", "sharing": {"mode": "time-slicing",
                                                                         "migProfile": "MIG1g"}}]},
      "aksgpu:gpuPools[0].sharing.migProfile", "MIG and time-slicing do not mix on one pool"),
@@ -86,8 +96,8 @@ BAD_CONFIGS = [
     ({"scenario": "av-resim"}, "aksgpu:storage.accounts", "needs storage accounts with roles input, output"),
     ({"scenario": "training-autoscale", "gpuPools": [{**T4, "minCount": 1}],
       "storage": {"accounts": [{"role": "ckpt"}]}, "cpuPools": [{"name": "cpu"}]},
-     "aksgpu:gpuPools[0].minCount", "scales from 0"),
-    ({"scenario": "gpu-sharing"}, "aksgpu:gpuPools[0].sharing", "replicas >= 3"),
+     "aksgpu:gpuPools", "scales from 0"),
+    ({"scenario": "gpu-sharing"}, "aksgpu:gpuPools", "sharing.replicas >= 3"),
     ({"scenario": "function-gpu", "registry": {"enabled": False}}, "aksgpu:registry.enabled", "builds images"),
     ({"gpuPools": []}, "aksgpu:gpuPools", "needs at least one GPU pool"),
     ({"ttlHours": 0}, "aksgpu:ttlHours", "between 1 and 720"),
@@ -157,14 +167,48 @@ def test_schedulable_gpus_multiply_gpus_by_sharing_replicas():
     assert [g.schedulable_gpus_per_node for g in cfg.gpu_pools] == [12, 2]
 
 
-def test_pulumi_yaml_declares_the_same_defaults_as_the_code():
-    project = yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())
-    cfg = load_config({}, PROJECT, "stack")
-    declared = project["config"]
-    assert declared["scenario"]["default"] == cfg.scenario
-    assert declared["owner"]["default"] == cfg.owner
-    assert declared["location"]["default"] == cfg.location
-    assert declared["environment"]["default"] == "" and declared["nameRoot"]["default"] == ""
-    assert declared["lifetime"]["default"] == cfg.lifetime and declared["ttlHours"]["default"] == cfg.ttl_hours
+def test_every_pulumi_yaml_default_is_the_schemas_default():
+    declared = yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())["config"]
+    documented = {k.key: k for k in reference.reference()}
+    schema_fields = {reference.config_key(f): f for f in dataclasses.fields(StackConfig)}
+    assert declared
     for key, spec in declared.items():
         assert spec.get("description"), key
+        assert key in documented and not documented[key].section, key
+        assert spec["default"] == schema_fields[key].default, key
+
+
+def test_the_default_gpu_pool_is_what_an_empty_entry_parses_to():
+    assert load_config({}).gpu_pools == StackConfig(project=PROJECT, stack="test").gpu_pools == (DEFAULT_GPU_POOL,)
+    assert load_config({"gpuPools": [{}]}).gpu_pools == (DEFAULT_GPU_POOL,)
+
+
+def _every_key_set() -> dict:
+    """A config that sets every section and one entry of every list (each value valid)."""
+    return {
+        "network": {}, "cluster": {"systemPool": {}, "autoscaler": {}}, "registry": {}, "addons": {}, "build": {},
+        "function": {}, "workloads": {},
+        "gpuPools": [{"sharing": {}}], "cpuPools": [{}], "storage": {"accounts": [{}]},
+    }
+
+
+def test_the_reference_documents_exactly_the_keys_the_loader_reads(monkeypatch):
+    read = set()
+    original_get, original_section = Section.get, Section.section
+
+    def path(section, name):
+        key = section.key(name).split(":", 1)[1]
+        return re.sub(r"\[\d+\]", "[]", key)
+
+    def get(self, name, *args, **kwargs):
+        read.add(path(self, name))
+        return original_get(self, name, *args, **kwargs)
+
+    def section(self, name):
+        read.add(path(self, name))
+        return original_section(self, name)
+
+    monkeypatch.setattr(Section, "get", get)
+    monkeypatch.setattr(Section, "section", section)
+    load_config(_every_key_set())
+    assert read == {k.key for k in reference.reference()}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from estimates import cost, timeline
-from stacks.program import load_stack_config
-from stacks.render import Resource, stack_files, stack_namespace
-from stacks.report import write_render
+from offline.estimates import cost, timeline
+from offline.render import Resource
+from offline.report import write_render
+from offline.stack_files import stack_files, stack_namespace
+from program.pipeline import load_stack_config
 from tests.conftest import STACKS
 
 PRICES = {
@@ -77,12 +78,13 @@ TABLE = {"types": {"t:slow": {"seconds": 100, "source": "slow"}, "t:fast": {"sec
                    "t:pool": {"seconds": 300, "source": "pool", "empty_pool_seconds": 90},
                    "t:deploy": {"seconds": 600, "source": "deploy", "skip_await_seconds": 5},
                    "t:svc": {"seconds": 5, "source": "svc", "loadbalancer_seconds": 60}},
-         "names": {"special": {"seconds": 42, "source": "by name"}},
+         "charts": {"special-chart": {"seconds": 42, "source": "by chart"}},
          "default": {"seconds": 1, "source": "default"}}
 
 
 def test_parallel_branches_take_the_longest_branch_not_the_sum():
-    resources = [res("a", "t:fast"), res("b", "t:slow", ["a"]), res("c", "t:fast", ["a"]), res("d", "t:fast", ["b", "c"])]
+    resources = [res("a", "t:fast"), res("b", "t:slow", ["a"]), res("c", "t:fast", ["a"]),
+                 res("d", "t:fast", ["b", "c"])]
     steps = timeline.schedule(resources, TABLE)
     assert steps["d"].start == 110 and steps["d"].finish == 120
     assert [s.name for s in timeline.critical_path(steps, resources)] == ["a", "b", "d"]
@@ -107,7 +109,8 @@ def test_a_resource_waits_for_its_provider():
     (res("d", "t:deploy", inputs={"metadata": {"annotations": {"pulumi.com/skipAwait": "true"}}}), 5),
     (res("d", "t:deploy", inputs={"metadata": {}}), 600),
     (res("s", "t:svc", inputs={"spec": {"type": "LoadBalancer"}}), 60),
-    (res("special", "t:slow"), 42),
+    (res("r", "kubernetes:helm.sh/v3:Release", inputs={"chart": "special-chart"}), 42),
+    (res("special-release", "t:slow"), 100),
     (res("other", "t:unknown"), 1),
     (res("c", "aksgpu:x:Comp", custom=False), 0),
 ])

@@ -6,10 +6,10 @@ import datetime as dt
 
 import pytest
 
-from components import expiry
+from stackconfig import expiry
 from tests.conftest import STACKS
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @pytest.mark.parametrize(

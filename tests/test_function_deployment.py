@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from components.build_context import load_context
-from stacks import outputs
-from tests.test_gpu_software import stack_with
+from components.build.context import load_context
+from program import outputs
+from tests.helpers import render_with
 
 STACK = "function-gpu"
 TAG = load_context("docker/function").tag
@@ -128,7 +128,7 @@ def test_outputs_give_the_base_and_status_urls(r):
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
-    return stack_with(tmp_path_factory.mktemp("local"), scenario=STACK, build={"mode": "local"},
+    return render_with(scenario=STACK, build={"mode": "local"},
                       function={"exposure": "internal", "allowedSourceRanges": ["10.0.0.0/8"]})
 
 

@@ -3,17 +3,18 @@
 import pytest
 import yaml
 
-from components import gpu_sharing
-from components.gpu_sizes import lookup_gpu_size
-from components.settings import GpuPoolConfig, PoolConfig, SharingConfig
+from components.gpu import sharing as gpu_sharing
+from stackconfig.gpu_sizes import lookup_gpu_size
+from stackconfig.schema import GpuDriver, GpuPoolConfig, PoolConfig, Priority, SharingConfig, SharingMode
 from tests import upstream
+from tests.helpers import render_with
 
 CM = "kubernetes:core/v1:ConfigMap"
 
 
 def pool(name="t4", mode="time-slicing", replicas=4, size="Standard_NC4as_T4_v3", driver="none"):
-    return GpuPoolConfig(PoolConfig(name, size, 0, 1, 0, spot=True), lookup_gpu_size(size), driver,
-                         SharingConfig(mode, replicas))
+    return GpuPoolConfig(PoolConfig(name, size, 0, 1, 0, priority=Priority.SPOT), lookup_gpu_size(size),
+                         GpuDriver(driver), SharingConfig(SharingMode(mode), replicas))
 
 
 @pytest.mark.parametrize("mode", ["time-slicing", "mps"])
@@ -62,7 +63,7 @@ def test_shared_pool_nodes_select_their_entry_and_the_operator_reads_the_configm
 
 
 def test_gpu_sharing_stack_offers_four_shares_of_one_t4(render_of, tmp_path):
-    from stacks.report import write_render
+    from offline.report import write_render
     r = render_of("gpu-sharing")
     (cm,) = r.of_type(CM)
     assert yaml.safe_load(cm.inputs["data"]["shared-ts4"])["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 4
@@ -78,8 +79,7 @@ def test_stacks_without_sharing_leave_the_device_plugin_config_alone(render_of):
 
 
 def test_mig_pools_are_partitioned_by_aks_and_counted_per_instance(tmp_path):
-    from tests.test_gpu_software import stack_with
-    r = stack_with(tmp_path, gpuPools=[{"name": "a100", "vmSize": "Standard_NC48ads_A100_v4", "driver": "install",
+    r = render_with(gpuPools=[{"name": "a100", "vmSize": "Standard_NC48ads_A100_v4", "driver": "install",
                                         "sharing": {"mode": "mig", "migProfile": "MIG3g"}}])
     p = r.named("gpu-a100-pool").inputs
     assert p["gpuInstanceProfile"] == "MIG3g"

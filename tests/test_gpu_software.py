@@ -4,13 +4,13 @@ import jsonschema
 import pytest
 import yaml
 
-from components import charts
-from components.blob_csi import blob_csi_values
-from stacks.config import PROJECT
-from stacks.program import load_stack_config
-from stacks.render import render_stack
+from components.kubernetes import charts
+from components.volumes.blob_csi import blob_csi_values
+from program.pipeline import load_stack_config
+from stackconfig.schema import PROJECT
 from tests import upstream
 from tests.conftest import STACKS
+from tests.helpers import render_with
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SPOT = {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}
@@ -89,14 +89,8 @@ def test_operator_owns_driver_and_toolkit_when_pools_skip_the_aks_driver(render_
     assert values["driver"] == {"enabled": True} and values["toolkit"] == {"enabled": True}
 
 
-def stack_with(tmp_path, **config):
-    path = tmp_path / "Pulumi.t.yaml"
-    path.write_text(yaml.safe_dump({"config": {f"{PROJECT}:{k}": v for k, v in config.items()}}))
-    return render_stack("t", path)
-
-
 def test_aks_driver_pools_leave_the_operator_without_driver_and_are_labelled_hands_off(tmp_path):
-    r = stack_with(tmp_path, gpuPools=[{"name": "a10", "vmSize": "Standard_NV36ads_A10_v5", "driver": "install"}])
+    r = render_with(gpuPools=[{"name": "a10", "vmSize": "Standard_NV36ads_A10_v5", "driver": "install"}])
     values = release(r, "gpu-operator").inputs["values"]
     assert values["driver"] == {"enabled": False} and values["toolkit"] == {"enabled": False}
     pool = r.named("gpu-a10-pool").inputs
@@ -105,7 +99,7 @@ def test_aks_driver_pools_leave_the_operator_without_driver_and_are_labelled_han
 
 
 def test_mixed_pools_keep_one_driver_owner_per_node(tmp_path):
-    r = stack_with(tmp_path, gpuPools=[{"name": "t4"},
+    r = render_with(gpuPools=[{"name": "t4"},
                                        {"name": "a10", "vmSize": "Standard_NV36ads_A10_v5", "driver": "install"}])
     assert release(r, "gpu-operator").inputs["values"]["driver"] == {"enabled": True}
     assert "nvidia.com/gpu.deploy.driver" not in r.named("gpu-t4-pool").inputs["nodeLabels"]
@@ -113,7 +107,7 @@ def test_mixed_pools_keep_one_driver_owner_per_node(tmp_path):
 
 
 def test_without_a_separate_nfd_the_operator_bundles_one_that_tolerates_the_pools(tmp_path):
-    r = stack_with(tmp_path, addons={"nfd": False})
+    r = render_with(addons={"nfd": False})
     values = release(r, "gpu-operator").inputs["values"]
     assert values["nfd"] == {"enabled": True}
     assert SPOT in values["node-feature-discovery"]["worker"]["tolerations"]
@@ -161,7 +155,7 @@ def test_reference_operator_chart_is_the_v26_7_tree():
 def test_every_value_key_we_set_exists_in_the_pinned_chart(render_of, stack, tmp_path):
     charts_by_release = {"gpu-operator-release": "gpu-operator", "nfd-release": "node-feature-discovery",
                          "blob-csi-release": "blob-csi-driver"}
-    variants = [render_of(stack), stack_with(tmp_path, addons={"nfd": False}, gpuPools=[
+    variants = [render_of(stack), render_with(addons={"nfd": False}, gpuPools=[
         {"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "driver": "install",
          "sharing": {"mode": "mig", "migProfile": "MIG1g"}}])]
     for r in variants:

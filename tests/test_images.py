@@ -17,7 +17,8 @@ FUNCTION_DIR = DOCKER_DIR / "function"
 
 
 def hadolint(path: Path) -> list[dict]:
-    result = subprocess.run([venv_tool("hadolint"), "--format", "json", "--no-fail", str(path)], capture_output=True, text=True, check=True)
+    result = subprocess.run([venv_tool("hadolint"), "--format", "json", "--no-fail", str(path)],
+                            capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
 
 
@@ -100,7 +101,7 @@ def test_every_module_is_copied_and_passes_the_dockerignore(image):
     for keyword, args in instructions(image):
         if keyword == "COPY":
             copied.update(Path(source).name for source in args.split()[:-1] if not source.startswith("--"))
-    modules = {path.name for path in folder.glob("*.py")} | {p.name for p in folder.glob("*.json")} | {"requirements.txt"}
+    modules = {p.name for p in folder.glob("*.py")} | {p.name for p in folder.glob("*.json")} | {"requirements.txt"}
     assert modules <= copied
     allowed = {line[1:] for line in (folder / ".dockerignore").read_text().splitlines() if line.startswith("!")}
     assert copied <= allowed
@@ -115,7 +116,8 @@ def test_lock_pins_every_package_with_a_hash(image):
 
 @pytest.mark.parametrize("image", IMAGES)
 def test_lock_agrees_with_the_direct_requirements(image):
-    direct = dict(re.findall(r"^([a-z0-9-]+)==(\S+)", (DOCKER_DIR / image / "requirements.in").read_text(), re.MULTILINE))
+    text = (DOCKER_DIR / image / "requirements.in").read_text()
+    direct = dict(re.findall(r"^([a-z0-9-]+)==(\S+)", text, re.MULTILINE))
     entries = locked(image)
     assert {name: entries[name][0] for name in direct} == direct
 

@@ -1,8 +1,8 @@
 import pytest
 import yaml
 
-from components.kubeconfig import AKS_SERVER_ID, kubelogin_kubeconfig
-from stacks.mocks import TENANT, aad_kubeconfig
+from components.kubernetes.kubeconfig import AKS_SERVER_ID, kubelogin_kubeconfig
+from offline.mocks import TENANT, aad_kubeconfig
 
 AKS = aad_kubeconfig("aks-dev", "rg-dev", "aks-dev-1234.hcp.eastus.azmk8s.io")
 
@@ -19,10 +19,10 @@ def test_devicecode_login_is_replaced_by_non_interactive_azurecli():
     assert ex["interactiveMode"] == "Never"
 
 
-def test_spn_mode_names_tenant_and_client_but_never_a_secret():
-    ex = exec_of(kubelogin_kubeconfig(AKS, "spn", client_id="abc"))
+def test_spn_mode_names_the_tenant_and_takes_client_and_secret_only_from_the_environment():
+    ex = exec_of(kubelogin_kubeconfig(AKS, "spn"))
     assert ["--tenant-id", TENANT] == ex["args"][ex["args"].index("--tenant-id"):][:2]
-    assert ex["args"][-2:] == ["--client-id", "abc"]
+    assert "--client-id" not in ex["args"]
     assert not any("secret" in a.lower() for a in ex["args"])
 
 
@@ -31,8 +31,8 @@ def test_workloadidentity_mode_takes_identity_from_environment():
     assert ex["args"][2] == "workloadidentity" and "--client-id" not in ex["args"]
 
 
-def test_devicecode_mode_is_refused():
-    with pytest.raises(ValueError, match="devicecode is interactive"):
+def test_devicecode_mode_is_not_a_login_mode():
+    with pytest.raises(ValueError, match="'devicecode' is not a valid LoginMode"):
         kubelogin_kubeconfig(AKS, "devicecode")
 
 

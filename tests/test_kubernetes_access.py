@@ -8,9 +8,9 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.kubernetes_access import KubernetesAccess, KubernetesAccessArgs
-from stacks.mocks import AzureMocks
-from stacks.render import render_stack
+from components.kubernetes.access import KubernetesAccess, KubernetesAccessArgs
+from offline.mocks import AzureMocks
+from offline.render import render_stack
 
 USER_CREDS = "azure-native:containerservice:listManagedClusterUserCredentials"
 ADMIN_CREDS = "azure-native:containerservice:listManagedClusterAdminCredentials"

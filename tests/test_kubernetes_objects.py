@@ -1,9 +1,9 @@
 """Every Kubernetes object the program writes: schema-valid, secure defaults, never in `default`."""
 
-import pytest
 import kubernetes_validate
+import pytest
 
-from stacks.report import is_manifest, manifest
+from offline.report import is_manifest, manifest
 from tests.conftest import STACKS
 
 K8S_VERSION = "1.33.0"

@@ -1,4 +1,5 @@
-"""The scripts the workflows run: the render diff, the replacement guard, expiry, leftovers, the state backend."""
+"""What the workflows run: the render diff, the replacement guard, expiry, leftovers (``python -m offline``), and
+the state-backend script."""
 
 from __future__ import annotations
 
@@ -9,23 +10,26 @@ import sys
 
 import pytest
 
-from stacks.render import REPO_ROOT
+from offline import preview_guard, render_diff
+from offline.stack_files import REPO_ROOT
 
 SCRIPTS = REPO_ROOT / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-import preview_guard  # noqa: E402
-import render_diff  # noqa: E402
 
 
 def run(*args, **kwargs):
     return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, cwd=REPO_ROOT, **kwargs)
 
 
+def offline(*args, **kwargs):
+    return run("-m", "offline", *args, **kwargs)
+
+
 URN = "urn:pulumi:dev::aksgpu::{parent}${typ}::{name}"
 
 
-def step(op, typ, name, parent="aksgpu:aks:Cluster"):
-    return {"op": op, "urn": URN.format(parent=parent, typ=typ, name=name)}
+def step(op, typ, name, parent="aksgpu:aks:Cluster", tags=None):
+    state = {"inputs": {"tags": tags}} if tags is not None else None
+    return {"op": op, "urn": URN.format(parent=parent, typ=typ, name=name), "oldState": state}
 
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -36,23 +40,26 @@ ACCOUNT = "azure-native:storage:StorageAccount"
     ([step("replace", CLUSTER, "aks-aks")], ["replace azure-native:containerservice:ManagedCluster aks-aks"]),
     ([step("create-replacement", ACCOUNT, "storage-ckpt-account")],
      ["create-replacement azure-native:storage:StorageAccount storage-ckpt-account"]),
-    ([step("delete", ACCOUNT, "storage-output-account")], ["delete azure-native:storage:StorageAccount storage-output-account"]),
+    ([step("delete", ACCOUNT, "storage-output-account")],
+     ["delete azure-native:storage:StorageAccount storage-output-account"]),
     ([step("update", CLUSTER, "aks-aks"), step("same", ACCOUNT, "storage-ckpt-account")], []),
-    ([step("replace", ACCOUNT, "build-contexts-account")], []),
+    ([step("replace", ACCOUNT, "build-contexts-account", tags={"holds-data": "false"})], []),
+    ([step("replace", ACCOUNT, "build-contexts-account", tags={"owner": "x"})],
+     ["replace azure-native:storage:StorageAccount build-contexts-account"]),
     ([step("replace", "azure-native:containerservice:AgentPool", "gpu-t4-pool")], []),
-], ids=["cluster-replace", "account-replacement", "account-delete", "updates", "build-account", "pool"])
-def test_the_guard_names_destructive_steps_on_the_cluster_and_data_storage(steps, blocked):
+], ids=["cluster-replace", "account-replacement", "account-delete", "updates", "tagged-no-data", "untagged", "pool"])
+def test_the_guard_names_destructive_steps_on_the_cluster_and_data_storage_but_not_tagged_scratch(steps, blocked):
     assert preview_guard.guarded_steps({"steps": steps}) == blocked
 
 
 def test_the_guard_fails_unless_allowed(tmp_path):
     preview = tmp_path / "preview.json"
     preview.write_text(json.dumps({"steps": [step("replace", CLUSTER, "aks-aks")]}))
-    refused = run(SCRIPTS / "preview_guard.py", preview)
+    refused = offline("preview-guard", preview)
     assert refused.returncode == 1 and "allow-replace" in refused.stderr
-    assert run(SCRIPTS / "preview_guard.py", preview, "--allow").returncode == 0
+    assert offline("preview-guard", preview, "--allow").returncode == 0
     preview.write_text(json.dumps({"steps": []}))
-    assert run(SCRIPTS / "preview_guard.py", preview).returncode == 0
+    assert offline("preview-guard", preview).returncode == 0
 
 
 def tree(root, stack, summary, manifest):
@@ -71,7 +78,7 @@ def test_render_diff_lists_changed_stacks_and_shows_their_diffs(tmp_path):
     assert render_diff.changed_stacks(base, head) == ["a", "c"]
     text = render_diff.markdown(base, head)
     assert "-pools: 1" in text and "+pools: 2" in text and "`b`" not in text
-    assert json.loads(run(SCRIPTS / "render_diff.py", base, head, "--stacks").stdout) == ["a", "c"]
+    assert json.loads(offline("render-diff", base, head, "--stacks").stdout) == ["a", "c"]
     assert "No stack's render changed" in render_diff.markdown(base, base)
 
 
@@ -79,7 +86,7 @@ def test_expired_stacks_reads_az_group_list_from_stdin():
     groups = [{"name": "rg-x", "tags": {"pulumi-project": "aksgpu", "pulumi-stack": "x", "lifetime": "demo",
                                         "expires-at": "2020-01-01T00:00:00Z"}},
               {"name": "rg-dev", "tags": {"pulumi-project": "aksgpu", "pulumi-stack": "dev", "lifetime": "long-lived"}}]
-    result = run(SCRIPTS / "expired_stacks.py", input=json.dumps(groups))
+    result = offline("expired-stacks", input=json.dumps(groups))
     assert result.returncode == 0 and json.loads(result.stdout) == ["x"]
 
 
@@ -108,14 +115,14 @@ else:
 def test_leftover_check_passes_when_nothing_is_left(fake_az):
     state, env = fake_az
     state.write_text(json.dumps({"groups": [], "ips": []}))
-    result = run(SCRIPTS / "check_leftovers.py", "--stack", "function-gpu", env=env)
+    result = offline("leftovers", "--stack", "function-gpu", env=env)
     assert result.returncode == 0 and "nothing of stack function-gpu is left" in result.stdout
 
 
 def test_leftover_check_fails_loudly_for_groups_and_public_ips(fake_az):
     state, env = fake_az
     state.write_text(json.dumps({"groups": ["rg-function-gpu-nodes"], "ips": ["/subscriptions/s/ip/kubernetes-a1"]}))
-    result = run(SCRIPTS / "check_leftovers.py", "--stack", "function-gpu", env=env)
+    result = offline("leftovers", "--stack", "function-gpu", env=env)
     assert result.returncode == 1
     assert "LEFT OVER after destroy of function-gpu: resource group rg-function-gpu-nodes" in result.stderr
     assert "public IP /subscriptions/s/ip/kubernetes-a1" in result.stderr

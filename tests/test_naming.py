@@ -1,6 +1,6 @@
 import pytest
 
-from components import naming
+from stackconfig import naming
 
 
 @pytest.mark.parametrize("name, ok", [

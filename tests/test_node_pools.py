@@ -2,8 +2,8 @@
 
 import pytest
 
-from components.node_pools import GPU_TAINT, SPOT_TAINT, pool_taints, toleration
-from components.settings import PoolConfig
+from components.azure.node_pools import GPU_TAINT, SPOT_TAINT, pool_taints, toleration
+from stackconfig.schema import PoolConfig, Priority
 from tests.conftest import STACKS
 
 POOL = "azure-native:containerservice:AgentPool"
@@ -80,6 +80,6 @@ def test_spot_taint_toleration_matches_what_aks_puts_on_spot_nodes():
 
 
 def test_on_demand_gpu_pool_has_only_the_gpu_taint():
-    pool = PoolConfig("gpu", "Standard_NC4as_T4_v3", 0, 1, 0, spot=False)
+    pool = PoolConfig("gpu", "Standard_NC4as_T4_v3", 0, 1, 0, priority=Priority.REGULAR)
     assert pool_taints(pool, gpu=True) == (GPU_TAINT,)
     assert pool_taints(pool, gpu=False) == ()

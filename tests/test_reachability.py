@@ -7,7 +7,7 @@ import socket
 import pulumi
 import pytest
 
-from components import reachability
+from components.kubernetes import reachability
 
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -32,19 +32,13 @@ def test_an_open_port_is_reachable_and_a_closed_one_is_not():
 
 
 def test_the_server_comes_from_the_kubeconfig():
-    assert reachability.server_of(KUBECONFIG % ("aks-x.hcp.eastus.azmk8s.io", 443)) == ("aks-x.hcp.eastus.azmk8s.io", 443)
+    host = "aks-x.hcp.eastus.azmk8s.io"
+    assert reachability.server_of(KUBECONFIG % (host, 443)) == (host, 443)
 
 
-def test_an_unreachable_private_server_stops_the_deployment_with_one_line(monkeypatch):
-    monkeypatch.setattr(reachability, "under_mocks", lambda: False)
+def test_an_unreachable_private_server_stops_the_deployment_with_one_line():
     with pytest.raises(pulumi.RunError) as error:
         reachability.require_reachable(KUBECONFIG % ("aks-x.privatelink.eastus.azmk8s.invalid", 443))
     message = str(error.value)
     assert message.startswith("private AKS API server unreachable from this machine:")
     assert "self-hosted runner in the cluster's VNet" in message and "\n" not in message
-
-
-def test_under_mocks_the_check_is_skipped(monkeypatch):
-    monkeypatch.setattr(reachability, "under_mocks", lambda: True)
-    config = KUBECONFIG % ("aks-x.privatelink.eastus.azmk8s.invalid", 443)
-    assert reachability.require_reachable(config) == config

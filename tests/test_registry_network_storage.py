@@ -2,7 +2,7 @@
 
 import pytest
 
-from stacks.mocks import azure_id, guid
+from offline.mocks import azure_id, guid
 from tests.conftest import STACKS
 
 ACR = "azure-native:containerregistry:Registry"
@@ -44,7 +44,8 @@ def test_private_registry_is_premium_without_public_access_behind_a_private_endp
     assert conn["groupIds"] == ["registry"]
     assert endpoint["subnet"]["id"].endswith("/subnets/private-endpoints")
     zone_group = r.named("registry-private-dns").inputs
-    assert zone_group["privateDnsZoneConfigs"][0]["privateDnsZoneId"].endswith("/privateDnsZones/privatelink.azurecr.io")
+    zone = zone_group["privateDnsZoneConfigs"][0]["privateDnsZoneId"]
+    assert zone.endswith("/privateDnsZones/privatelink.azurecr.io")
 
 
 def test_private_dns_zones_exist_once_per_service_and_are_linked_to_the_vnet(render_of):

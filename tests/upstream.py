@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 import yaml
 
-from stacks.render import REPO_ROOT
+from offline.render import REPO_ROOT
 
 
 def charts_dir() -> Path:

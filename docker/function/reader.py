@@ -76,7 +76,7 @@ class Reader:
         """The best sentence of each query's context, with its score and offsets."""
         per_query = [split_sentences(query.context) for query in queries]
         texts: list[str] = []
-        for query, sentences in zip(queries, per_query):
+        for query, sentences in zip(queries, per_query, strict=True):
             texts.append(query.question)
             texts.extend(sentence.text for sentence in sentences)
         # One encode call for every question and sentence of the request: the GPU sees full batches.

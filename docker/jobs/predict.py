@@ -91,7 +91,8 @@ class Predictor:
         with torch.inference_mode():
             probabilities = torch.softmax(model(images), dim=1)
         confidence, label = probabilities.max(dim=1)
-        return [{"label": int(l), "confidence": round(float(c), 4)} for l, c in zip(label, confidence)]
+        return [{"label": int(digit), "confidence": round(float(c), 4)}
+                for digit, c in zip(label, confidence, strict=True)]
 
 
 def make_handler(predictor: Predictor) -> type[BaseHTTPRequestHandler]:

@@ -108,7 +108,8 @@ def test_batched_scores_equal_single_request_scores(call):
         json.loads(call("answer", "POST", json.dumps({"question": q, "context": c}).encode()).get_body())["score"]
         for q, c, _ in QA
     ]
-    batch = json.loads(call("answer", "POST", json.dumps([{"question": q, "context": c} for q, c, _ in QA]).encode()).get_body())
+    body = json.dumps([{"question": q, "context": c} for q, c, _ in QA]).encode()
+    batch = json.loads(call("answer", "POST", body).get_body())
     assert [item["score"] for item in batch] == pytest.approx(singles, abs=1e-3)
 
 
@@ -128,10 +129,14 @@ TOO_LONG_CONTEXT = "word " * 4001  # 20,005 characters, over the 20,000 default
         (json.dumps({"question": "Why?"}).encode(), "body is missing field 'context'"),
         (json.dumps({"question": 42, "context": "Some text."}).encode(), "body.question must be a string, got int"),
         (json.dumps({"question": "  ", "context": "Some text."}).encode(), "body.question is empty"),
-        (json.dumps({"question": "q" * 1001, "context": "c"}).encode(), "body.question has 1001 characters; the limit is 1000"),
-        (json.dumps({"question": "Why?", "context": TOO_LONG_CONTEXT}).encode(), "body.context has 20005 characters; the limit is 20000"),
-        (json.dumps({"question": "Why?", "context": "c", "top": 3}).encode(), "unknown field(s) top; allowed: question, context"),
-        (json.dumps([{"question": "q", "context": "c"}, {"question": "q"}]).encode(), "item[1] is missing field 'context'"),
+        (json.dumps({"question": "q" * 1001, "context": "c"}).encode(),
+         "body.question has 1001 characters; the limit is 1000"),
+        (json.dumps({"question": "Why?", "context": TOO_LONG_CONTEXT}).encode(),
+         "body.context has 20005 characters; the limit is 20000"),
+        (json.dumps({"question": "Why?", "context": "c", "top": 3}).encode(),
+         "unknown field(s) top; allowed: question, context"),
+        (json.dumps([{"question": "q", "context": "c"}, {"question": "q"}]).encode(),
+         "item[1] is missing field 'context'"),
         (b"{" + b" " * (1024 * 1024) + b"}", "the limit is 1048576"),
     ],
     ids=[

@@ -74,7 +74,7 @@ def test_predict_restores_the_newest_model_and_labels_digits(ready_url):
     status, body = post(f"{ready_url}/predict", json.dumps({"images": images.squeeze(1).tolist()}).encode())
     assert status == 200 and body["step"] == 80
     predicted = [p["label"] for p in body["predictions"]]
-    assert sum(p == l for p, l in zip(predicted, labels.tolist())) >= 14
+    assert sum(p == want for p, want in zip(predicted, labels.tolist(), strict=True)) >= 14
     assert all(0 <= p["confidence"] <= 1 for p in body["predictions"])
 
 

@@ -1,0 +1,144 @@
+"""The AKS cluster: Entra ID + Azure RBAC, CNI overlay, workload identity, autoscaler, auto-upgrades.
+
+Only the system pool is declared inline (AKS needs one at creation); every other pool is its own
+``AgentPool`` so editing a pool never touches the cluster resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import authorization
+from pulumi_azure_native import containerservice as cs
+
+from components.azure import roles
+from components.azure.node_pools import agent_pool_settings
+from stackconfig.schema import ClusterConfig, NetworkConfig, NetworkPolicy
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    resource_group_name: pulumi.Input[str]
+    """Resource group of the cluster."""
+    location: str
+    """Azure region."""
+    cluster_name: str
+    """Physical cluster name."""
+    node_resource_group: str
+    """Name AKS gives the resource group of nodes (instead of MC_...), so cleanup checks know it."""
+    dns_prefix: str
+    """API server DNS prefix."""
+    node_subnet_id: pulumi.Input[str]
+    """Subnet for every pool's nodes."""
+    network: NetworkConfig
+    """Pod and service ranges."""
+    settings: ClusterConfig
+    """Cluster settings from config."""
+    tags: Mapping[str, str]
+    """Tags for every resource."""
+
+
+class Cluster(pulumi.ComponentResource):
+    name: pulumi.Output[str]
+    id: pulumi.Output[str]
+    kubelet_object_id: pulumi.Output[str]
+    kubelet_client_id: pulumi.Output[str]
+    oidc_issuer_url: pulumi.Output[str]
+    resource_group_name: pulumi.Output[str]
+    managed_cluster: cs.ManagedCluster
+    deployer_admin: authorization.RoleAssignment | None
+    """The deployer's RBAC role; Kubernetes calls must wait for it (an edge Pulumi cannot see)."""
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:aks:Cluster", name, None, opts)
+        s = args.settings
+        a = s.autoscaler
+
+        system = cs.ManagedClusterAgentPoolProfileArgs(
+            name=s.system_pool.name,
+            mode=cs.AgentPoolMode.SYSTEM,
+            **agent_pool_settings(s.system_pool, args.node_subnet_id, args.tags),
+        )
+        cluster = cs.ManagedCluster(
+            f"{name}-aks",
+            resource_name_=args.cluster_name,
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            dns_prefix=args.dns_prefix,
+            node_resource_group=args.node_resource_group,
+            kubernetes_version=s.kubernetes_version,
+            sku=cs.ManagedClusterSKUArgs(name=cs.ManagedClusterSKUName.BASE, tier=s.sku_tier),
+            identity=cs.ManagedClusterIdentityArgs(type=cs.ResourceIdentityType.SYSTEM_ASSIGNED),
+            enable_rbac=True,
+            aad_profile=cs.ManagedClusterAADProfileArgs(
+                managed=True, enable_azure_rbac=True, admin_group_object_ids=list(s.admin_group_object_ids),
+            ),
+            disable_local_accounts=not s.local_accounts,
+            oidc_issuer_profile=cs.ManagedClusterOIDCIssuerProfileArgs(enabled=True),
+            security_profile=cs.ManagedClusterSecurityProfileArgs(
+                workload_identity=cs.ManagedClusterSecurityProfileWorkloadIdentityArgs(enabled=True),
+            ),
+            network_profile=cs.ContainerServiceNetworkProfileArgs(
+                network_plugin=cs.NetworkPlugin.AZURE,
+                network_plugin_mode=cs.NetworkPluginMode.OVERLAY,
+                network_policy=s.network_policy,
+                # Cilium network policy runs only on the Cilium dataplane.
+                network_dataplane=cs.NetworkDataplane.CILIUM if s.network_policy == NetworkPolicy.CILIUM else None,
+                pod_cidr=args.network.pod_cidr,
+                service_cidr=args.network.service_cidr,
+                dns_service_ip=args.network.dns_service_ip,
+                load_balancer_sku=cs.LoadBalancerSku.STANDARD,
+                outbound_type=cs.OutboundType.LOAD_BALANCER,
+            ),
+            api_server_access_profile=cs.ManagedClusterAPIServerAccessProfileArgs(
+                enable_private_cluster=s.private,
+                authorized_ip_ranges=list(s.authorized_ip_ranges) or None,
+            ),
+            auto_scaler_profile=cs.ManagedClusterPropertiesAutoScalerProfileArgs(
+                scan_interval=a.scan_interval,
+                scale_down_unneeded_time=a.scale_down_unneeded_time,
+                scale_down_delay_after_add=a.scale_down_delay_after_add,
+                max_node_provision_time=a.max_node_provision_time,
+                expander=a.expander,
+                skip_nodes_with_local_storage=str(a.skip_nodes_with_local_storage).lower(),
+                # GPU operator DaemonSets run on every GPU node; they must not keep an idle node alive.
+                ignore_daemonsets_utilization=True,
+                daemonset_eviction_for_empty_nodes=True,
+            ),
+            auto_upgrade_profile=cs.ManagedClusterAutoUpgradeProfileArgs(
+                upgrade_channel=s.upgrade_channel, node_os_upgrade_channel=s.node_os_upgrade_channel,
+            ),
+            # Off unless config asks: the Helm-installed Blob CSI driver registers the same CSIDriver.
+            storage_profile=cs.ManagedClusterStorageProfileArgs(
+                blob_csi_driver=cs.ManagedClusterStorageProfileBlobCSIDriverArgs(enabled=s.managed_blob_csi_driver),
+            ),
+            agent_pool_profiles=[system],
+            tags=dict(args.tags),
+            # The autoscaler owns the system pool's count; GPU/CPU pools are separate AgentPool resources.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["agentPoolProfiles[0].count"]),
+        )
+
+        self.deployer_admin = None
+        if s.grant_deployer_admin:
+            deployer = authorization.get_client_config_output(opts=pulumi.InvokeOptions(parent=self))
+            self.deployer_admin = roles.assign(
+                f"{name}-deployer-admin", roles.AKS_RBAC_CLUSTER_ADMIN, deployer.object_id, cluster.id,
+                "Lets the identity running pulumi up manage Kubernetes objects (Azure RBAC).", self,
+                principal_type=s.deployer_principal_type)
+
+        self.managed_cluster = cluster
+        kubelet = cluster.identity_profile.apply(lambda p: p["kubeletidentity"])
+        self.name = cluster.name
+        self.id = cluster.id
+        self.resource_group_name = pulumi.Output.from_input(args.resource_group_name)
+        self.kubelet_object_id = kubelet.apply(lambda k: k.object_id)
+        self.kubelet_client_id = kubelet.apply(lambda k: k.client_id)
+        self.oidc_issuer_url = cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else "")
+        self.register_outputs({
+            "name": self.name,
+            "id": self.id,
+            "kubelet_object_id": self.kubelet_object_id,
+            "oidc_issuer_url": self.oidc_issuer_url,
+        })

@@ -1,0 +1,42 @@
+"""Built-in Azure role definition ids this program assigns, and the one way it assigns them."""
+
+from __future__ import annotations
+
+import pulumi
+from pulumi_azure_native import authorization
+
+ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
+STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+
+
+def subscription_of(resource_id: str) -> str:
+    """``/subscriptions/<id>`` from any Azure resource id."""
+    parts = resource_id.split("/")
+    if len(parts) < 3 or parts[1].lower() != "subscriptions":
+        raise ValueError(f"not an Azure resource id: {resource_id!r}")
+    return f"/subscriptions/{parts[2]}"
+
+
+def role_definition_id(scope: pulumi.Input[str], role: str) -> pulumi.Output[str]:
+    """The subscription-level id of built-in ``role``, taken from the subscription of ``scope``."""
+    return pulumi.Output.from_input(scope).apply(
+        lambda s: f"{subscription_of(s)}/providers/Microsoft.Authorization/roleDefinitions/{role}"
+    )
+
+
+def assign(name: str, role: str, principal_id: pulumi.Input[str], scope: pulumi.Input[str], description: str,
+           parent: pulumi.Resource,
+           principal_type: pulumi.Input[str] = authorization.PrincipalType.SERVICE_PRINCIPAL,
+           ) -> authorization.RoleAssignment:
+    """Grant built-in ``role`` on ``scope``. The principal type is always sent: with it Azure accepts a managed
+    identity created seconds ago, before Entra ID has replicated it (no PrincipalNotFound)."""
+    return authorization.RoleAssignment(
+        name,
+        principal_id=principal_id,
+        principal_type=principal_type,
+        role_definition_id=role_definition_id(scope, role),
+        scope=scope,
+        description=description,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )

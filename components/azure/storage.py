@@ -1,0 +1,118 @@
+"""Blob storage accounts with private containers: HTTPS only, TLS 1.2, no anonymous access.
+
+Identity mode turns shared keys off and grants Storage Blob Data Contributor to the given principals;
+SAS mode keeps keys on (a SAS is signed with one) but caps SAS lifetimes with a policy.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import storage
+
+from components.azure import roles
+from components.azure.private_link import PrivateAccess, private_endpoint
+from stackconfig.schema import HOLDS_DATA, StorageAuth
+
+
+def sas_expiry(days: int, today: dt.date | None = None) -> str:
+    """Midnight UTC ``days`` after today: stable within a day, so ``pulumi preview`` shows no churn hourly."""
+    day = (today or dt.datetime.now(dt.UTC).date()) + dt.timedelta(days=days)
+    return f"{day.isoformat()}T00:00:00Z"
+
+
+@dataclass(frozen=True)
+class BlobStorageArgs:
+    resource_group_name: pulumi.Input[str]
+    """Resource group of the account."""
+    location: str
+    """Azure region."""
+    account_name: str
+    """Physical name (3-24 lowercase letters and digits, globally unique)."""
+    containers: Sequence[str]
+    """Private blob containers to create."""
+    tags: Mapping[str, str]
+    """Tags for every resource."""
+    auth: StorageAuth = StorageAuth.IDENTITY
+    """``identity`` (shared keys off) or ``sas``."""
+    sas_expiry_days: int = 7
+    """Longest SAS lifetime the account's policy allows in ``sas`` mode."""
+    data_contributors: Sequence[pulumi.Input[str]] = ()
+    """Principal object ids (service principals, managed identities) that read and write blobs."""
+    protect: bool = False
+    """Refuse ``pulumi destroy`` of the account and its containers."""
+    holds_data: bool = True
+    """False for an account whose blobs the program recreates (build contexts): tagged so the pull-request guard
+    lets a preview replace it."""
+    private: PrivateAccess | None = None
+    """Private mode: public network access off, blob private endpoint in the VNet."""
+
+
+class BlobStorage(pulumi.ComponentResource):
+    account_name: pulumi.Output[str]
+    account_id: pulumi.Output[str]
+
+    def __init__(self, name: str, args: BlobStorageArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:storage:BlobStorage", name, None, opts)
+        private = args.private is not None
+        keep = pulumi.ResourceOptions(parent=self, protect=args.protect)
+
+        account = storage.StorageAccount(
+            f"{name}-account",
+            account_name=args.account_name,
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            kind=storage.Kind.STORAGE_V2,
+            sku=storage.SkuArgs(name=storage.SkuName.STANDARD_LRS),
+            enable_https_traffic_only=True,
+            minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
+            allow_blob_public_access=False,
+            allow_shared_key_access=args.auth == StorageAuth.SAS,
+            default_to_o_auth_authentication=args.auth == StorageAuth.IDENTITY,
+            allow_cross_tenant_replication=False,
+            public_network_access=(storage.PublicNetworkAccess.DISABLED if private
+                                   else storage.PublicNetworkAccess.ENABLED),
+            network_rule_set=storage.NetworkRuleSetArgs(
+                default_action=storage.DefaultAction.DENY if private else storage.DefaultAction.ALLOW,
+                bypass=storage.Bypass.AZURE_SERVICES,
+            ),
+            sas_policy=storage.SasPolicyArgs(
+                sas_expiration_period=f"{args.sas_expiry_days}.00:00:00",
+                expiration_action=storage.ExpirationAction.BLOCK,
+            ) if args.auth == StorageAuth.SAS else None,
+            tags={**args.tags, **({} if args.holds_data else {HOLDS_DATA: "false"})},
+            opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(delete_before_replace=True)),
+        )
+        # Soft delete: a mistaken overwrite or delete of results can be undone for 7 days.
+        storage.BlobServiceProperties(
+            f"{name}-blob-service",
+            account_name=account.name,
+            resource_group_name=args.resource_group_name,
+            blob_services_name="default",
+            delete_retention_policy=storage.DeleteRetentionPolicyArgs(enabled=True, days=7),
+            container_delete_retention_policy=storage.DeleteRetentionPolicyArgs(enabled=True, days=7),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        for container in args.containers:
+            storage.BlobContainer(
+                f"{name}-{container}",
+                container_name=container,
+                account_name=account.name,
+                resource_group_name=args.resource_group_name,
+                public_access=storage.PublicAccess.NONE,
+                opts=keep,
+            )
+        for i, principal in enumerate(args.data_contributors):
+            roles.assign(f"{name}-data-contributor-{i}", roles.STORAGE_BLOB_DATA_CONTRIBUTOR, principal, account.id,
+                         "Reads and writes blobs with Entra ID tokens (no account key, no SAS).", self)
+        if args.private is not None:
+            private_endpoint(f"{name}-private", self, args.private, target_id=account.id, group_id="blob",
+                             target_name=f"{args.account_name}-blob", location=args.location,
+                             resource_group_name=args.resource_group_name, tags=args.tags)
+
+        self.account_name = account.name
+        self.account_id = account.id
+        self.register_outputs({"account_name": self.account_name, "account_id": self.account_id})

@@ -1,0 +1,1 @@
+"""Container images built from a folder under docker/ into the stack's registry."""

@@ -1,0 +1,68 @@
+"""The Kubernetes provider every in-cluster resource of a stack uses, with a non-interactive kubeconfig."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi_azure_native import containerservice as cs
+
+from components.kubernetes.kubeconfig import kubelogin_kubeconfig
+from components.kubernetes.reachability import require_reachable
+from stackconfig.schema import LoginMode
+
+
+@dataclass(frozen=True)
+class KubernetesAccessArgs:
+    cluster: pulumi.Resource
+    """The AKS cluster resource: credentials are read only once it exists (not during a first preview)."""
+    cluster_name: pulumi.Input[str]
+    """Name of the AKS cluster."""
+    resource_group_name: pulumi.Input[str]
+    """Its resource group."""
+    login_mode: LoginMode
+    """kubelogin mode: azurecli, spn, workloadidentity or msi."""
+    local_accounts: bool = False
+    """Use the admin (certificate) kubeconfig; only when the cluster keeps local accounts."""
+    wait_for: list[pulumi.Resource] | None = None
+    """Role assignments the credentials depend on (Azure RBAC grants are invisible to Pulumi's graph)."""
+    check_reachable: bool = False
+    """Check that the API server answers from here before any Kubernetes resource is touched (private
+    clusters, so a run from outside the VNet stops at once with the fix)."""
+
+
+def _decode(credentials: cs.CredentialResultsResponse | cs.ListManagedClusterUserCredentialsResult) -> str:
+    return base64.b64decode(credentials.kubeconfigs[0].value).decode()
+
+
+class KubernetesAccess(pulumi.ComponentResource):
+    kubeconfig: pulumi.Output[str]
+    """The kubeconfig, as a secret."""
+    provider: k8s.Provider
+
+    def __init__(self, name: str, args: KubernetesAccessArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:aks:KubernetesAccess", name, None, opts)
+        # The cluster's name is known before the cluster exists; without this edge a first `pulumi preview`
+        # would ask Azure for credentials of a cluster that is not there yet.
+        invoke = pulumi.InvokeOutputOptions(parent=self, depends_on=[args.cluster])
+        if args.local_accounts:
+            # Admin credentials bypass Entra ID and audit; they exist only when local accounts are enabled.
+            admin = cs.list_managed_cluster_admin_credentials_output(
+                resource_group_name=args.resource_group_name, resource_name=args.cluster_name, opts=invoke)
+            kubeconfig = admin.apply(_decode)
+        else:
+            user = cs.list_managed_cluster_user_credentials_output(
+                resource_group_name=args.resource_group_name, resource_name=args.cluster_name, opts=invoke)
+            kubeconfig = user.apply(
+                lambda c: kubelogin_kubeconfig(_decode(c), args.login_mode))
+        if args.check_reachable:
+            kubeconfig = kubeconfig.apply(require_reachable)
+        self.kubeconfig = pulumi.Output.secret(kubeconfig)
+        self.provider = k8s.Provider(
+            f"{name}-provider",
+            kubeconfig=self.kubeconfig,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.wait_for or []),
+        )
+        self.register_outputs({"kubeconfig": self.kubeconfig})

@@ -1,0 +1,60 @@
+"""Security defaults for every namespace and pod this program writes (restricted Pod Security Standard)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+from pulumi_kubernetes import core
+
+NONROOT_UID = 65532
+"""An unprivileged UID that exists in distroless images and works as a bare number everywhere else."""
+
+RESTRICTED_NAMESPACE_LABELS = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
+PRIVILEGED_NAMESPACE_LABELS = {
+    # Driver, toolkit and NFD pods load kernel modules and read host devices; nothing else runs here.
+    "pod-security.kubernetes.io/enforce": "privileged",
+}
+
+
+def pod_security_context(uid: int = NONROOT_UID, gid: int | None = None) -> dict[str, Any]:
+    """Non-root pod; the group (and volume group) is ``gid``, or the same number as ``uid``."""
+    gid = uid if gid is None else gid
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": gid,
+        "fsGroup": gid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context(read_only_root: bool = True) -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": read_only_root,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def resources(cpu: str, memory: str, gpus: int = 0) -> dict[str, Any]:
+    """Requests equal to limits; GPUs go in limits (Kubernetes sets the request equal)."""
+    limits: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    if gpus:
+        limits["nvidia.com/gpu"] = str(gpus)
+    return {"requests": {"cpu": cpu, "memory": memory}, "limits": limits}
+
+
+def namespace(name: str, namespace_name: str, labels: Mapping[str, str], parent: pulumi.Resource
+              ) -> core.v1.Namespace:
+    return core.v1.Namespace(
+        name, metadata={"name": namespace_name, "labels": {"app.kubernetes.io/managed-by": "pulumi", **labels}},
+        opts=pulumi.ResourceOptions(parent=parent),
+    )

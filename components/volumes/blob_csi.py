@@ -1,0 +1,25 @@
+"""The open-source Azure Blob CSI driver (Helm), with blobfuse2 installed on hosts through its proxy."""
+
+from __future__ import annotations
+
+import pulumi
+
+from components.kubernetes import charts, helm
+
+
+def blob_csi_values() -> dict:
+    return {"node": {
+        "enableBlobfuseProxy": True,
+        "blobfuseProxy": {"installBlobfuse2": True, "blobfuse2Version": charts.BLOBFUSE2_VERSION},
+    }}
+
+
+class BlobCsiDriver(pulumi.ComponentResource):
+    release: pulumi.Resource
+
+    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:storage:BlobCsiDriver", name, None, opts)
+        # kube-system exists on every cluster: the chart's controller and node plugin belong there.
+        self.release = helm.release(f"{name}-release", "blob-csi-driver", charts.BLOB_CSI, "kube-system",
+                                    blob_csi_values(), self)
+        self.register_outputs({"release": self.release.id})

@@ -1,0 +1,129 @@
+"""A static PersistentVolume + claim for one blob container, mounted with blobfuse2 (``blob.csi.azure.com``).
+
+``identity`` mode mounts with a managed identity's Entra ID token (no key or SAS anywhere); ``sas`` mode, as
+seed 003, keeps a container SAS in a Kubernetes Secret — never in Helm values — with a configurable expiry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import storage
+from pulumi_kubernetes import core
+
+from components.azure.storage import sas_expiry
+from stackconfig.schema import StorageAuth
+
+ACCESS_MODES = {True: "ReadOnlyMany", False: "ReadWriteMany"}
+"""By ``read_only``."""
+SAS_PERMISSIONS = {True: "rl", False: "racwdl"}
+"""By ``read_only``: read and list, or also add, create, write and delete."""
+MOUNT_OPTIONS = ["-o allow_other", "--file-cache-timeout-in-seconds=120"]
+"""blobfuse2 options: other UIDs than the mounter may read (pods run non-root), and cached files are
+revalidated after two minutes (the driver's own example uses 120)."""
+
+
+def volume_handle(account: str, container: str) -> str:
+    """Unique per container in the cluster; the driver reserves ``#`` and ``/``."""
+    return f"{account}_{container}"
+
+
+@dataclass(frozen=True)
+class BlobVolumeArgs:
+    account_name: str
+    """Storage account (physical name)."""
+    container: str
+    """Blob container."""
+    resource_group_name: pulumi.Input[str]
+    """Resource group of the account."""
+    namespace: pulumi.Input[str]
+    """Namespace of the claim (and of the SAS Secret)."""
+    claim_name: str
+    """Name of the PersistentVolumeClaim workloads mount."""
+    read_only: bool = True
+    """ReadOnlyMany and mounted read-only (inputs); else ReadWriteMany."""
+    auth: StorageAuth = StorageAuth.IDENTITY
+    """``identity`` or ``sas``."""
+    identity_client_id: pulumi.Input[str] | None = None
+    """Client id of the managed identity on the nodes (identity mode)."""
+    sas_expiry_days: int = 7
+    """SAS lifetime (sas mode)."""
+    capacity: str = "100Gi"
+    """Nominal size; blob containers have no quota, Kubernetes wants a number."""
+    wait_for: Sequence[pulumi.Resource] = ()
+    """What must exist before the volume can mount and Pulumi cannot see: the CSI driver release (it owns the
+    CSIDriver object) and the storage role assignment."""
+
+
+class BlobVolume(pulumi.ComponentResource):
+    claim_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: BlobVolumeArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:storage:BlobVolume", name, None, opts)
+        if args.auth == StorageAuth.IDENTITY and args.identity_client_id is None:
+            raise ValueError(f"blob volume {name}: identity mode needs identity_client_id")
+        child = pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for))
+        attributes: dict[str, pulumi.Input[str]] = {
+            "storageAccount": args.account_name,
+            "containerName": args.container,
+            "resourceGroup": args.resource_group_name,
+            "protocol": "fuse2",
+        }
+        csi: dict = {"driver": "blob.csi.azure.com", "volumeHandle": volume_handle(args.account_name, args.container),
+                     "readOnly": args.read_only, "volumeAttributes": attributes}
+        if args.auth == StorageAuth.IDENTITY:
+            attributes["AzureStorageAuthType"] = "MSI"
+            attributes["AzureStorageIdentityClientID"] = args.identity_client_id
+        else:
+            sas = storage.list_storage_account_service_sas_output(
+                account_name=args.account_name,
+                resource_group_name=args.resource_group_name,
+                canonicalized_resource=f"/blob/{args.account_name}/{args.container}",
+                resource=storage.SignedResource.C,
+                permissions=SAS_PERMISSIONS[args.read_only],
+                protocols=storage.HttpProtocol.HTTPS,
+                shared_access_expiry_time=sas_expiry(args.sas_expiry_days),
+                opts=pulumi.InvokeOptions(parent=self),
+            )
+            secret = core.v1.Secret(
+                f"{name}-sas",
+                metadata={"name": f"{args.claim_name}-sas", "namespace": args.namespace},
+                type="Opaque",
+                string_data=pulumi.Output.secret(sas.service_sas_token).apply(
+                    lambda token: {"azurestorageaccountname": args.account_name,
+                                   "azurestorageaccountsastoken": token}),
+                opts=child,
+            )
+            csi["nodeStageSecretRef"] = {"name": secret.metadata["name"], "namespace": secret.metadata["namespace"]}
+
+        pv_name = f"pv-{volume_handle(args.account_name, args.container)}".replace("_", "-")
+        volume = core.v1.PersistentVolume(
+            f"{name}-pv",
+            metadata={"name": pv_name, "labels": {"aksgpu/volume": args.claim_name}},
+            spec={
+                "capacity": {"storage": args.capacity},
+                "accessModes": [ACCESS_MODES[args.read_only]],
+                # Deleting the claim never deletes data: the container belongs to BlobStorage.
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",  # static binding only; never the cluster's default class
+                "mountOptions": MOUNT_OPTIONS,
+                "claimRef": {"namespace": args.namespace, "name": args.claim_name},
+                "csi": csi,
+            },
+            opts=child,
+        )
+        claim = core.v1.PersistentVolumeClaim(
+            f"{name}-pvc",
+            metadata={"name": args.claim_name, "namespace": args.namespace},
+            spec={
+                "accessModes": [ACCESS_MODES[args.read_only]],
+                "storageClassName": "",
+                "volumeName": volume.metadata["name"],
+                "resources": {"requests": {"storage": args.capacity}},
+            },
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.claim_name = claim.metadata["name"]
+        self.register_outputs({"claim_name": self.claim_name})

@@ -1,0 +1,1 @@
+"""Each scenario's workloads: the GPU function, shared inference, training, re-simulation."""

@@ -1,0 +1,120 @@
+"""Seed 000's deployment: the GPU function as a DaemonSet on a GPU pool behind a LoadBalancer on port 80.
+
+A DaemonSet gives one pod per GPU node, each holding one GPU (``nvidia.com/gpu: 1``); scaling the pool
+scales the function. Probes hit ``/api/health``, which answers only once the model is on the device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+from pulumi_kubernetes import apps, core
+
+from components.azure.node_pools import GpuNodePool
+from components.kubernetes.pods import AWAIT_GPU_START, pod_spec
+from components.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, container_security_context, namespace, resources
+from stackconfig.schema import Exposure
+
+FUNCTION_UID = 10001
+"""The image's non-root user (docker/function/Dockerfile)."""
+CONTAINER_PORT = 8080
+SERVICE_PORT = 80
+HEALTH_PATH = "/api/health"
+STARTUP_SECONDS = 600
+"""First start on a fresh node: pulling a multi-GB image, importing torch, moving the model to the GPU."""
+
+
+@dataclass(frozen=True)
+class GpuFunctionArgs:
+    pool: GpuNodePool
+    """GPU pool the DaemonSet runs on (its node selector and tolerations)."""
+    image: pulumi.Input[str]
+    """Immutable image reference (digest or content tag) in the stack's ACR."""
+    namespace: str = "gpu-function"
+    """Namespace the program creates for the function."""
+    exposure: Exposure = Exposure.PUBLIC
+    """``public`` LoadBalancer IP, or ``internal`` (an IP in the cluster's VNet)."""
+    allowed_source_ranges: Sequence[str] = ()
+    """CIDRs allowed through the LoadBalancer; empty allows all."""
+    max_context_chars: int = 20_000
+    """Passed to the app as ``MRC_MAX_CONTEXT_CHARS``."""
+    cpu: str = "2"
+    """CPU request and limit: tokenising is CPU work (half of a Standard_NC4as_T4_v3)."""
+    memory: str = "8Gi"
+    """Memory request and limit: torch, CUDA libraries and the model."""
+    wait_for: Sequence[pulumi.Resource] = field(default_factory=list)
+    """The GPU operator release: ``nvidia.com/gpu`` exists only once its device plugin runs."""
+
+
+def _probe(period: int, failures: int) -> dict:
+    return {"httpGet": {"path": HEALTH_PATH, "port": "http"}, "periodSeconds": period, "timeoutSeconds": 5,
+            "failureThreshold": failures}
+
+
+def function_container(image: pulumi.Input[str], cpu: str, memory: str, max_context_chars: int) -> dict:
+    """The function app's container with one GPU (or one share of a shared GPU) and its probes."""
+    return {
+        "name": "function",
+        "image": image,
+        "ports": [{"name": "http", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
+        "env": [{"name": "MRC_MAX_CONTEXT_CHARS", "value": str(max_context_chars)}],
+        "resources": resources(cpu, memory, gpus=1),
+        # The Functions host writes its secrets, logs and caches under $HOME in the image.
+        "securityContext": container_security_context(read_only_root=False),
+        "startupProbe": _probe(period=10, failures=STARTUP_SECONDS // 10),
+        "readinessProbe": _probe(period=10, failures=3),
+        "livenessProbe": _probe(period=20, failures=3),
+    }
+
+
+def function_pod(pool: GpuNodePool, container: dict) -> dict:
+    # The Functions host keeps its files under $HOME in the image, so no /tmp volume.
+    return {**pod_spec(pool, [container], uid=FUNCTION_UID, tmp=False), "terminationGracePeriodSeconds": 30}
+
+
+class GpuFunction(pulumi.ComponentResource):
+    base_url: pulumi.Output[str]
+    status_url: pulumi.Output[str]
+
+    def __init__(self, name: str, args: GpuFunctionArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:workloads:GpuFunction", name, None, opts)
+        ns = namespace(f"{name}-ns", args.namespace, RESTRICTED_NAMESPACE_LABELS, self)
+        labels = {"app.kubernetes.io/name": "gpu-function", "app.kubernetes.io/component": "inference"}
+        container = function_container(args.image, args.cpu, args.memory, args.max_context_chars)
+        apps.v1.DaemonSet(
+            f"{name}-daemonset",
+            metadata={"name": "gpu-function", "namespace": ns.metadata["name"], "labels": labels,
+                      "annotations": AWAIT_GPU_START},
+            spec={
+                "selector": {"matchLabels": labels},
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+                "template": {"metadata": {"labels": labels}, "spec": function_pod(args.pool, container)},
+            },
+            # The pool too: its nodes are chosen by label, an edge Pulumi cannot see, and the rollout awaits them.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, args.pool]),
+        )
+        annotations = {}
+        if args.exposure == Exposure.INTERNAL:
+            annotations["service.beta.kubernetes.io/azure-load-balancer-internal"] = "true"
+        spec: dict = {
+            "type": "LoadBalancer",
+            "selector": labels,
+            "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}],
+            # Only nodes running a function pod answer the LB probe, and callers' IPs reach the pod.
+            "externalTrafficPolicy": "Local",
+        }
+        if args.allowed_source_ranges:
+            spec["loadBalancerSourceRanges"] = list(args.allowed_source_ranges)
+        service = core.v1.Service(
+            f"{name}-service",
+            metadata={"name": "gpu-function", "namespace": ns.metadata["name"], "labels": labels,
+                      "annotations": annotations},
+            spec=spec,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        ip = service.status.apply(lambda status: status.load_balancer.ingress[0].ip)
+        self.base_url = pulumi.Output.concat("http://", ip, "/")
+        self.status_url = pulumi.Output.concat(self.base_url, "api/status")
+        self.register_outputs({"base_url": self.base_url, "status_url": self.status_url})

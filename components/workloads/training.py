@@ -1,0 +1,114 @@
+"""Seed 002's GPU training Job and seed 004's train-then-serve: DigitNet on a GPU pool, predictions on CPU.
+
+The training Job writes checkpoints to a volume and resumes from the newest one when its pod is
+replaced (spot eviction, scale-down, failure). With a shared (blob) volume, a prediction Deployment
+on a CPU pool serves ``/predict`` from the newest checkpoint as training writes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_kubernetes import apps, batch, core
+
+from components.azure.node_pools import CpuNodePool, GpuNodePool
+from components.kubernetes.pods import container, job_spec, pod_spec
+from components.kubernetes.security import resources
+from components.kubernetes.workspace import Workspace
+
+CHECKPOINT_MOUNT = "/mnt/checkpoints"
+PREDICT_PORT = 8080
+SERVICE_PORT = 80
+TRAINING_DEADLINE_SECONDS = 4 * 3600
+"""2000 DigitNet steps take minutes on a T4; four hours covers spot evictions and scale-ups from zero."""
+
+
+@dataclass(frozen=True)
+class TrainingArgs:
+    gpu_pool: GpuNodePool
+    """Pool the training Job runs on (it may scale from zero)."""
+    jobs_image: pulumi.Input[str]
+    """The jobs image (docker/jobs)."""
+    workspace: Workspace
+    """Namespace of the workloads (and of the checkpoint claim)."""
+    steps: int = 2000
+    """Optimisation steps of the run."""
+    checkpoint_claim: str | None = None
+    """PersistentVolumeClaim for checkpoints; none keeps them in the pod (lost with it)."""
+    predict_pool: CpuNodePool | None = None
+    """CPU pool of the prediction service; none: no service."""
+
+
+class TrainingWorkload(pulumi.ComponentResource):
+    logs_command: str
+    """Follows the training Job's log."""
+    predict_port_forward: str | None
+    """Forwards the prediction Service to localhost:8080 (with a predict pool)."""
+    predict_example: str | None
+    """A ``curl`` of ``/predict`` through that port-forward."""
+
+    def __init__(self, name: str, args: TrainingArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:workloads:TrainingWorkload", name, None, opts)
+        if args.predict_pool is not None and args.checkpoint_claim is None:
+            raise ValueError(f"training {name}: the prediction service reads checkpoints from a shared volume")
+        if args.checkpoint_claim:
+            volume = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": args.checkpoint_claim}}
+        else:
+            volume = {"name": "checkpoints", "emptyDir": {"sizeLimit": "5Gi"}}
+        folder = f"{CHECKPOINT_MOUNT}/digitnet"
+        labels = {"app.kubernetes.io/name": "train"}
+        trainer = container("train", args.jobs_image, [
+            "python", "train.py", "--checkpoints", folder, "--steps", str(args.steps), "--data", "auto"],
+            resources("2", "8Gi", gpus=1), mounts=[{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}])
+        batch.v1.Job(
+            f"{name}-job",
+            metadata={"name": "train", "namespace": args.workspace.namespace, "labels": labels,
+                      # `pulumi up` does not wait for training: a pool scaled to zero needs minutes for a node.
+                      "annotations": {"pulumi.com/skipAwait": "true"}},
+            spec=job_spec(pod_spec(args.gpu_pool, [trainer], volumes=[volume]), labels, backoff_limit=6,
+                          deadline_seconds=TRAINING_DEADLINE_SECONDS),
+            # A Job's pod template is immutable: a new image or argument replaces the Job under its fixed name.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+        self.logs_command = f"kubectl -n {args.workspace.name} logs -f job/train"
+        self.predict_port_forward = self.predict_example = None
+        if args.predict_pool is not None:
+            self._predictor(name, args, folder)
+        self.register_outputs({"logs_command": self.logs_command})
+
+    def _predictor(self, name: str, args: TrainingArgs, folder: str) -> None:
+        labels = {"app.kubernetes.io/name": "predict"}
+        probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5}
+        server = container(
+            "predict", args.jobs_image, ["python", "predict.py", "--checkpoints", folder, "--port", str(PREDICT_PORT)],
+            resources("1", "2Gi"), mounts=[{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT, "readOnly": True}],
+            ports=[{"name": "http", "containerPort": PREDICT_PORT, "protocol": "TCP"}],
+            # Unready until training writes its first checkpoint; alive as long as the process answers.
+            readinessProbe=probe,
+            livenessProbe={"tcpSocket": {"port": "http"}, "periodSeconds": 20},
+        )
+        volume = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": args.checkpoint_claim,
+                                                                   "readOnly": True}}
+        apps.v1.Deployment(
+            f"{name}-predict",
+            metadata={"name": "predict", "namespace": args.workspace.namespace, "labels": labels,
+                      # Ready only after the first checkpoint, which needs a GPU node and training time.
+                      "annotations": {"pulumi.com/skipAwait": "true"}},
+            spec={"replicas": 2, "selector": {"matchLabels": labels},
+                  "template": {"metadata": {"labels": labels},
+                               "spec": pod_spec(args.predict_pool, [server], volumes=[volume])}},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        core.v1.Service(
+            f"{name}-predict-service",
+            metadata={"name": "predict", "namespace": args.workspace.namespace, "labels": labels},
+            spec={"type": "ClusterIP", "selector": labels,
+                  "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}]},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.predict_port_forward = (f"kubectl -n {args.workspace.name} port-forward svc/predict "
+                                     f"{PREDICT_PORT}:{SERVICE_PORT}")
+        self.predict_example = (
+            f"curl -s -X POST http://127.0.0.1:{PREDICT_PORT}/predict -H 'content-type: application/json' "
+            "-d \"{\\\"images\\\": [$(python3 -c 'print([0.0]*784)')]}\"")

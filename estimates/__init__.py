@@ -1,1 +1,0 @@
-"""Estimates written beside every render: hourly cost (cost.md) and `pulumi up` duration (timeline.md)."""

@@ -1,0 +1,35 @@
+"""Find the steps of a `pulumi preview --json` that would replace or delete the AKS cluster or a data storage
+account (``python -m offline preview-guard``; the pull-request workflow fails on them unless the pull request
+carries the `allow-replace` label)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stackconfig.schema import HOLDS_DATA
+
+GUARDED_TYPES = ("azure-native:containerservice:ManagedCluster", "azure-native:storage:StorageAccount")
+DESTRUCTIVE_OPS = ("replace", "create-replacement", "delete-replaced", "delete")
+
+
+def urn_type_and_name(urn: str) -> tuple[str, str]:
+    """``urn:pulumi:STACK::PROJECT::PARENT$TYPE::NAME`` -> (TYPE, NAME)."""
+    parts = urn.split("::")
+    return parts[2].split("$")[-1], parts[3]
+
+
+def holds_no_data(step: dict[str, Any]) -> bool:
+    """The program tagged the resource ``holds-data: false`` (e.g. the account of uploaded build contexts),
+    in its old or its new state."""
+    states = [step.get("oldState"), step.get("newState")]
+    return any(((s or {}).get("inputs") or {}).get("tags", {}).get(HOLDS_DATA) == "false" for s in states)
+
+
+def guarded_steps(preview: dict[str, Any]) -> list[str]:
+    """'OP TYPE NAME' for every destructive step on a guarded resource."""
+    found = []
+    for step in preview.get("steps") or []:
+        typ, name = urn_type_and_name(step["urn"])
+        if step.get("op") in DESTRUCTIVE_OPS and typ in GUARDED_TYPES and not holds_no_data(step):
+            found.append(f"{step['op']} {typ} {name}")
+    return sorted(set(found))

@@ -1,0 +1,176 @@
+"""Run the Pulumi program offline under mocks and record every resource it registers.
+
+The program runs exactly as under ``pulumi up`` (``program.pipeline``), with the stack's config encoded the way
+the CLI encodes it; only the engine is replaced, and the private-cluster reachability check is off (there is
+no cluster to reach). Each stack runs in a fresh ``contextvars.Context`` because the
+SDK keeps the root stack and the config in context variables.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.config import set_all_config
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from offline.mocks import AzureMocks
+from offline.stack_files import REPO_ROOT, cli_encoded, stack_files, stack_namespace
+from program.pipeline import deploy, load_stack_config, read_stack_config
+from stackconfig.schema import PROJECT, StackConfig
+
+__all__ = ["REPO_ROOT", "SECRET", "Render", "Resource", "check_stack", "render_stack", "stack_files"]
+
+SECRET = "[secret]"
+
+
+@dataclass
+class Resource:
+    type: str
+    name: str
+    parent: str | None
+    depends_on: list[str]
+    provider: str | None
+    custom: bool
+    inputs: dict[str, Any]
+    ignore_changes: list[str] = field(default_factory=list)
+    revealed: dict[str, Any] = field(default_factory=dict, repr=False)
+    """Inputs with secrets shown, for tests only: never written by the render."""
+
+    def as_json(self) -> dict[str, Any]:
+        out = {"type": self.type, "name": self.name, "parent": self.parent, "dependsOn": self.depends_on,
+               "inputs": self.inputs}
+        if self.provider:
+            out["provider"] = self.provider
+        if self.ignore_changes:
+            out["ignoreChanges"] = self.ignore_changes
+        return out
+
+
+@dataclass
+class Render:
+    stack: str
+    cfg: StackConfig
+    resources: list[Resource]
+    outputs: dict[str, Any]
+    invokes: list[str]
+    """Provider functions the program called (sorted), e.g. which AKS credentials it fetched."""
+
+    def of_type(self, typ: str) -> list[Resource]:
+        return [r for r in self.resources if r.type == typ]
+
+    def named(self, name: str, typ: str | None = None) -> Resource:
+        found = [r for r in self.resources if r.name == name and (typ is None or r.type == typ)]
+        if len(found) != 1:
+            raise KeyError(f"{len(found)} resources named {name!r} (type {typ}) in stack {self.stack}")
+        return found[0]
+
+    def children(self, parent: str) -> list[Resource]:
+        return [r for r in self.resources if r.parent == parent]
+
+
+def _urn_name(urn: str) -> str:
+    return urn.split("::")[-1]
+
+
+def _is_stack(urn: str) -> bool:
+    return "::pulumi:pulumi:Stack::" in urn
+
+
+def normalise(value: Any, reveal: bool = False) -> Any:
+    """Inputs as JSON would show them: secrets masked (unless ``reveal``), keys sorted, integral numbers as
+    integers. (The gRPC wire format carries every number as a double.)
+    """
+    if rpc.is_rpc_secret(value):
+        return normalise(rpc.unwrap_rpc_secret(value), reveal) if reveal else SECRET
+    if isinstance(value, pulumi.FileAsset):
+        return {"fileAsset": value.path}
+    if isinstance(value, dict):
+        return {k: normalise(v, reveal) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [normalise(v, reveal) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The SDK's mock monitor, also keeping what the engine would see: parent, dependencies, provider."""
+
+    def __init__(self, mocks: pulumi_mocks.Mocks):
+        super().__init__(mocks)
+        self.recorded: list[Resource] = []
+
+    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            return response
+        deps = set(request.dependencies)
+        for prop in request.propertyDependencies.values():
+            deps.update(prop.urns)
+        provider = request.provider.split("::")[-2] if request.provider else None
+        properties = rpc.deserialize_properties(request.object)
+        self.recorded.append(Resource(
+            type=request.type,
+            name=request.name,
+            parent=None if not request.parent or _is_stack(request.parent) else _urn_name(request.parent),
+            depends_on=sorted({_urn_name(u) for u in deps} - {request.name}),
+            provider=provider,
+            custom=bool(request.custom),
+            inputs=normalise(properties),
+            ignore_changes=sorted(request.ignoreChanges),
+            revealed=normalise(properties, reveal=True),
+        ))
+        return response
+
+
+def _resolve_outputs(raw: dict[str, Any]) -> dict[str, Any]:
+    resolved = {}
+    for key in sorted(raw):
+        out = pulumi.Output.from_input(raw[key])
+        value = _sync_await(out.future())
+        resolved[key] = SECRET if _sync_await(out.is_secret()) else value
+    return resolved
+
+
+def _run_program(stack: str, encoded: dict[str, str]) -> tuple[StackConfig, RecordingMonitor, dict[str, Any]]:
+    set_all_config(encoded)
+    monitor = RecordingMonitor(AzureMocks(stack))
+    pulumi_mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    holder: dict[str, StackConfig] = {}
+
+    def program() -> None:
+        holder["cfg"] = cfg = read_stack_config()
+        deploy(cfg, check_reachable=False)
+
+    _sync_await(run_pulumi_func(program))
+    outputs = _resolve_outputs(dict(settings.get_root_resource().outputs))
+    return holder["cfg"], monitor, outputs
+
+
+def check_stack(stack: str, config_file: Path | None = None) -> StackConfig:
+    """Validate a stack's config and its scenario's requirements without declaring anything; raises
+    ``ConfigError``."""
+    namespace = stack_namespace(config_file or stack_files()[stack])
+    return load_stack_config(namespace, PROJECT, stack)
+
+
+
+
+def render_stack(stack: str, config_file: Path | None = None) -> Render:
+    """Render one stack in memory; raises ``ConfigError`` before any resource is declared."""
+    return render_namespace(stack, stack_namespace(config_file or stack_files()[stack]))
+
+
+def render_namespace(stack: str, namespace: dict[str, Any]) -> Render:
+    """Render a stack from its config namespace (keys without ``aksgpu:``, Pulumi.yaml defaults applied)."""
+    load_stack_config(namespace, PROJECT, stack)
+    cfg, monitor, outputs = contextvars.Context().run(_run_program, stack, cli_encoded(namespace))
+    resources = sorted(monitor.recorded, key=lambda r: (r.type, r.name))
+    return Render(stack, cfg, resources, outputs, sorted(monitor.mocks.invokes))

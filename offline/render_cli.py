@@ -1,0 +1,37 @@
+"""``python -m offline render``: check every requested stack's config, then render each into OUT/<stack>/."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from offline.render import check_stack, render_stack
+from offline.report import write_render
+from offline.stack_files import stack_files
+from stackconfig.reader import ConfigError
+
+
+def render(stack: str | None, config: Path | None, out: Path) -> int:
+    """Render ``stack`` (with ``config`` instead of its stack file), or every stack when ``stack`` is None."""
+    files = stack_files()
+    if stack is None:
+        targets = dict(files)
+    else:
+        config = config or files.get(stack)
+        if config is None or not config.exists():
+            print(f"error: no config file for stack {stack!r} (expected Pulumi.{stack}.yaml)", file=sys.stderr)
+            return 2
+        targets = {stack: config}
+    for name, path in targets.items():  # every config is checked before anything is written
+        try:
+            check_stack(name, path)
+        except ConfigError as e:
+            print(f"error: stack {name}: {e}", file=sys.stderr)
+            return 2
+    for name, path in targets.items():
+        start = time.perf_counter()
+        rendered = render_stack(name, path)
+        target = write_render(rendered, out)
+        print(f"{name}: {len(rendered.resources)} resources -> {target} ({time.perf_counter() - start:.1f}s)")
+    return 0

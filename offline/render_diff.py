@@ -1,0 +1,53 @@
+"""What a change does to the offline render: the diff of each stack's summary, estimates, manifests and Helm
+values (``python -m offline render-diff BASE_OUT HEAD_OUT [--stacks]``; both are `make render` folders)."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+COMPARED = ("summary.md", "resources.json", "cost.md", "timeline.md")
+MAX_LINES = 400
+"""Per-stack cap on diff lines in the summary (GitHub limits a job summary to 1 MiB)."""
+
+
+def compared_files(root: Path, stack: str) -> dict[str, str]:
+    folder = root / stack
+    if not folder.is_dir():
+        return {}
+    names = [n for n in COMPARED if (folder / n).is_file()]
+    names += sorted(str(p.relative_to(folder)) for p in folder.glob("manifests/*.yaml"))
+    names += sorted(str(p.relative_to(folder)) for p in folder.glob("helm/*.yaml"))
+    return {name: (folder / name).read_text() for name in names}
+
+
+def changed_stacks(base: Path, head: Path) -> list[str]:
+    stacks = sorted({p.name for p in base.iterdir() if p.is_dir()} | {p.name for p in head.iterdir() if p.is_dir()})
+    return [s for s in stacks if compared_files(base, s) != compared_files(head, s)]
+
+
+def stack_diff(base: Path, head: Path, stack: str) -> list[str]:
+    old, new = compared_files(base, stack), compared_files(head, stack)
+    lines: list[str] = []
+    for name in sorted(set(old) | set(new)):
+        if name == "resources.json" or old.get(name) == new.get(name):
+            continue  # resources.json is the source of the other files; its diff would repeat them
+        lines += difflib.unified_diff(old.get(name, "").splitlines(), new.get(name, "").splitlines(),
+                                      f"base/{stack}/{name}", f"head/{stack}/{name}", lineterm="", n=2)
+    return lines
+
+
+def markdown(base: Path, head: Path) -> str:
+    stacks = changed_stacks(base, head)
+    if not stacks:
+        return "## Render diff\n\nNo stack's render changed.\n"
+    out = ["## Render diff", "", f"Changed stacks: {', '.join(f'`{s}`' for s in stacks)}", ""]
+    for stack in stacks:
+        lines = stack_diff(base, head, stack)
+        shown = lines[:MAX_LINES]
+        out += [f"<details><summary><code>{stack}</code>: {len(lines)} diff lines</summary>", "", "```diff",
+                *shown, "```"]
+        if len(lines) > MAX_LINES:
+            out.append(f"({len(lines) - MAX_LINES} more lines in the render artifact)")
+        out += ["", "</details>", ""]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,173 @@
+"""Files an offline render writes per stack: resources.json, manifests/, helm/, summary.md, graph.mmd."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from offline.estimates.cost import Totals, cost_markdown, load_prices, totals
+from offline.estimates.timeline import load_durations, schedule, timeline_markdown, total_seconds
+from offline.render import Render, Resource
+from stackconfig.gpu_sizes import GPU_SIZES
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+AGENT_POOL = "azure-native:containerservice:AgentPool"
+MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
+
+
+def is_manifest(r: Resource) -> bool:
+    """A plain Kubernetes object (not a provider, Helm release or YAML group)."""
+    return r.type.startswith("kubernetes:") and r.type != HELM_RELEASE and "apiVersion" in r.inputs
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-")
+
+
+def manifest(r: Resource) -> dict[str, Any]:
+    order = ["apiVersion", "kind", "metadata"]
+    return {k: r.inputs[k] for k in order + sorted(set(r.inputs) - set(order)) if k in r.inputs}
+
+
+def helm_release(r: Resource) -> dict[str, Any]:
+    i = r.inputs
+    return {
+        "name": i.get("name", r.name),
+        "chart": i.get("chart"),
+        "repository": (i.get("repositoryOpts") or {}).get("repo"),
+        "version": i.get("version"),
+        "namespace": i.get("namespace"),
+        "createNamespace": i.get("createNamespace", False),
+        "atomic": i.get("atomic", False),
+        "cleanupOnFail": i.get("cleanupOnFail", False),
+        "timeout": i.get("timeout"),
+        "values": i.get("values", {}),
+    }
+
+
+def _dump(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=120)
+
+
+def write_render(render: Render, out: Path) -> Path:
+    """Write one stack's files under ``out/<stack>/`` (replacing what was there)."""
+    target = out / render.stack
+    if target.exists():
+        shutil.rmtree(target)
+    (target / "manifests").mkdir(parents=True)
+    (target / "helm").mkdir()
+    (target / "resources.json").write_text(
+        json.dumps([r.as_json() for r in render.resources], indent=2, sort_keys=False) + "\n")
+    for r in render.resources:
+        if is_manifest(r):
+            meta = r.inputs.get("metadata") or {}
+            kind, namespace = _slug(r.inputs["kind"]), _slug(meta.get("namespace", "cluster"))
+            name = f"{kind}-{namespace}-{_slug(meta.get('name', r.name))}"
+            (target / "manifests" / f"{name}.yaml").write_text(_dump(manifest(r)))
+        elif r.type == HELM_RELEASE:
+            (target / "helm" / f"{_slug(r.name)}.yaml").write_text(_dump(helm_release(r)))
+    prices, steps = load_prices(), schedule(render.resources, load_durations())
+    (target / "summary.md").write_text(summary(render, totals(render, prices), total_seconds(steps) / 60))
+    (target / "graph.mmd").write_text(graph(render))
+    (target / "cost.md").write_text(cost_markdown(render, prices))
+    (target / "timeline.md").write_text(timeline_markdown(render, steps))
+    return target
+
+
+def node_pool_rows(render: Render) -> list[dict[str, Any]]:
+    """One row per agent pool as declared (system pool inline in the cluster, the rest as AgentPool)."""
+    pools = []
+    for cluster in render.of_type(MANAGED_CLUSTER):
+        pools += [dict(p) for p in cluster.inputs.get("agentPoolProfiles", [])]
+    for r in render.of_type(AGENT_POOL):
+        pools.append({"name": r.inputs["agentPoolName"], **r.inputs})
+    rows = []
+    gpu_cfg = {g.name: g for g in render.cfg.gpu_pools}
+    for p in sorted(pools, key=lambda p: (p.get("mode") != "System", p["name"])):
+        size = GPU_SIZES.get(p["vmSize"])
+        g = gpu_cfg.get(p["name"])
+        rows.append({
+            "name": p["name"], "mode": p.get("mode"), "vmSize": p["vmSize"],
+            "gpu": f"{size.gpu_model} × {size.gpus}" if size else "-",
+            "spot": p.get("scaleSetPriority") == "Spot",
+            "min": p.get("minCount"), "max": p.get("maxCount"),
+            "taints": p.get("nodeTaints") or [],
+            "gpusPerNode": g.schedulable_gpus_per_node if g else 0,
+            "sharing": (f"{g.sharing.mode} ×{g.sharing.replicas}" if g and g.sharing.mode.has_replicas
+                        else g.sharing.mode.value if g else "-"),
+            "driver": ((p.get("gpuProfile") or {}).get("driver") or "-") if size else "-",
+        })
+    return rows
+
+
+def summary(render: Render, cost: Totals, up_minutes: float) -> str:
+    cfg = render.cfg
+    lines = [f"# Stack `{render.stack}`: scenario `{cfg.scenario}`", "",
+             f"Region `{cfg.location}`, naming root `{cfg.naming.root}`, environment `{cfg.environment}`, "
+             f"owner `{cfg.owner}`.", ""]
+    access = ("private API server" if cfg.cluster.private else
+              f"public API server limited to {', '.join(cfg.cluster.authorized_ip_ranges)}"
+              if cfg.cluster.authorized_ip_ranges else
+              "public API server open to every address (Entra ID sign-in still required); "
+              "set cluster.authorizedIpRanges or cluster.private")
+    lines += [f"Cluster access: {access}.", ""]
+
+    rows = node_pool_rows(render)
+    lines += ["## Node pools", "",
+              "| pool | mode | VM size | GPU model × count | spot | min–max | taints | GPU driver | sharing "
+              "| schedulable nvidia.com/gpu per node |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        taints = "<br>".join(f"`{t}`" for t in row["taints"]) or "-"
+        lines.append(f"| {row['name']} | {row['mode']} | {row['vmSize']} | {row['gpu']} | "
+                     f"{'yes' if row['spot'] else 'no'} | {row['min']}–{row['max']} | {taints} | "
+                     f"{row['driver']} | {row['sharing']} | {row['gpusPerNode'] or '-'} |")
+    idle_gpu = [r["name"] for r in rows if r["gpu"] != "-" and (r["min"] or 0) > 0]
+    lines += ["", ("GPU nodes stay up when idle (min > 0) in pools: " + ", ".join(idle_gpu) +
+                   f"; idle GPU cost is above zero (${cost.idle_gpu:.3f}/h estimated).") if idle_gpu else
+              "Every GPU pool scales to zero when idle.",
+              "", f"Estimated cost (cost.md): ${cost.idle:.3f}/h idle, ${cost.full:.3f}/h at full scale. "
+                  f"Estimated `pulumi up` (timeline.md): {up_minutes:.0f} min.", ""]
+
+    counts = Counter(r.type for r in render.resources)
+    lines += ["## Resources by type", "", "| type | count |", "|---|---|"]
+    lines += [f"| `{t}` | {n} |" for t, n in sorted(counts.items())]
+    lines += [f"| **total** | {sum(counts.values())} |", ""]
+
+    lines += ["## Outputs", "", "| output | value |", "|---|---|"]
+    for key, value in render.outputs.items():
+        shown = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+        lines.append(f"| `{key}` | `{shown}` |")
+    return "\n".join(lines) + "\n"
+
+
+def _node_id(name: str) -> str:
+    return "n_" + re.sub(r"[^A-Za-z0-9]", "_", name)
+
+
+def graph(render: Render) -> str:
+    """Mermaid: each component a subgraph of its resources; arrows are dependencies between components."""
+    components = [r for r in render.resources if not r.custom]
+    names = {c.name for c in components}
+    # A custom resource belongs to its parent component; a component stands for itself.
+    owner = {r.name: r.parent if r.custom else r.name for r in render.resources}
+    lines = ["flowchart LR"]
+    for c in components:
+        lines.append(f'  subgraph {_node_id(c.name)}["{c.name}: {c.type.split(":")[-1]}"]')
+        for r in render.resources:
+            if r.parent == c.name and r.custom:
+                lines.append(f'    {_node_id(r.name + "_r")}["{r.name}<br/><small>{r.type.split(":")[-1]}</small>"]')
+        lines.append("  end")
+    for c in components:
+        if c.parent in names:
+            lines.append(f"  {_node_id(c.parent)} --- {_node_id(c.name)}")
+    edges = {(owner[dep], owner[r.name]) for r in render.resources for dep in r.depends_on
+             if owner.get(dep) and owner.get(r.name) and owner[dep] != owner[r.name]}
+    lines += [f"  {_node_id(a)} --> {_node_id(b)}" for a, b in sorted(edges)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,77 @@
+"""The project's stack files (``Pulumi.<stack>.yaml``) read as the Pulumi CLI reads them, without Pulumi.
+
+Malformed files are config errors like any other: one line naming the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import stacks
+from stackconfig.loader import load_config
+from stackconfig.reader import ConfigError
+from stackconfig.schema import PROJECT, StackConfig
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def stack_files(root: Path = REPO_ROOT) -> dict[str, Path]:
+    """Stack name → its ``Pulumi.<stack>.yaml``."""
+    return {p.name[len("Pulumi."):-len(".yaml")]: p for p in sorted(root.glob("Pulumi.*.yaml"))}
+
+
+def _mapping(path: Path, where: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path.name}:{where}", type(value).__name__, "must be a mapping of keys to values")
+    return value
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML file that must hold a mapping (or nothing)."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(path.name, f"{getattr(error, 'problem', None) or 'unreadable'}{where}",
+                          "must be valid YAML") from None
+    return _mapping(path, "(top level)", data)
+
+
+def project_defaults(root: Path = REPO_ROOT) -> dict[str, Any]:
+    """Defaults declared in ``Pulumi.yaml``, as the CLI applies them to every stack."""
+    project = read_yaml(root / "Pulumi.yaml")
+    return {k: v["default"] for k, v in _mapping(root / "Pulumi.yaml", "config", project.get("config")).items()
+            if isinstance(v, dict) and "default" in v}
+
+
+def stack_namespace(config_file: Path, root: Path = REPO_ROOT) -> dict[str, Any]:
+    """The project's config namespace of a stack file, Pulumi.yaml defaults first (keys without prefix)."""
+    data = read_yaml(config_file)
+    values = dict(project_defaults(root))
+    prefix = f"{PROJECT}:"
+    for key, value in _mapping(config_file, "config", data.get("config")).items():
+        if key.startswith(prefix):
+            values[key[len(prefix):]] = value
+    return values
+
+
+def cli_encoded(namespace: dict[str, Any]) -> dict[str, str]:
+    """Config as the Pulumi CLI hands it to a program: full keys, strings, objects as JSON."""
+    def encode(v: Any) -> str:
+        if isinstance(v, str):
+            return v
+        return json.dumps(v)
+    return {f"{PROJECT}:{k}": encode(v) for k, v in namespace.items()}
+
+
+def stack_config(stack: str, config_file: Path | None = None) -> StackConfig:
+    """A stack's parsed config, without loading its scenario (for tools that only read it)."""
+    namespace = stack_namespace(config_file or stack_files()[stack])
+    return load_config(namespace, PROJECT, stack, scenarios=stacks.REGISTRY)

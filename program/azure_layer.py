@@ -1,0 +1,120 @@
+"""The Azure layer every scenario stands on: network, cluster, pools, registry, storage, Kubernetes access."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import pulumi
+
+from components.azure.cluster import Cluster, ClusterArgs
+from components.azure.network import Network, NetworkArgs
+from components.azure.node_pools import CpuNodePool, GpuNodePool, NodePoolArgs
+from components.azure.registry import Registry, RegistryArgs
+from components.azure.storage import BlobStorage, BlobStorageArgs
+from components.gpu import sharing
+from components.kubernetes.access import KubernetesAccess, KubernetesAccessArgs
+from program import outputs
+from program.outputs import Outputs
+from stackconfig.schema import StackConfig, StorageAuth
+
+
+@dataclass
+class AzureLayer:
+    network: Network
+    cluster: Cluster
+    gpu_pools: dict[str, GpuNodePool]
+    """By agent pool name."""
+    cpu_pools: dict[str, CpuNodePool]
+    registry: Registry | None
+    storage: dict[str, BlobStorage]
+    """By storage role (``input``, ``output``, ``ckpt``)."""
+    kubernetes: KubernetesAccess
+
+    @property
+    def kubernetes_opts(self) -> pulumi.ResourceOptions:
+        """Every in-cluster component uses the stack's one Kubernetes provider."""
+        return pulumi.ResourceOptions(providers=[self.kubernetes.provider])
+
+
+def private_services(cfg: StackConfig) -> list[str]:
+    """Private Link services the stack's VNet must resolve."""
+    services = []
+    if cfg.registry.enabled and cfg.registry.private:
+        services.append("registry")
+    if cfg.storage.accounts and cfg.storage.private:
+        services.append("blob")
+    return services
+
+
+def build_azure_layer(cfg: StackConfig, check_reachable: bool = True) -> AzureLayer:
+    """Declare the Azure resources of ``cfg``. ``check_reachable`` is off only where no cluster exists (mocks)."""
+    n, tags = cfg.naming, cfg.tags
+    net = Network("net", NetworkArgs(
+        resource_group_name=n.resource_group(), vnet_name=n.vnet(), location=cfg.location,
+        address_space=cfg.network.address_space, node_subnet=cfg.network.node_subnet,
+        endpoint_subnet=cfg.network.endpoint_subnet, tags=tags, private_services=private_services(cfg),
+        resource_group_tags=cfg.resource_group_tags(dt.datetime.now(dt.UTC)),
+    ))
+    cluster = Cluster("aks", ClusterArgs(
+        resource_group_name=net.resource_group_name, location=cfg.location, cluster_name=n.cluster(),
+        node_resource_group=n.node_resource_group(), dns_prefix=n.dns_prefix(),
+        node_subnet_id=net.node_subnet_id, network=cfg.network, settings=cfg.cluster, tags=tags,
+    ))
+    pool_args = dict(cluster_name=cluster.name, resource_group_name=net.resource_group_name,
+                     subnet_id=net.node_subnet_id, tags=tags)
+    gpu_pools = {
+        g.name: GpuNodePool(f"gpu-{g.name}", NodePoolArgs(**pool_args, pool=g.pool, gpu=g,
+                                                          extra_labels=sharing.node_labels(g)))
+        for g in cfg.gpu_pools
+    }
+    cpu_pools = {p.name: CpuNodePool(f"cpu-{p.name}", NodePoolArgs(**pool_args, pool=p)) for p in cfg.cpu_pools}
+
+    registry = None
+    if cfg.registry.enabled:
+        registry = Registry("registry", RegistryArgs(
+            resource_group_name=net.resource_group_name, location=cfg.location,
+            registry_name=cfg.registry_name, sku=cfg.registry.sku,
+            kubelet_object_id=cluster.kubelet_object_id, tags=tags,
+            private=net.private_access if cfg.registry.private else None,
+        ))
+
+    storage = {
+        a.role: BlobStorage(f"storage-{a.role}", BlobStorageArgs(
+            resource_group_name=net.resource_group_name, location=cfg.location,
+            account_name=cfg.storage_account_name(a), containers=a.containers, tags=tags,
+            auth=cfg.storage.auth, sas_expiry_days=cfg.storage.sas_expiry_days,
+            # Blob volumes mount with the kubelet identity in identity mode (no key or SAS anywhere).
+            data_contributors=[cluster.kubelet_object_id] if cfg.storage.auth == StorageAuth.IDENTITY else [],
+            protect=a.protect, private=net.private_access if cfg.storage.private else None,
+        ))
+        for a in cfg.storage.accounts
+    }
+
+    access = KubernetesAccess("k8s", KubernetesAccessArgs(
+        cluster=cluster.managed_cluster, cluster_name=cluster.name, resource_group_name=net.resource_group_name,
+        login_mode=cfg.cluster.login_mode, local_accounts=cfg.cluster.local_accounts,
+        wait_for=[cluster.deployer_admin] if cluster.deployer_admin else None,
+        check_reachable=cfg.cluster.private and check_reachable,
+    ))
+    return AzureLayer(net, cluster, gpu_pools, cpu_pools, registry, storage, access)
+
+
+def azure_outputs(cfg: StackConfig, layer: AzureLayer) -> Outputs:
+    """The stack outputs every scenario has."""
+    values: dict[str, pulumi.Input[object]] = {
+        outputs.RESOURCE_GROUP: layer.network.resource_group_name,
+        outputs.CLUSTER_NAME: layer.cluster.name,
+        outputs.KUBECONFIG: layer.kubernetes.kubeconfig,
+        outputs.OIDC_ISSUER_URL: layer.cluster.oidc_issuer_url,
+        outputs.GPU_POOLS: sorted(layer.gpu_pools),
+        outputs.CPU_POOLS: sorted(layer.cpu_pools),
+        outputs.GET_CREDENTIALS: pulumi.Output.concat(
+            "az aks get-credentials --resource-group ", layer.network.resource_group_name,
+            " --name ", layer.cluster.name, " && kubelogin convert-kubeconfig -l ", cfg.cluster.login_mode.value),
+    }
+    if layer.registry is not None:
+        values[outputs.REGISTRY_LOGIN_SERVER] = layer.registry.login_server
+    if layer.storage:
+        values[outputs.STORAGE_ACCOUNTS] = {role: s.account_name for role, s in layer.storage.items()}
+    return values

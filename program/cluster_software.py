@@ -1,0 +1,41 @@
+"""In-cluster software every GPU scenario shares: NFD, the GPU operator, the Blob CSI driver, the smoke test."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.azure.node_pools import merged_tolerations
+from components.gpu.nfd import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
+from components.gpu.operator import GpuOperator, GpuOperatorArgs
+from components.gpu.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
+from components.volumes.blob_csi import BlobCsiDriver
+from program.azure_layer import AzureLayer
+from stackconfig.schema import StackConfig
+
+
+@dataclass
+class GpuSoftware:
+    nfd: NodeFeatureDiscovery | None
+    operator: GpuOperator | None
+    blob_csi: BlobCsiDriver | None
+    smoke_test: GpuSmokeTest | None
+
+
+def build_gpu_software(cfg: StackConfig, layer: AzureLayer) -> GpuSoftware:
+    opts = layer.kubernetes_opts
+    pools = list(layer.gpu_pools.values())
+    tolerations = merged_tolerations(*(p.tolerations for p in pools))
+    addons = cfg.addons
+    nfd = None
+    if addons.nfd:
+        nfd = NodeFeatureDiscovery("nfd", NodeFeatureDiscoveryArgs(gpu_tolerations=tolerations), opts=opts)
+    operator = None
+    if addons.gpu_operator and pools:
+        operator = GpuOperator("gpu-operator", GpuOperatorArgs(
+            pools=cfg.gpu_pools, gpu_tolerations=tolerations, bundled_nfd=not addons.nfd), opts=opts)
+    blob_csi = BlobCsiDriver("blob-csi", opts=opts) if addons.blob_csi else None
+    smoke = None
+    if addons.smoke_test and operator is not None:
+        smoke = GpuSmokeTest("gpu-smoke-test", GpuSmokeTestArgs(pools=pools, wait_for=[operator.release]),
+                             opts=opts)
+    return GpuSoftware(nfd, operator, blob_csi, smoke)

@@ -1,0 +1,42 @@
+"""The stack's images: each folder under docker/ that a scenario runs, built into the stack's registry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from components.azure.storage import BlobStorage, BlobStorageArgs
+from components.build.context import load_context
+from components.build.image import CONTEXT_CONTAINER, CONTEXT_SAS_POLICY_DAYS, ContainerImage, ImageArgs
+from program.azure_layer import AzureLayer
+from stackconfig.schema import BuildMode, StackConfig, StorageAuth
+
+BUILD_STORAGE_ROLE = "build"
+"""Storage role (and name part) of the account that holds uploaded build contexts in ``acr`` mode."""
+
+
+def build_images(cfg: StackConfig, layer: AzureLayer, folders: Mapping[str, str]) -> dict[str, ContainerImage]:
+    """One image per ``repository: docker/<folder>`` entry, built the way ``build.mode`` says."""
+    if not folders:
+        return {}
+    registry = layer.registry
+    if registry is None:
+        raise ValueError("images need the stack's registry (scenario checks require registry.enabled)")
+    context_account = None
+    if cfg.build.mode == BuildMode.ACR:
+        # ACR Tasks fetch the context by URL: a read-only SAS for one blob, signed with this account's key.
+        # It holds only build contexts, so shared keys stay off on every data account.
+        store = BlobStorage("build-contexts", BlobStorageArgs(
+            resource_group_name=layer.network.resource_group_name, location=cfg.location,
+            account_name=cfg.naming.storage_account(BUILD_STORAGE_ROLE), containers=(CONTEXT_CONTAINER,),
+            tags=cfg.tags, auth=StorageAuth.SAS, sas_expiry_days=CONTEXT_SAS_POLICY_DAYS, holds_data=False,
+        ))
+        context_account = store.account_name
+    return {
+        repository: ContainerImage(f"image-{repository}", ImageArgs(
+            context=load_context(folder), repository=repository, mode=cfg.build.mode,
+            registry_name=registry.name, login_server=registry.login_server,
+            resource_group_name=layer.network.resource_group_name, location=cfg.location,
+            context_account=context_account,
+        ))
+        for repository, folder in folders.items()
+    }

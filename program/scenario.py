@@ -1,0 +1,97 @@
+"""What a scenario is: a record the one pipeline (``program.pipeline``) runs, and the platform it stands on.
+
+A scenario declares what it needs (images, storage roles, a namespace) and its own config rules; the
+pipeline checks the common requirements, builds the Azure layer, the GPU software, the workspace and the
+images, then calls the scenario's ``deploy``, which declares its workloads and returns its stack outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import pulumi
+
+from components.azure.node_pools import GpuNodePool
+from components.build.image import ContainerImage
+from program.azure_layer import AzureLayer
+from program.cluster_software import GpuSoftware
+from program.outputs import Outputs
+from program.workspace import ScenarioWorkspace
+from stackconfig.reader import ConfigError
+from stackconfig.schema import PROJECT, GpuPoolConfig, StackConfig
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Everything a scenario's workloads stand on."""
+
+    azure: AzureLayer
+    """Network, cluster, pools, registry, storage and the Kubernetes provider."""
+    software: GpuSoftware
+    """NFD, the GPU operator, the Blob CSI driver, the smoke test."""
+    images: Mapping[str, ContainerImage]
+    """The scenario's images by repository."""
+    workspace: ScenarioWorkspace | None
+    """The scenario's namespace and blob volumes, when it declares a namespace."""
+
+    @property
+    def opts(self) -> pulumi.ResourceOptions:
+        """Options for every in-cluster component: the stack's one Kubernetes provider."""
+        return self.azure.kubernetes_opts
+
+    def gpu_pool(self, pool: GpuPoolConfig) -> GpuNodePool:
+        """The node pool component of a GPU pool from config."""
+        return self.azure.gpu_pools[pool.name]
+
+    def image(self, repository: str) -> pulumi.Output[str]:
+        """What pods pull for ``repository``: the pushed digest."""
+        return self.images[repository].image_ref
+
+    @property
+    def gpu_operator(self) -> list[pulumi.Resource]:
+        """What GPU workloads wait for: ``nvidia.com/gpu`` exists only once the operator's device plugin runs."""
+        return [self.software.operator.release] if self.software.operator else []
+
+
+def no_checks(cfg: StackConfig) -> None:
+    """A scenario without rules of its own beyond the common requirements."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    """The name in the registry (``stacks.REGISTRY``) and in ``aksgpu:scenario``."""
+    summary: str
+    """One line: what a stack of this scenario deploys (README and docs)."""
+    seed: str
+    """The guide it rebuilds, e.g. ``000 PyTorch Azure Function on a GPU``; ``-`` for new ones."""
+    deploy: Callable[[StackConfig, Platform], Outputs]
+    """Declares the scenario's workloads on the platform and returns its stack outputs."""
+    images: Mapping[str, str] = field(default_factory=dict)
+    """Repository → folder under ``docker/``, built into the stack's registry."""
+    storage_roles: tuple[str, ...] = ()
+    """Storage account roles the stack must configure (``storage.accounts[].role``)."""
+    read_only_roles: tuple[str, ...] = ()
+    """Roles whose containers mount read-only in the workspace."""
+    namespace: str | None = None
+    """The workspace namespace (with a blob volume per storage container); ``None``: no workspace."""
+    check: Callable[[StackConfig], None] = no_checks
+    """The scenario's own whole-config rules; each raises ``ConfigError``."""
+
+    def check_requirements(self, cfg: StackConfig) -> None:
+        """What every scenario needs, then the scenario's own rules (one line per failure)."""
+        if not cfg.gpu_pools:
+            raise ConfigError(f"{PROJECT}:gpuPools", [], f"scenario {self.name} needs at least one GPU pool")
+        if self.images and not cfg.registry.enabled:
+            raise ConfigError(f"{PROJECT}:registry.enabled", False,
+                              f"scenario {self.name} builds images into the stack's registry; set it true")
+        if not cfg.addons.gpu_operator:
+            raise ConfigError(f"{PROJECT}:addons.gpuOperator", False,
+                              f"scenario {self.name} requests nvidia.com/gpu, which the operator's device plugin "
+                              "advertises; set it true")
+        have = [a.role for a in cfg.storage.accounts]
+        if any(role not in have for role in self.storage_roles):
+            raise ConfigError(f"{PROJECT}:storage.accounts", have,
+                              f"scenario {self.name} needs storage accounts with roles {', '.join(self.storage_roles)}")
+        self.check(cfg)

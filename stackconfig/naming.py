@@ -1,0 +1,100 @@
+"""Azure naming rules and the names a stack derives from its one naming root.
+
+Rules: Azure "Naming rules and restrictions for Azure resources" (resource-name-rules.md) and AKS
+"Create node pools" (agent pool names). Every check returns the message for a bad name, or None.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+_AGENT_POOL = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+_ACR = re.compile(r"^[a-zA-Z0-9]{5,50}$")
+_STORAGE_ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
+_BLOB_CONTAINER = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
+_ROOT = re.compile(r"^[a-z](?!.*--)[a-z0-9-]{0,18}[a-z0-9]$")
+
+
+def agent_pool_name_error(name: str) -> str | None:
+    if _AGENT_POOL.match(name):
+        return None
+    return "must be 1-12 lowercase letters and digits starting with a letter (^[a-z][a-z0-9]{0,11}$)"
+
+
+def acr_name_error(name: str) -> str | None:
+    return None if _ACR.match(name) else "must be 5-50 letters and digits"
+
+
+def storage_account_name_error(name: str) -> str | None:
+    return None if _STORAGE_ACCOUNT.match(name) else "must be 3-24 lowercase letters and digits"
+
+
+def blob_container_name_error(name: str) -> str | None:
+    if _BLOB_CONTAINER.match(name):
+        return None
+    return (
+        "must be 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit"
+    )
+
+
+def name_root_error(root: str) -> str | None:
+    if _ROOT.match(root):
+        return None
+    return "must be 2-20 lowercase letters, digits and single hyphens, starting with a letter"
+
+
+def root_from_stack(stack: str) -> str:
+    """A valid naming root from a stack name: lowercased, other characters to hyphens, cut to 20."""
+    root = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", stack.lower())).strip("-")
+    if len(root) < 2 or not root[0].isalpha():
+        root = f"stack-{root}".rstrip("-")
+    return root[:20].rstrip("-")
+
+
+@dataclass(frozen=True)
+class Naming:
+    """Physical Azure names, all derived from one root per stack (Cloud Adoption Framework abbreviations).
+
+    Globally unique names (registry, storage) get a short stable hash of ``unique_seed`` so two stacks with the
+    same root in different projects do not collide; a user who still collides sets the name in config.
+    """
+
+    root: str
+    """The stack's naming root, e.g. ``avresim-dev``."""
+    unique_seed: str
+    """What the global-name hash is computed from (project and stack)."""
+
+    @property
+    def _compact(self) -> str:
+        return self.root.replace("-", "")
+
+    def _hash(self, *parts: str, length: int) -> str:
+        text = "/".join((self.unique_seed, *parts))
+        return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+    def resource_group(self) -> str:
+        return f"rg-{self.root}"
+
+    def node_resource_group(self) -> str:
+        return f"rg-{self.root}-nodes"
+
+    def vnet(self) -> str:
+        return f"vnet-{self.root}"
+
+    def cluster(self) -> str:
+        return f"aks-{self.root}"
+
+    def dns_prefix(self) -> str:
+        return self.root
+
+    def registry(self) -> str:
+        return f"cr{self._compact}{self._hash('acr', length=6)}"
+
+    def storage_account(self, role: str) -> str:
+        """``st`` + root + role + 4 hash characters, the root cut so the whole fits Azure's 24."""
+        role = re.sub(r"[^a-z0-9]", "", role.lower())[:8]
+        suffix = self._hash("st", role, length=4)
+        room = 24 - len("st") - len(role) - len(suffix)
+        return f"st{self._compact[:room]}{role}{suffix}"
