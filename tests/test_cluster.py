@@ -30,20 +30,22 @@ def test_cluster_has_oidc_issuer_and_workload_identity(render_of, stack):
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_cluster_uses_azure_cni_overlay_with_a_network_policy(render_of, stack):
-    net = cluster(render_of(stack))["networkProfile"]
+def test_cluster_uses_azure_cni_overlay_with_its_configured_network_policy_on_the_matching_dataplane(render_of,
+                                                                                                    stack):
+    r = render_of(stack)
+    net = cluster(r)["networkProfile"]
     assert (net["networkPlugin"], net["networkPluginMode"]) == ("azure", "overlay")
-    assert net["networkPolicy"] in ("cilium", "calico", "azure")
-    if net["networkPolicy"] == "cilium":
-        assert net["networkDataplane"] == "cilium"
+    assert net["networkPolicy"] == r.cfg.cluster.network_policy
+    assert net.get("networkDataplane") == ("cilium" if r.cfg.cluster.network_policy == "cilium" else None)
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_cluster_upgrades_automatically_and_has_an_autoscaler_profile(render_of, stack):
-    c = cluster(render_of(stack))
-    assert c["autoUpgradeProfile"]["upgradeChannel"] != "none"
-    assert c["autoUpgradeProfile"]["nodeOSUpgradeChannel"] in ("NodeImage", "SecurityPatch", "Unmanaged")
-    assert c["autoScalerProfile"]["scaleDownUnneededTime"]
+def test_cluster_upgrades_and_autoscales_as_configured_and_daemonsets_never_keep_a_gpu_node(render_of, stack):
+    r = render_of(stack)
+    c, s = cluster(r), r.cfg.cluster
+    assert (c["autoUpgradeProfile"]["upgradeChannel"], c["autoUpgradeProfile"]["nodeOSUpgradeChannel"]) == \
+        (s.upgrade_channel, s.node_os_upgrade_channel)
+    assert c["autoScalerProfile"]["scaleDownUnneededTime"] == s.autoscaler.scale_down_unneeded_time
     assert c["autoScalerProfile"]["ignoreDaemonsetsUtilization"] is True
 
 

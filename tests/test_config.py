@@ -7,8 +7,7 @@ import pytest
 import yaml
 
 import stacks
-from offline.docs import CONFIGURATION, write_docs
-from offline.stack_files import REPO_ROOT, stack_files
+from offline.stack_files import REPO_ROOT
 from program.pipeline import load_stack_config
 from stackconfig import loader, reference
 from stackconfig.reader import ConfigError, Section

@@ -2,7 +2,6 @@
 
 import jsonschema
 import pytest
-import yaml
 
 from components.kubernetes import charts
 from components.volumes.blob_csi import blob_csi_values
@@ -38,7 +37,8 @@ def test_every_release_is_pinned_atomic_cleaned_up_with_a_long_timeout_in_a_prog
 
 def test_nfd_is_its_own_oci_release_with_nvidia_label_namespace(render_of):
     nfd = release(render_of("av-resim"), "nfd").inputs
-    assert (nfd["chart"], nfd["version"]) == ("oci://registry.k8s.io/nfd/charts/node-feature-discovery", "0.19.0")
+    assert (nfd["chart"], nfd["version"]) == (charts.NFD.chart, charts.NFD.version)
+    assert nfd["chart"].startswith("oci://registry.k8s.io/nfd/charts/")  # the source NFD recommends
     assert nfd["namespace"] == "node-feature-discovery"
     assert nfd["values"]["master"]["extraLabelNs"] == ["nvidia.com"]
 
@@ -56,8 +56,8 @@ def test_gpu_node_rule_is_cluster_scoped_after_nfd_and_matches_the_crd(render_of
     assert "nfd-release" in rule.depends_on
     obj = {k: rule.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
     assert "namespace" not in obj["metadata"]
-    definition = upstream.crd("node-feature-discovery", "nfd-api-crds.yaml", "nodefeaturerules.nfd.k8s-sigs.io")
-    assert definition["spec"]["scope"] == "Cluster"
+    definition = upstream.crd("node-feature-discovery", "nodefeaturerules.nfd.k8s-sigs.io")
+    assert definition["scope"] == "Cluster"
     upstream.validate_against_crd(obj, definition)
     (only,) = obj["spec"]["rules"]
     assert only["labels"] == {"feature.node.kubernetes.io/pci-10de.present": "true"}
@@ -66,7 +66,7 @@ def test_gpu_node_rule_is_cluster_scoped_after_nfd_and_matches_the_crd(render_of
 
 
 def test_gpu_node_rule_is_the_seeds_rule_apart_from_its_name(render_of):
-    seed = yaml.safe_load(upstream.chart_file("node-feature-discovery", "examples/nfd-gpu-rule.yaml").read_text())
+    seed = upstream.seed_rule()
     ours = render_of("av-resim").named("nfd-gpu-rule").inputs["spec"]
     strip = lambda spec: [{k: v for k, v in rule.items() if k != "name"} for rule in spec["rules"]]  # noqa: E731
     assert strip(ours) == strip(seed["spec"])
@@ -75,7 +75,7 @@ def test_gpu_node_rule_is_the_seeds_rule_apart_from_its_name(render_of):
 def test_operator_is_pinned_with_separate_nfd_and_tolerations_replacing_the_default(render_of):
     op = release(render_of("av-resim"), "gpu-operator").inputs
     assert (op["chart"], op["version"], op["repositoryOpts"]["repo"]) == \
-        ("gpu-operator", "v26.7.0", "https://helm.ngc.nvidia.com/nvidia")
+        (charts.GPU_OPERATOR.chart, charts.GPU_OPERATOR.version, charts.GPU_OPERATOR.repo)
     assert op["namespace"] == "gpu-operator" and op["timeout"] >= 600
     values = op["values"]
     assert values["nfd"] == {"enabled": False}
@@ -126,41 +126,38 @@ def test_helm_and_managed_blob_drivers_are_never_both_enabled():
 
 def test_blob_csi_driver_uses_the_blobfuse_proxy_with_a_pinned_blobfuse2(render_of):
     csi = release(render_of("av-resim"), "blob-csi").inputs
-    assert (csi["chart"], csi["version"], csi["namespace"]) == ("blob-csi-driver", "1.27.9", "kube-system")
+    assert (csi["chart"], csi["version"], csi["namespace"]) == (charts.BLOB_CSI.chart, charts.BLOB_CSI.version,
+                                                                "kube-system")
     assert csi["values"]["node"]["enableBlobfuseProxy"] is True
-    assert csi["values"]["node"]["blobfuseProxy"]["blobfuse2Version"] == "2.5.4"
+    assert csi["values"]["node"]["blobfuseProxy"]["blobfuse2Version"] == charts.BLOBFUSE2_VERSION
 
 
 def test_blob_csi_driver_only_where_there_is_storage(render_of):
     assert not [r for r in render_of("gpu-basics").of_type(RELEASE) if r.name == "blob-csi-release"]
 
 
-@pytest.mark.parametrize("chart, pinned", [("node-feature-discovery", charts.NFD),
-                                           ("blob-csi-driver", charts.BLOB_CSI)])
-def test_reference_charts_are_the_pinned_versions(chart, pinned):
-    # Charts in git carry a placeholder `version`; appVersion names the release they were published as.
-    assert upstream.chart_yaml(chart)["appVersion"].lstrip("v") == pinned.version
+@pytest.mark.parametrize("pinned", charts.PINNED_CHARTS, ids=lambda c: c.chart.rsplit("/", 1)[-1])
+def test_every_pinned_chart_has_fixtures_of_its_version(pinned):
+    name = pinned.chart.rsplit("/", 1)[-1]
+    meta = upstream.chart_meta(name)
+    assert meta["name"] == name and meta["version"] == pinned.version
+    assert upstream.chart_values(name)
 
 
-def test_reference_operator_chart_is_the_v26_7_tree():
-    # In git the operator's Chart.yaml always reads v1.0.0-devel; v26.7 is recognisable by what it added.
-    deps = {d["name"]: d for d in upstream.chart_yaml("gpu-operator")["dependencies"]}
+def test_the_operator_bundles_the_nfd_version_we_install_separately():
+    deps = {d["name"]: d for d in upstream.chart_meta("gpu-operator")["dependencies"]}
     assert (deps["node-feature-discovery"]["version"], deps["node-feature-discovery"]["repository"]) == \
         (charts.NFD.version, "oci://registry.k8s.io/nfd/charts")
-    values = upstream.chart_values("gpu-operator")
-    assert {"clusterPolicy", "gpuCluster"} <= set(values)
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_value_key_we_set_exists_in_the_pinned_chart(render_of, stack, tmp_path):
-    charts_by_release = {"gpu-operator-release": "gpu-operator", "nfd-release": "node-feature-discovery",
-                         "blob-csi-release": "blob-csi-driver"}
     variants = [render_of(stack), render_with(addons={"nfd": False}, gpuPools=[
         {"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "driver": "install",
          "sharing": {"mode": "mig", "migProfile": "MIG1g"}}])]
     for r in variants:
         for rel in r.of_type(RELEASE):
-            chart = charts_by_release[rel.name]
+            chart = rel.inputs["chart"].rsplit("/", 1)[-1]
             assert upstream.unknown_value_paths(rel.inputs["values"], upstream.chart_values(chart)) == [], rel.name
 
 
@@ -176,8 +173,8 @@ def test_nfd_values_pass_the_charts_values_schema(render_of):
 
 def test_operator_values_fit_the_cluster_policy_crd(render_of):
     values = release(render_of("av-resim"), "gpu-operator").inputs["values"]
-    definition = upstream.crd("gpu-operator", "nvidia.com_clusterpolicies.yaml", "clusterpolicies.nvidia.com")
-    spec = definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    definition = upstream.crd("gpu-operator", "clusterpolicies.nvidia.com")
+    spec = definition["versions"]["v1"]["properties"]["spec"]["properties"]
     assert set(values["devicePlugin"]["config"]) <= set(spec["devicePlugin"]["properties"]["config"]["properties"])
     jsonschema.validate(values["daemonsets"], {"type": "object", "properties": {
         "tolerations": spec["daemonsets"]["properties"]["tolerations"]}})

@@ -5,6 +5,7 @@ import pytest
 from components.azure.node_pools import GPU_TAINT, SPOT_TAINT, pool_taints, toleration
 from stackconfig.schema import PoolConfig, Priority
 from tests.conftest import STACKS
+from tests.helpers import render_with
 
 POOL = "azure-native:containerservice:AgentPool"
 
@@ -25,23 +26,40 @@ def test_every_gpu_pool_is_its_own_user_agent_pool_on_the_cluster(render_of, sta
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_gpu_pools_skip_the_aks_driver_so_the_operator_owns_it(render_of, stack):
-    for p in gpu_pools(render_of(stack)):
-        assert p.inputs["gpuProfile"] == {"driver": "None"}
+def test_each_gpu_pool_leaves_the_driver_to_whoever_its_config_names(render_of, stack):
+    r = render_of(stack)
+    for p in gpu_pools(r):
+        driver = r.cfg.gpu_pool(p.inputs["agentPoolName"]).driver
+        assert p.inputs["gpuProfile"] == {"driver": {"none": "None", "install": "Install"}[driver]}
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_gpu_pool_is_spot_with_delete_eviction_and_no_price_cap(render_of, stack):
-    for p in gpu_pools(render_of(stack)):
-        i = p.inputs
-        assert (i["scaleSetPriority"], i["scaleSetEvictionPolicy"], i["spotMaxPrice"]) == ("Spot", "Delete", -1)
+def test_spot_gpu_pools_evict_by_delete_with_their_price_cap_and_regular_ones_are_regular(render_of, stack):
+    r = render_of(stack)
+    for p in gpu_pools(r):
+        pool, i = r.cfg.gpu_pool(p.inputs["agentPoolName"]).pool, p.inputs
+        if pool.spot:
+            assert (i["scaleSetPriority"], i["scaleSetEvictionPolicy"], i["spotMaxPrice"]) == \
+                ("Spot", "Delete", pool.spot_max_price)
+        else:
+            assert i["scaleSetPriority"] == "Regular" and "spotMaxPrice" not in i
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_gpu_pool_is_tainted_for_gpu_and_spot(render_of, stack):
-    for p in gpu_pools(render_of(stack)):
-        assert p.inputs["nodeTaints"] == ["sku=gpu:NoSchedule",
-                                          "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"]
+def test_gpu_pools_carry_the_gpu_taint_and_spot_ones_the_taint_aks_adds(render_of, stack):
+    r = render_of(stack)
+    for p in gpu_pools(r):
+        spot = r.cfg.gpu_pool(p.inputs["agentPoolName"]).pool.spot
+        assert p.inputs["nodeTaints"] == ["sku=gpu:NoSchedule"] + \
+            (["kubernetes.azure.com/scalesetpriority=spot:NoSchedule"] if spot else [])
+
+
+def test_an_on_demand_a10_pool_is_regular_with_the_aks_driver():
+    r = render_with(gpuPools=[{"name": "a10", "vmSize": "Standard_NV36ads_A10_v5", "priority": "regular",
+                               "driver": "install"}])
+    (p,) = gpu_pools(r)
+    assert p.inputs["scaleSetPriority"] == "Regular" and p.inputs["nodeTaints"] == ["sku=gpu:NoSchedule"]
+    assert p.inputs["gpuProfile"] == {"driver": "Install"}
 
 
 @pytest.mark.parametrize("stack", STACKS)

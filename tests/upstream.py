@@ -1,40 +1,63 @@
-"""Upstream chart values, schemas and CRDs of the pinned versions, read from the shared reference folder.
+"""Upstream facts of the pinned versions (chart values and metadata, CRD schemas, DCGM counters), read from the
+fixtures ``scripts/derive_fixtures.py`` writes under ``tests/fixtures/``.
 
-The files are reference only and never copied into this project: tests read them from ``../shared/data/charts``
-beside the checkout (or ``AKSGPU_CHARTS_DIR``) and skip, saying why, where they are absent.
+Fixtures are looked up by the version the program pins. A missing one fails the test, naming the file and the
+command that makes it: a chart bump cannot quietly keep checking against the old chart.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-import yaml
 
-from offline.render import REPO_ROOT
+from components.kubernetes import charts
 
-
-def charts_dir() -> Path:
-    path = Path(os.environ.get("AKSGPU_CHARTS_DIR", REPO_ROOT.parent / "shared" / "data" / "charts"))
-    if not path.is_dir():
-        pytest.skip(f"upstream chart references not found at {path} (set AKSGPU_CHARTS_DIR)")
-    return path
+FIXTURES = Path(__file__).with_name("fixtures")
 
 
-def chart_file(chart: str, name: str) -> Path:
-    return charts_dir() / chart / name
+def fixture(*parts: str) -> Any:
+    path = FIXTURES.joinpath(*parts)
+    if not path.is_file():
+        pytest.fail(f"missing fixture {path.relative_to(FIXTURES.parent.parent)}: derive it with "
+                    "scripts/derive_fixtures.py (its docstring says how)")
+    return json.loads(path.read_text())
 
 
-def chart_yaml(chart: str) -> dict[str, Any]:
-    return yaml.safe_load(chart_file(chart, "Chart.yaml").read_text())
+def _pinned(chart: str) -> charts.Chart:
+    (pin,) = [c for c in charts.PINNED_CHARTS if c.chart.rsplit("/", 1)[-1] == chart]
+    return pin
+
+
+def chart_meta(chart: str) -> dict[str, Any]:
+    """Name, version, appVersion and dependencies of the pinned version of ``chart``."""
+    return fixture("charts", chart, _pinned(chart).version, "chart.json")
 
 
 def chart_values(chart: str) -> dict[str, Any]:
-    return yaml.safe_load(chart_file(chart, "values.yaml").read_text())
+    return fixture("charts", chart, _pinned(chart).version, "values.json")
+
+
+def values_schema(chart: str) -> dict[str, Any]:
+    return fixture("charts", chart, _pinned(chart).version, "values.schema.json")
+
+
+def crd(chart: str, name: str) -> dict[str, Any]:
+    """A CRD the pinned chart ships: scope, group, kind and each served version's schema."""
+    return fixture("charts", chart, _pinned(chart).version, "crds.json")[name]
+
+
+def operator_crd(project: str, version: str, name: str) -> dict[str, Any]:
+    """A CRD of an operator the cluster runs at ``version`` (an AKS add-on or a chart)."""
+    return fixture("crds", project, version.lstrip("v"), "crds.json")[name]
+
+
+def seed_rule() -> dict[str, Any]:
+    """Seed 003's NodeFeatureRule (wolfgang-desalvador/av-resim-on-aks node_feature_discovery/nfd-gpu-rule.yaml)."""
+    return fixture("seeds", "003-nfd-gpu-rule.json")
 
 
 def unknown_value_paths(ours: Any, defaults: Any, path: str = "") -> list[str]:
@@ -61,22 +84,12 @@ def deep_merge(base: Any, override: Any) -> Any:
     return override
 
 
-def values_schema(chart: str) -> dict[str, Any]:
-    return json.loads(chart_file(chart, "values.schema.json").read_text())
-
-
-def crd(chart: str, file: str, name: str) -> dict[str, Any]:
-    for doc in yaml.safe_load_all(chart_file(chart, f"crds/{file}").read_text()):
-        if doc and doc["metadata"]["name"] == name:
-            return doc
-    raise KeyError(name)
-
-
 def validate_against_crd(obj: dict[str, Any], definition: dict[str, Any]) -> None:
-    """Validate a custom object with the CRD's openAPIV3Schema for its apiVersion (raises on error)."""
-    version = obj["apiVersion"].split("/")[-1]
-    (served,) = [v for v in definition["spec"]["versions"] if v["name"] == version]
-    jsonschema.validate(obj, served["schema"]["openAPIV3Schema"])
+    """Validate a custom object with the CRD's schema for its apiVersion (raises on error)."""
+    group, version = obj["apiVersion"].split("/")
+    assert (group, obj["kind"]) == (definition["group"], definition["kind"]), obj["apiVersion"]
+    assert version in definition["versions"], f"{obj['apiVersion']} is not served; {sorted(definition['versions'])}"
+    jsonschema.validate(obj, definition["versions"][version])
 
 
 DEVICE_PLUGIN_SHARING_KEYS = {"renameByDefault", "failRequestsGreaterThanOne", "resources"}

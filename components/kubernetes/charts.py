@@ -1,4 +1,7 @@
-"""Pinned Helm charts and images: one place to bump a version (README "Dependencies" says why each)."""
+"""Pinned Helm charts and images: one place to bump a version (docs/development.md says why each).
+
+The tests check our values against each pinned chart's values and CRDs, from fixtures that
+``scripts/derive_fixtures.py`` derives for exactly these versions: bump a pin, then refresh the fixtures."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ class Chart:
 NFD = Chart("oci://registry.k8s.io/nfd/charts/node-feature-discovery", "0.19.0")
 GPU_OPERATOR = Chart("gpu-operator", "v26.7.0", "https://helm.ngc.nvidia.com/nvidia")
 BLOB_CSI = Chart("blob-csi-driver", "1.27.9", "https://kubernetes-sigs.github.io/blob-csi-driver")
+PINNED_CHARTS = (NFD, GPU_OPERATOR, BLOB_CSI)
 
 BLOBFUSE2_VERSION = "2.5.4"
 """blobfuse2 the Blob CSI node plugin installs on hosts (the chart's default for 1.27.9, pinned here)."""
