@@ -3,11 +3,12 @@
     render --stack NAME [--config FILE] [--out DIR] | --all [--out DIR]   render stacks under Pulumi mocks
     docs [--check]                       regenerate (or check) the generated docs
     stacks [--check NAME]                the stack names as JSON (or: is NAME a stack?)
+    matrix STACK...                      a workflow job matrix of {stack, runner} (private stacks: their own runner)
     lifetime --stack NAME                the stack's lifetime: demo or long-lived
     render-diff BASE HEAD [--stacks]     what changed between two renders (markdown, or changed stacks as JSON)
     preview-guard PREVIEW [--allow]      fail on a preview that replaces the cluster or data storage
     expired-stacks [--project P]         demo stacks past expiry, from `az group list` JSON on stdin
-    leftovers --stack NAME               fail if anything of a destroyed stack is still in Azure
+    leftovers --stack NAME               fail if anything of a destroyed stack but its protected data is in Azure
 
 Each command imports only what it uses: the lifecycle helpers never load the Pulumi program.
 """
@@ -37,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     docs.add_argument("--check", action="store_true", help="fail if a generated file is stale")
     names = sub.add_parser("stacks", help="the project's stacks as a JSON list")
     names.add_argument("--check", metavar="NAME", help="exit 2 unless NAME is a stack of the project")
+    grid = sub.add_parser("matrix", help="a job matrix {include: [{stack, runner}]} for the workflows")
+    grid.add_argument("stacks", nargs="*", help="stack names (a JSON list as one argument works too)")
     lifetime = sub.add_parser("lifetime", help="print the stack's lifetime: demo or long-lived")
     lifetime.add_argument("--stack", required=True)
     diff = sub.add_parser("render-diff", help="diff two render folders")
@@ -85,6 +88,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"no stack {args.check!r}; stacks: {', '.join(stack_files())}")
             print(json.dumps(sorted(stack_files())))
             return 0
+        if args.command == "matrix":
+            from offline.runners import matrix
+            names = [n for arg in args.stacks for n in (json.loads(arg) if arg.startswith("[") else [arg])]
+            unknown = [n for n in names if not _known_stack(n)]
+            if unknown:
+                return _error(f"no config file for stack {unknown[0]!r} (expected Pulumi.{unknown[0]}.yaml)")
+            print(json.dumps(matrix(names)))
+            return 0
         if args.command in ("lifetime", "leftovers") and not _known_stack(args.stack):
             return _error(f"no config file for stack {args.stack!r} (expected Pulumi.{args.stack}.yaml)")
         if args.command == "lifetime":
@@ -92,21 +103,27 @@ def main(argv: list[str] | None = None) -> int:
             print(stack_config(args.stack).lifetime.value)
             return 0
         if args.command == "leftovers":
-            from offline.leftovers import leftovers
-            found = leftovers(args.stack)
-            for item in found:
+            from offline.leftovers import remains
+            found = remains(args.stack)
+            for item in found.kept:
+                print(f"kept after destroy of {args.stack}: {item}")
+            for item in found.leftovers:
                 print(f"LEFT OVER after destroy of {args.stack}: {item}", file=sys.stderr)
-            if not found:
+            if not found.leftovers and not found.kept:
                 print(f"nothing of stack {args.stack} is left in Azure")
-            return 1 if found else 0
+            return 1 if found.leftovers else 0
         if args.command == "render-diff":
             from offline.render_diff import changed_stacks, markdown
             print(json.dumps(changed_stacks(args.base, args.head)) if args.stacks
                   else markdown(args.base, args.head), end="")
             return 0
         if args.command == "preview-guard":
-            from offline.preview_guard import guarded_steps
-            steps = guarded_steps(json.loads(args.preview.read_text()))
+            from offline.preview_guard import guarded_steps, replaced_pools
+            preview = json.loads(args.preview.read_text())
+            for pool in replaced_pools(preview):
+                print(f"replaces node pool {pool}: its nodes and their pods are recreated (a setting AKS fixes at "
+                      "creation changed)")
+            steps = guarded_steps(preview)
             for step in steps:
                 print(f"destructive: {step}")
             if steps and not args.allow:

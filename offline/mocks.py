@@ -170,7 +170,8 @@ class AzureMocks(Mocks):
                 repository, _, tag = image.partition(":")
                 images.append({"registry": f"{inputs.get('registryName')}.azurecr.io", "repository": repository,
                                "tag": tag, "digest": f"sha256:{hashlib.sha256(image.encode()).hexdigest()}"})
-            return {"runResult": {"status": "Succeeded", "outputImages": images}}
+            return {"runResult": {"runId": f"ca{int(hashlib.sha256(name.encode()).hexdigest()[:4], 16) % 1000}",
+                                  "status": "Succeeded", "outputImages": images}}
         if typ == "azure-native:storage:StorageAccount":
             account = inputs.get("accountName", name)
             return {"primaryEndpoints": {"blob": f"https://{account}.blob.core.windows.net/"}}

@@ -10,6 +10,7 @@ from stackconfig.schema import HOLDS_DATA
 
 GUARDED_TYPES = ("azure-native:containerservice:ManagedCluster", "azure-native:storage:StorageAccount")
 DESTRUCTIVE_OPS = ("replace", "create-replacement", "delete-replaced", "delete")
+AGENT_POOL = "azure-native:containerservice:AgentPool"
 
 
 def urn_type_and_name(urn: str) -> tuple[str, str]:
@@ -23,6 +24,14 @@ def holds_no_data(step: dict[str, Any]) -> bool:
     in its old or its new state."""
     states = [step.get("oldState"), step.get("newState")]
     return any(((s or {}).get("inputs") or {}).get("tags", {}).get(HOLDS_DATA) == "false" for s in states)
+
+
+def replaced_pools(preview: dict[str, Any]) -> list[str]:
+    """Node pools the preview replaces: allowed (AKS fixes VM size, driver, priority, spot price and MIG profile at
+    creation, so a change to one is a replacement), but worth saying, since the pool's pods go with it."""
+    names = {urn_type_and_name(step["urn"])[1] for step in preview.get("steps") or []
+             if step.get("op") in ("replace", "create-replacement") and urn_type_and_name(step["urn"])[0] == AGENT_POOL}
+    return sorted(names)
 
 
 def guarded_steps(preview: dict[str, Any]) -> list[str]:

@@ -40,6 +40,10 @@ class Resource:
     custom: bool
     inputs: dict[str, Any]
     ignore_changes: list[str] = field(default_factory=list)
+    replace_on_changes: list[str] = field(default_factory=list)
+    """Inputs whose change replaces the resource (``replaceOnChanges``)."""
+    protect: bool = False
+    """``pulumi destroy`` refuses the resource (``protect``)."""
     revealed: dict[str, Any] = field(default_factory=dict, repr=False)
     """Inputs with secrets shown, for tests only: never written by the render."""
 
@@ -50,6 +54,10 @@ class Resource:
             out["provider"] = self.provider
         if self.ignore_changes:
             out["ignoreChanges"] = self.ignore_changes
+        if self.replace_on_changes:
+            out["replaceOnChanges"] = self.replace_on_changes
+        if self.protect:
+            out["protect"] = True
         return out
 
 
@@ -125,6 +133,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             custom=bool(request.custom),
             inputs=normalise(properties),
             ignore_changes=sorted(request.ignoreChanges),
+            replace_on_changes=sorted(request.replaceOnChanges),
+            protect=bool(request.protect),
             revealed=normalise(properties, reveal=True),
         ))
         return response
@@ -147,7 +157,7 @@ def _run_program(stack: str, encoded: dict[str, str]) -> tuple[StackConfig, Reco
 
     def program() -> None:
         holder["cfg"] = cfg = read_stack_config()
-        deploy(cfg, check_reachable=False)
+        deploy(cfg, preflight=False)
 
     _sync_await(run_pulumi_func(program))
     outputs = _resolve_outputs(dict(settings.get_root_resource().outputs))

@@ -111,12 +111,13 @@ def summary(render: Render, cost: Totals, up_minutes: float) -> str:
     lines = [f"# Stack `{render.stack}`: scenario `{cfg.scenario}`", "",
              f"Region `{cfg.location}`, naming root `{cfg.naming.root}`, environment `{cfg.environment}`, "
              f"owner `{cfg.owner}`.", ""]
-    access = ("private API server" if cfg.cluster.private else
-              f"public API server limited to {', '.join(cfg.cluster.authorized_ip_ranges)}"
-              if cfg.cluster.authorized_ip_ranges else
-              "public API server open to every address (Entra ID sign-in still required); "
-              "set cluster.authorizedIpRanges or cluster.private")
-    lines += [f"Cluster access: {access}.", ""]
+    if cfg.cluster.private:
+        lines += ["Cluster access: private API server, reachable only from its VNet.", ""]
+    elif cfg.cluster.authorized_ip_ranges:
+        lines += [f"Cluster access: public API server limited to {', '.join(cfg.cluster.authorized_ip_ranges)}.", ""]
+    else:
+        lines += ["**Warning: the public API server is open to every address** (Entra ID sign-in is still "
+                  "required). Set `cluster.authorizedIpRanges` to your egress CIDRs, or `cluster.private`.", ""]
 
     rows = node_pool_rows(render)
     lines += ["## Node pools", "",
@@ -132,6 +133,9 @@ def summary(render: Render, cost: Totals, up_minutes: float) -> str:
     lines += ["", ("GPU nodes stay up when idle (min > 0) in pools: " + ", ".join(idle_gpu) +
                    f"; idle GPU cost is above zero (${cost.idle_gpu:.3f}/h estimated).") if idle_gpu else
               "Every GPU pool scales to zero when idle.",
+              "", "AKS fixes a pool's VM size, GPU driver, priority, spot price and MIG profile when it creates the "
+                  "pool: changing one of them in config replaces the pool (its nodes and their pods go; the system "
+                  "pool's size cannot change at all without a new cluster).",
               "", f"Estimated cost (cost.md): ${cost.idle:.3f}/h idle, ${cost.full:.3f}/h at full scale. "
                   f"Estimated `pulumi up` (timeline.md): {up_minutes:.0f} min.", ""]
 

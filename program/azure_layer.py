@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
+from pulumi_azure_native import authorization
 
 from components.azure.cluster import Cluster, ClusterArgs
 from components.azure.network import Network, NetworkArgs
 from components.azure.node_pools import CpuNodePool, GpuNodePool, NodePoolArgs
 from components.azure.registry import Registry, RegistryArgs
-from components.azure.storage import BlobStorage, BlobStorageArgs
+from components.azure.storage import BlobStorage, BlobStorageArgs, DataGrant
 from components.gpu import sharing
 from components.kubernetes.access import KubernetesAccess, KubernetesAccessArgs
 from program import outputs
@@ -47,19 +49,28 @@ def private_services(cfg: StackConfig) -> list[str]:
     return services
 
 
-def build_azure_layer(cfg: StackConfig, check_reachable: bool = True) -> AzureLayer:
-    """Declare the Azure resources of ``cfg``. ``check_reachable`` is off only where no cluster exists (mocks)."""
+def build_azure_layer(cfg: StackConfig, deployer_blob_access: Mapping[str, bool], preflight: bool = True
+                      ) -> AzureLayer:
+    """Declare the Azure resources of ``cfg``.
+
+    ``deployer_blob_access``: storage role → write (True) or read access for whoever runs ``pulumi up``.
+    ``preflight``: check the API server answers and the deployer's access works before any Kubernetes call; off
+    only where no cluster exists (the offline render).
+    """
     n, tags = cfg.naming, cfg.tags
+    deployer = authorization.get_client_config_output()
     net = Network("net", NetworkArgs(
         resource_group_name=n.resource_group(), vnet_name=n.vnet(), location=cfg.location,
         address_space=cfg.network.address_space, node_subnet=cfg.network.node_subnet,
         endpoint_subnet=cfg.network.endpoint_subnet, tags=tags, private_services=private_services(cfg),
         resource_group_tags=cfg.resource_group_tags(dt.datetime.now(dt.UTC)),
+        protect_group=any(a.protect for a in cfg.storage.accounts),
     ))
     cluster = Cluster("aks", ClusterArgs(
         resource_group_name=net.resource_group_name, location=cfg.location, cluster_name=n.cluster(),
         node_resource_group=n.node_resource_group(), dns_prefix=n.dns_prefix(),
-        node_subnet_id=net.node_subnet_id, network=cfg.network, settings=cfg.cluster, tags=tags,
+        node_subnet_id=net.node_subnet_id, deployer_object_id=deployer.object_id, network=cfg.network,
+        settings=cfg.cluster, tags=tags,
     ))
     pool_args = dict(cluster_name=cluster.name, resource_group_name=net.resource_group_name,
                      subnet_id=net.node_subnet_id, tags=tags)
@@ -86,6 +97,8 @@ def build_azure_layer(cfg: StackConfig, check_reachable: bool = True) -> AzureLa
             auth=cfg.storage.auth, sas_expiry_days=cfg.storage.sas_expiry_days,
             # Blob volumes mount with the kubelet identity in identity mode (no key or SAS anywhere).
             data_contributors=[cluster.kubelet_object_id] if cfg.storage.auth == StorageAuth.IDENTITY else [],
+            deployer=DataGrant(deployer.object_id, cfg.cluster.deployer_principal_type, deployer_blob_access[a.role])
+            if cfg.cluster.grant_deployer_admin and a.role in deployer_blob_access else None,
             protect=a.protect, private=net.private_access if cfg.storage.private else None,
         ))
         for a in cfg.storage.accounts
@@ -95,7 +108,7 @@ def build_azure_layer(cfg: StackConfig, check_reachable: bool = True) -> AzureLa
         cluster=cluster.managed_cluster, cluster_name=cluster.name, resource_group_name=net.resource_group_name,
         login_mode=cfg.cluster.login_mode, local_accounts=cfg.cluster.local_accounts,
         wait_for=[cluster.deployer_admin] if cluster.deployer_admin else None,
-        check_reachable=cfg.cluster.private and check_reachable,
+        preflight=preflight, private=cfg.cluster.private,
     ))
     return AzureLayer(net, cluster, gpu_pools, cpu_pools, registry, storage, access)
 

@@ -21,7 +21,7 @@ def build_images(cfg: StackConfig, layer: AzureLayer, folders: Mapping[str, str]
     registry = layer.registry
     if registry is None:
         raise ValueError("images need the stack's registry (scenario checks require registry.enabled)")
-    context_account = None
+    context_account = context_container = None
     if cfg.build.mode == BuildMode.ACR:
         # ACR Tasks fetch the context by URL: a read-only SAS for one blob, signed with this account's key.
         # It holds only build contexts, so shared keys stay off on every data account.
@@ -30,13 +30,13 @@ def build_images(cfg: StackConfig, layer: AzureLayer, folders: Mapping[str, str]
             account_name=cfg.naming.storage_account(BUILD_STORAGE_ROLE), containers=(CONTEXT_CONTAINER,),
             tags=cfg.tags, auth=StorageAuth.SAS, sas_expiry_days=CONTEXT_SAS_POLICY_DAYS, holds_data=False,
         ))
-        context_account = store.account_name
+        context_account, context_container = store.account_name, store.containers[CONTEXT_CONTAINER]
     return {
         repository: ContainerImage(f"image-{repository}", ImageArgs(
             context=load_context(folder), repository=repository, mode=cfg.build.mode,
             registry_name=registry.name, login_server=registry.login_server,
             resource_group_name=layer.network.resource_group_name, location=cfg.location,
-            context_account=context_account,
+            context_account=context_account, context_container=context_container, pull_access=registry.kubelet_pull,
         ))
         for repository, folder in folders.items()
     }

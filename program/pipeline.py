@@ -43,14 +43,14 @@ def read_stack_config() -> StackConfig:
     return load_stack_config(namespace_values(project), project, stack)
 
 
-def deploy(cfg: StackConfig, check_reachable: bool = True) -> None:
+def deploy(cfg: StackConfig, preflight: bool = True) -> None:
     """Declare the stack's resources and export its outputs.
 
-    ``check_reachable`` asks a private API server whether it answers before any Kubernetes call; the offline
-    render, which has no cluster, turns it off.
+    ``preflight`` asks the API server, before any Kubernetes call, whether it answers (private clusters) and whether
+    the deployer's access has taken effect; the offline render, which has no cluster, turns it off.
     """
     scenario = stacks.load(cfg.scenario)
-    azure = build_azure_layer(cfg, check_reachable=check_reachable)
+    azure = build_azure_layer(cfg, scenario.deployer_blob_access, preflight=preflight)
     software = build_gpu_software(cfg, azure)
     workspace = None
     if scenario.namespace is not None:

@@ -76,6 +76,9 @@ class Scenario:
     """Roles whose containers mount read-only in the workspace."""
     namespace: str | None = None
     """The workspace namespace (with a blob volume per storage container); ``None``: no workspace."""
+    deployer_blob_access: Mapping[str, bool] = field(default_factory=dict)
+    """Storage role → write (True) or read access for whoever runs ``pulumi up``, for the blob commands the stack
+    outputs (granted with ``cluster.grantDeployerAdmin``)."""
     check: Callable[[StackConfig], None] = no_checks
     """The scenario's own whole-config rules; each raises ``ConfigError``."""
 

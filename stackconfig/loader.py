@@ -57,6 +57,18 @@ _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _GPU_FAMILIES = ("Standard_NC", "Standard_ND", "Standard_NV")
 """Azure's GPU VM families (N-series): never a system or CPU pool."""
+AKS_RESERVED_RANGES = tuple(ipaddress.ip_network(r) for r in
+                            ("169.254.0.0/16", "172.30.0.0/16", "172.31.0.0/16", "192.0.2.0/24"))
+"""Ranges AKS refuses for pods and services (concepts-network-cni-overview: reserved address ranges)."""
+MAX_SERVICE_PREFIX = 12
+"""The service range must be smaller than a /12 (concepts-network-azure-cni-overlay)."""
+_MINUTES, _SECONDS = re.compile(r"[1-9]\d*m"), re.compile(r"[1-9]\d*s")
+_AUTOSCALER_DURATIONS = (("scanInterval", "scan_interval", _SECONDS, "seconds, such as 10s"),
+                         ("scaleDownUnneededTime", "scale_down_unneeded_time", _MINUTES, "minutes, such as 10m"),
+                         ("scaleDownDelayAfterAdd", "scale_down_delay_after_add", _MINUTES, "minutes, such as 10m"),
+                         ("maxNodeProvisionTime", "max_node_provision_time", _MINUTES, "minutes, such as 15m"))
+"""AKS's autoscaler profile takes the three scale-down/provision times in whole minutes only and the scan
+interval in seconds (ManagedClusterPropertiesAutoScalerProfile, API 2025-09-01)."""
 
 
 def load_config(raw: Mapping[str, Any], project: str, stack: str, scenarios: Collection[str]) -> StackConfig:
@@ -82,6 +94,9 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str, scenarios: Col
     root = top.get("nameRoot", str, d.name_root) or naming.root_from_stack(stack)
     if err := naming.name_root_error(root):
         raise ConfigError(top.key("nameRoot"), root, err)
+    runner = top.get("ciRunner", str, d.ci_runner)
+    if runner and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", runner):
+        raise ConfigError(top.key("ciRunner"), runner, "must be one runner label: letters, digits, '.', '_', '-'")
 
     network = _network(top.section("network"))
     cluster = _cluster(top.section("cluster"))
@@ -99,9 +114,10 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str, scenarios: Col
     _check_unique_pool_names(top, cluster.system_pool, gpu_pools, cpu_pools)
     _check_driver_owner(top, gpu_pools, addons)
     _check_blob_driver(top, cluster, storage, addons)
+    _check_build_reaches_registry(top, registry, build)
     return StackConfig(
         project=project, stack=stack, scenario=scenario, environment=environment, owner=owner,
-        lifetime=lifetime, ttl_hours=ttl_hours, location=location, name_root=root,
+        lifetime=lifetime, ttl_hours=ttl_hours, location=location, name_root=root, ci_runner=runner,
         network=network, cluster=cluster, gpu_pools=gpu_pools, cpu_pools=cpu_pools,
         registry=registry, storage=storage, addons=addons, build=build, function=function, workloads=workloads,
     )
@@ -137,6 +153,12 @@ def _network(s: Section) -> NetworkConfig:
             raise ConfigError(s.key(key), str(net), f"must not overlap network.addressSpace {vnet}")
     if pods.overlaps(services):
         raise ConfigError(s.key("serviceCidr"), str(services), f"overlaps network.podCidr {pods}")
+    for key, net in (("podCidr", pods), ("serviceCidr", services)):
+        if reserved := next((r for r in AKS_RESERVED_RANGES if net.overlaps(r)), None):
+            raise ConfigError(s.key(key), str(net), f"overlaps {reserved}, which AKS reserves")
+    if services.prefixlen <= MAX_SERVICE_PREFIX:
+        raise ConfigError(s.key("serviceCidr"), str(services),
+                          f"must be smaller than a /{MAX_SERVICE_PREFIX} (AKS refuses larger service ranges)")
     try:
         dns_ip = ipaddress.ip_address(dns)
     except ValueError:
@@ -277,6 +299,10 @@ def _cluster(s: Section) -> ClusterConfig:
     policy = s.choice("networkPolicy", NetworkPolicy, d.network_policy)
     channel = s.choice("upgradeChannel", UpgradeChannel, d.upgrade_channel)
     os_channel = s.choice("nodeOsUpgradeChannel", NodeOsUpgradeChannel, d.node_os_upgrade_channel)
+    if channel == UpgradeChannel.NODE_IMAGE and os_channel != NodeOsUpgradeChannel.NODE_IMAGE:
+        # auto-upgrade-node-os-image: the node OS channel cannot be changed while the cluster channel is node-image.
+        raise ConfigError(s.key("nodeOsUpgradeChannel"), os_channel,
+                          "must be NodeImage while cluster.upgradeChannel is node-image (AKS forces it)")
     managed_blob = s.get("managedBlobCsiDriver", bool, d.managed_blob_csi_driver)
     login = s.get("loginMode", str, d.login_mode)
     if login == "devicecode":
@@ -305,12 +331,10 @@ def _cluster(s: Section) -> ClusterConfig:
 def _autoscaler(s: Section) -> AutoscalerConfig:
     d = AutoscalerConfig()
     durations = {}
-    for key, attr in (("scanInterval", "scan_interval"), ("scaleDownUnneededTime", "scale_down_unneeded_time"),
-                      ("scaleDownDelayAfterAdd", "scale_down_delay_after_add"),
-                      ("maxNodeProvisionTime", "max_node_provision_time")):
+    for key, attr, unit, text in _AUTOSCALER_DURATIONS:
         value = s.get(key, str, getattr(d, attr))
-        if not re.fullmatch(r"\d+[smh]", value):
-            raise ConfigError(s.key(key), value, "must be a duration such as 30s, 10m or 1h")
+        if not unit.fullmatch(value):
+            raise ConfigError(s.key(key), value, f"AKS takes whole {text}")
         durations[attr] = value
     expander = s.choice("expander", Expander, d.expander)
     skip_local = s.get("skipNodesWithLocalStorage", bool, d.skip_nodes_with_local_storage)
@@ -345,6 +369,19 @@ def _storage(s: Section, default_private: bool) -> StorageConfig:
     for i, role in enumerate(roles):
         if role in roles[:i]:
             raise ConfigError(f"{s.key('accounts')}[{i}].role", role, "each storage account needs its own role")
+    names = [a.name for a in accounts]
+    for i, name in enumerate(names):
+        if name is not None and name in names[:i]:
+            raise ConfigError(f"{s.key('accounts')}[{i}].name", name, "each storage account needs its own name")
+    # Every container becomes a claim of the same name in the scenario's namespace: names must not repeat.
+    seen: dict[str, str] = {}
+    for i, account in enumerate(accounts):
+        for j, container in enumerate(account.containers):
+            where = f"{s.key('accounts')}[{i}].containers[{j}]"
+            if container in seen:
+                raise ConfigError(where, container, f"container names must be unique in the stack; {seen[container]} "
+                                  "already uses it (each becomes a volume claim of that name)")
+            seen[container] = where
     return StorageConfig(accounts=accounts, private=private, auth=auth, sas_expiry_days=days)
 
 
@@ -444,6 +481,15 @@ def _check_driver_owner(top: Section, gpu: tuple[GpuPoolConfig, ...], addons: Ad
     if addons.smoke_test and not addons.gpu_operator:
         raise ConfigError(f"{top.key('addons')}.smokeTest", True,
                           "the smoke test needs the GPU operator's device plugin (addons.gpuOperator)")
+
+
+def _check_build_reaches_registry(top: Section, registry: RegistryConfig, build: BuildConfig) -> None:
+    """A quick ACR Task run builds on ACR's shared public agents: it cannot push into a registry whose public
+    access is off, and the trusted-services bypass does not cover it (manage-network-bypass-policy-for-tasks)."""
+    if registry.enabled and registry.private and build.mode == BuildMode.ACR:
+        raise ConfigError(f"{top.key('build')}.mode", build.mode,
+                          "an ACR Task run cannot push into a private registry (registry.private); use build.mode "
+                          "local from a machine in the VNet, which reaches the registry's private endpoint")
 
 
 def _check_blob_driver(top: Section, cluster: ClusterConfig, storage: StorageConfig, addons: AddonsConfig) -> None:

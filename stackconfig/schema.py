@@ -74,9 +74,10 @@ class SkuTier(StrEnum):
 
 
 class NetworkPolicy(StrEnum):
+    """``azure`` (Azure Network Policy Manager) is not offered: its Linux support ends 30 Sep 2028."""
+
     CILIUM = "cilium"
     CALICO = "calico"
-    AZURE = "azure"
 
 
 class UpgradeChannel(StrEnum):
@@ -201,8 +202,9 @@ class PoolConfig:
         return self.priority == Priority.SPOT
 
 
-SYSTEM_POOL_DEFAULTS = PoolConfig(name="system", vm_size="Standard_D4ds_v5", min_count=1, max_count=3, count=1)
-"""``cluster.systemPool``: regular, never spot (AKS refuses spot system pools)."""
+SYSTEM_POOL_DEFAULTS = PoolConfig(name="system", vm_size="Standard_D4ds_v5", min_count=2, max_count=3, count=2)
+"""``cluster.systemPool``: regular, never spot (AKS refuses spot system pools); two nodes of 4 vCPU, as AKS asks
+of production system pools (use-system-pools), because NFD, the operator and the CSI controllers run there."""
 CPU_POOL_DEFAULTS = PoolConfig(name="cpu", vm_size="Standard_D4ds_v5", min_count=0, max_count=3)
 """Each ``cpuPools[]`` entry."""
 GPU_POOL_DEFAULTS = PoolConfig(name="gpu", vm_size="Standard_NC4as_T4_v3", min_count=0, max_count=1,
@@ -268,13 +270,14 @@ class ClusterConfig:
     admin_group_object_ids: tuple[str, ...] = ()
     """Entra ID groups made cluster admins."""
     grant_deployer_admin: bool = True
-    """Give the identity running ``pulumi up`` the AKS RBAC Cluster Admin role so it can install workloads."""
+    """Give the identity running ``pulumi up`` what the stack needs it to have: AKS RBAC Cluster Admin (to install
+    workloads) and the blob data roles of the commands the stack outputs."""
     deployer_principal_type: PrincipalType = PrincipalType.USER
     """``User`` for a person, ``ServicePrincipal`` for CI; Azure refuses an assignment whose type is wrong."""
     network_policy: NetworkPolicy = NetworkPolicy.CILIUM
-    """Network policy engine: ``cilium`` (Azure CNI powered by Cilium), ``calico`` or ``azure``."""
+    """Network policy engine: ``cilium`` (Azure CNI powered by Cilium) or ``calico``."""
     upgrade_channel: UpgradeChannel = UpgradeChannel.PATCH
-    """Automatic Kubernetes upgrades."""
+    """Automatic Kubernetes upgrades (``node-image`` is legacy and forces ``nodeOsUpgradeChannel: NodeImage``)."""
     node_os_upgrade_channel: NodeOsUpgradeChannel = NodeOsUpgradeChannel.NODE_IMAGE
     """Node OS updates."""
     managed_blob_csi_driver: bool = False
@@ -394,6 +397,10 @@ class StackConfig:
     """Azure region of every resource. Pick one with quota for the GPU sizes in ``gpuPools``."""
     name_root: str = field(default="", metadata=default_text("the stack name"))
     """Root of every Azure name (``rg-ROOT``, ``aks-ROOT``, ...): 2-20 lowercase letters, digits, hyphens."""
+    ci_runner: str = field(default="", metadata=default_text("GitHub-hosted ubuntu-24.04"))
+    """Label of the self-hosted GitHub Actions runner that previews, deploys and destroys this stack. A private
+    cluster needs one in (or peered and DNS-linked to) its VNet: hosted runners cannot reach it, and the workflows
+    skip a private stack without one."""
     network: NetworkConfig = NetworkConfig()
     """The VNet and the cluster's address ranges."""
     cluster: ClusterConfig = ClusterConfig()

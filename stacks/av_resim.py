@@ -34,8 +34,8 @@ def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
         gpu_pool=platform.gpu_pool(cfg.gpu_pools[0]),
         jobs_image=platform.image("jobs"),
         workspace=platform.workspace.workspace,
-        input_claim=accounts[INPUT].containers[0],
-        output_claim=accounts[OUTPUT].containers[0],
+        input_claim=platform.workspace.volumes[accounts[INPUT].containers[0]].claim_name,
+        output_claim=platform.workspace.volumes[accounts[OUTPUT].containers[0]].claim_name,
         resim_jobs=cfg.workloads.resim_jobs,
         gpu_test_jobs=cfg.workloads.gpu_test_jobs,
         multi_gpu_pool=platform.gpu_pool(big) if big else None,
@@ -47,6 +47,9 @@ def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
         account = accounts[role]
         command = (f"az storage blob {verb.format(c=account.containers[0])} "
                    f"--account-name {cfg.storage_account_name(account)} --auth-mode login")
+        if not cfg.cluster.grant_deployer_admin:
+            needed = "Storage Blob Data " + ("Contributor" if SCENARIO.deployer_blob_access[role] else "Reader")
+            command += f"  # needs {needed} on the account (cluster.grantDeployerAdmin is off)"
         if cfg.storage.private:
             command += "  # from a machine in the VNet: the account has no public endpoint"
         values[key] = command
@@ -62,6 +65,7 @@ SCENARIO = Scenario(
     storage_roles=(INPUT, OUTPUT),
     read_only_roles=(INPUT,),
     namespace="av-resim",
+    deployer_blob_access={INPUT: True, OUTPUT: False},  # uploadInput writes recordings, downloadOutput reads
     check=check,
     deploy=deploy,
 )

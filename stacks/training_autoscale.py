@@ -6,7 +6,7 @@ from components.workloads.training import TrainingArgs, TrainingWorkload
 from program import outputs
 from program.scenario import Outputs, Platform, Scenario
 from stackconfig.reader import ConfigError
-from stackconfig.schema import PROJECT, GpuPoolConfig, StackConfig
+from stackconfig.schema import PROJECT, GpuPoolConfig, StackConfig, StorageAuth
 
 CHECKPOINTS = "ckpt"
 """Storage role of the checkpoint account."""
@@ -23,6 +23,11 @@ def check(cfg: StackConfig) -> None:
                           "scenario training-autoscale needs a GPU pool that scales from 0 (minCount 0)")
     if not cfg.cpu_pools:
         raise ConfigError(f"{PROJECT}:cpuPools", [], "scenario training-autoscale serves predictions on a CPU pool")
+    if cfg.storage.auth == StorageAuth.SAS:
+        # The Blob CSI driver reads a SAS once, at mount; the predict Deployment keeps its mount for good, so its
+        # reads would start failing when the token expires (a renewed Secret never reaches a mounted volume).
+        raise ConfigError(f"{PROJECT}:storage.auth", cfg.storage.auth,
+                          "the always-on predict service would lose its checkpoints when the SAS expires; use identity")
 
 
 def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
@@ -32,7 +37,7 @@ def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
         jobs_image=platform.image("jobs"),
         workspace=platform.workspace.workspace,
         steps=cfg.workloads.training_steps,
-        checkpoint_claim=checkpoints,
+        checkpoint_claim=platform.workspace.volumes[checkpoints].claim_name,
         predict_pool=platform.azure.cpu_pools[cfg.cpu_pools[0].name],
     ), opts=platform.opts)
     return {outputs.TRAINING_LOGS: training.logs_command,

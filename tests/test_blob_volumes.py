@@ -5,16 +5,18 @@ import json
 
 import pytest
 
-from components.volumes.blob_volume import sas_expiry, volume_handle
+from components.azure.storage import sas_expiry
+from components.volumes.blob_volume import settings_hash, volume_handle
 from offline.render import SECRET
-from tests.helpers import render_with
+from tests.helpers import render_with, stack_config_of
 
 PV = "kubernetes:core/v1:PersistentVolume"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 
 
 def volumes(render):
-    return {v.inputs["spec"]["claimRef"]["name"]: v.inputs for v in render.of_type(PV)}
+    """PersistentVolumes by their container (the label every generation of a container's volume carries)."""
+    return {v.inputs["metadata"]["labels"]["aksgpu/volume"]: v.inputs for v in render.of_type(PV)}
 
 
 def test_input_is_read_only_many_and_output_read_write_many(render_of):
@@ -62,14 +64,16 @@ def test_volumes_wait_for_the_csi_driver_and_the_data_role(render_of):
     assert {"blob-csi-release", "storage-ckpt-data-contributor-0"} <= set(pv.depends_on)
 
 
-def test_sas_mode_keeps_the_token_in_a_secret_never_in_helm_values(tmp_path):
+def test_sas_mode_keeps_the_token_in_a_secret_never_in_helm_values():
     r = render_with(scenario="av-resim",
                    storage={"auth": "sas", "sasExpiryDays": 3,
                             "accounts": [{"role": "input"}, {"role": "output"}]})
     secrets = r.of_type("kubernetes:core/v1:Secret")
     assert len(secrets) == 2
     for s in secrets:
-        assert s.inputs["stringData"] == SECRET and s.inputs["type"] == "Opaque"
+        # `data`: a renewed token updates the Secret in place (`stringData` would replace it).
+        assert s.inputs["data"] == SECRET and s.inputs["type"] == "Opaque" and "stringData" not in s.inputs
+        assert set(s.revealed["data"]) == {"azurestorageaccountname", "azurestorageaccountsastoken"}
     for pv in volumes(r).values():
         ref = pv["spec"]["csi"]["nodeStageSecretRef"]
         assert ref["namespace"] == "av-resim" and ref["name"].endswith("-sas")
@@ -85,5 +89,28 @@ def test_sas_expiry_is_midnight_utc_n_days_ahead():
     assert sas_expiry(7, today=dt.date(2026, 11, 22)) == "2026-11-29T00:00:00Z"
 
 
-def test_volume_handle_is_account_and_container():
-    assert volume_handle("stdata1234", "input") == "stdata1234_input"
+def test_volume_handle_is_account_container_and_settings():
+    assert volume_handle("stdata1234", "input", "0a1b2c3d") == "stdata1234_input_0a1b2c3d"
+
+
+def test_any_mount_setting_changes_the_hash():
+    base = ("stdata1234", "input", True, "identity")
+    assert settings_hash(*base) == settings_hash(*base)
+    for changed in (("stother", "input", True, "identity"), ("stdata1234", "input", False, "identity"),
+                    ("stdata1234", "input", True, "sas")):
+        assert settings_hash(*changed) != settings_hash(*base)
+
+
+def test_changing_how_a_volume_mounts_makes_a_new_volume_and_claim_that_the_workloads_follow(render_of):
+    identity = render_of("av-resim")
+    config = stack_config_of("av-resim")
+    sas = render_with("av-resim", **{**config, "storage": {**config["storage"], "auth": "sas"}})
+    for r in (identity, sas):
+        claims = {c.inputs["metadata"]["name"] for c in r.of_type(PVC)}
+        mounted = {v["persistentVolumeClaim"]["claimName"]
+                   for t in r.of_type("kubernetes:batch/v1:CronJob")
+                   for v in t.revealed["spec"]["jobTemplate"]["spec"]["template"]["spec"].get("volumes", [])
+                   if "persistentVolumeClaim" in v}
+        assert mounted and mounted <= claims
+    pv_names = lambda r: {v.inputs["metadata"]["name"] for v in r.of_type(PV)}  # noqa: E731
+    assert not pv_names(identity) & pv_names(sas)  # a new generation, never an in-place replacement

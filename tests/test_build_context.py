@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import tarfile
 
+import pulumi
 import pytest
 
 from components.build.context import ignore_rules, is_excluded, load_context
@@ -72,8 +73,19 @@ def test_tarball_is_byte_identical_for_identical_content(tmp_path):
     assert {(m.mtime, m.uid, m.gid) for m in members.values()} == {(0, 0, 0)}
 
 
-def test_image_reference_prefers_the_pushed_digest():
-    result = {"output_images": [{"repository": "function", "tag": "abc", "digest": "sha256:99"}]}
+def test_a_succeeded_build_gives_the_pushed_digest():
+    result = {"status": "Succeeded", "run_id": "ca1",
+              "output_images": [{"repository": "function", "tag": "abc", "digest": "sha256:99"}]}
     assert image_reference("cr.azurecr.io", "function", "abc", result) == "cr.azurecr.io/function@sha256:99"
-    assert image_reference("cr.azurecr.io", "function", "abc", {"output_images": []}) == "cr.azurecr.io/function:abc"
-    assert image_reference("cr.azurecr.io", "function", "abc", None) == "cr.azurecr.io/function:abc"
+
+
+@pytest.mark.parametrize("result, says", [
+    ({"status": "Failed", "run_id": "ca7", "output_images": []}, "image build ca7 of function:abc ended Failed"),
+    ({"status": "Queued", "run_id": "ca8"}, "ended Queued"),
+    (None, "ended without a status"),
+    ({"status": "Succeeded", "run_id": "ca9", "output_images": []}, "succeeded but reported no pushed digest"),
+])
+def test_a_build_that_did_not_push_a_digest_stops_pulumi_up_naming_the_run(result, says):
+    with pytest.raises(pulumi.RunError) as error:
+        image_reference("cr.azurecr.io", "function", "abc", result)
+    assert says in str(error.value) and "\n" not in str(error.value)

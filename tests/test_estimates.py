@@ -46,8 +46,8 @@ def test_function_gpu_totals_add_pools_and_fixed_parts(render_of):
     assert fixed == {"AKS Free tier": 0.0, "Standard load balancer (cluster outbound)": 0.025,
                      "public IPs × 2": pytest.approx(0.01), "ACR Standard": 0.03}
     t = cost.totals(r, PRICES)
-    # system D4ds_v5 on-demand 1–3, t4 spot 1–2 at 0.1
-    assert t.idle == pytest.approx(0.065 + 0.2 * 1 + 0.1 * 1)
+    # system D4ds_v5 on-demand 2–3, t4 spot 1–2 at 0.1
+    assert t.idle == pytest.approx(0.065 + 0.2 * 2 + 0.1 * 1)
     assert t.full == pytest.approx(0.065 + 0.2 * 3 + 0.1 * 2)
     assert t.idle_gpu == pytest.approx(0.1) and t.complete
 

@@ -31,9 +31,11 @@ def test_format_checker_rejects_what_the_plugin_would_silently_ignore_or_refuse(
     assert any("unknown keys" in e for e in errors) and any("empty" in e for e in errors)
 
 
-def test_config_key_names_pool_mode_and_replicas_like_the_seed():
-    assert gpu_sharing.config_key(pool(name="nc4ast4", replicas=2)) == "nc4ast4-ts2"
-    assert gpu_sharing.config_key(pool(mode="mps", replicas=3)) == "t4-mps3"
+def test_the_config_key_and_node_label_stay_the_pool_name_when_replicas_change():
+    assert gpu_sharing.config_key(pool(name="nc4ast4", replicas=2)) == "nc4ast4"
+    assert gpu_sharing.node_labels(pool(replicas=2)) == gpu_sharing.node_labels(pool(replicas=3))
+    assert gpu_sharing.configmap_name(gpu_sharing.configmap_data([pool(replicas=2)])) != \
+        gpu_sharing.configmap_name(gpu_sharing.configmap_data([pool(replicas=3)]))
 
 
 def test_changing_replicas_changes_the_configmap_name_so_the_plugin_restarts():
@@ -52,10 +54,10 @@ def test_shared_pool_nodes_select_their_entry_and_the_operator_reads_the_configm
     r = render_of("av-resim")
     (cm,) = r.of_type(CM)
     assert cm.inputs["metadata"]["namespace"] == "gpu-operator" and cm.inputs["immutable"] is True
-    assert set(cm.inputs["data"]) == {"nc4ast4-ts2"}
-    assert upstream.device_plugin_config_errors(yaml.safe_load(cm.inputs["data"]["nc4ast4-ts2"])) == []
+    assert set(cm.inputs["data"]) == {"nc4ast4"}
+    assert upstream.device_plugin_config_errors(yaml.safe_load(cm.inputs["data"]["nc4ast4"])) == []
     labels = r.named("gpu-nc4ast4-pool").inputs["nodeLabels"]
-    assert labels[gpu_sharing.NODE_CONFIG_LABEL] == "nc4ast4-ts2"
+    assert labels[gpu_sharing.NODE_CONFIG_LABEL] == "nc4ast4"
     assert gpu_sharing.NODE_CONFIG_LABEL not in (r.named("gpu-nc48a100-pool").inputs.get("nodeLabels") or {})
     config = r.named("gpu-operator-release").inputs["values"]["devicePlugin"]["config"]
     assert config == {"name": cm.inputs["metadata"]["name"], "default": ""}
@@ -66,7 +68,7 @@ def test_gpu_sharing_stack_offers_four_shares_of_one_t4(render_of, tmp_path):
     from offline.report import write_render
     r = render_of("gpu-sharing")
     (cm,) = r.of_type(CM)
-    assert yaml.safe_load(cm.inputs["data"]["shared-ts4"])["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 4
+    assert yaml.safe_load(cm.inputs["data"]["shared"])["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 4
     summary = (write_render(r, tmp_path) / "summary.md").read_text()
     assert "| shared | User | Standard_NC4as_T4_v3 | T4 × 1 | yes | 1–1 |" in summary
     assert "| time-slicing ×4 | 4 |" in summary

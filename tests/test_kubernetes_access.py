@@ -25,7 +25,8 @@ def _kubeconfig_for(login_mode: str) -> tuple[str, bool]:
             cluster = pulumi.CustomResource("azure-native:containerservice:ManagedCluster", "aks",
                                             {"resourceName": "aks-t", "resourceGroupName": "rg-t"})
             holder["access"] = KubernetesAccess("k8s", KubernetesAccessArgs(
-                cluster=cluster, cluster_name="aks-t", resource_group_name="rg-t", login_mode=login_mode))
+                cluster=cluster, cluster_name="aks-t", resource_group_name="rg-t", login_mode=login_mode,
+                preflight=False))
 
         _sync_await(run_pulumi_func(program))
         out = holder["access"].kubeconfig

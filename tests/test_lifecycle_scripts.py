@@ -92,7 +92,8 @@ def test_expired_stacks_reads_az_group_list_from_stdin():
 
 @pytest.fixture
 def fake_az(tmp_path):
-    """An `az` on PATH that answers from a JSON file: {"groups": [names that exist], "ips": [ids]}."""
+    """An `az` on PATH that answers from a JSON file:
+    {"groups": [names that exist], "ips": [ids], "resources": {group: [{"name", "type"}]}}."""
     state = tmp_path / "azure.json"
     az = tmp_path / "bin" / "az"
     az.parent.mkdir()
@@ -104,6 +105,8 @@ if args[:2] == ["group", "exists"]:
     print(json.dumps(args[args.index("--name") + 1] in state["groups"]))
 elif args[:3] == ["network", "public-ip", "list"]:
     print(json.dumps(state["ips"]))
+elif args[:2] == ["resource", "list"]:
+    print(json.dumps(state.get("resources", {{}}).get(args[args.index("--resource-group") + 1], [])))
 else:
     sys.exit("unexpected az call: " + " ".join(args))
 """)
@@ -126,6 +129,51 @@ def test_leftover_check_fails_loudly_for_groups_and_public_ips(fake_az):
     assert result.returncode == 1
     assert "LEFT OVER after destroy of function-gpu: resource group rg-function-gpu-nodes" in result.stderr
     assert "public IP /subscriptions/s/ip/kubernetes-a1" in result.stderr
+
+
+def test_protected_data_and_its_resource_group_are_kept_and_said_so(fake_az):
+    from offline.stack_files import stack_config
+    cfg = stack_config("av-resim")
+    output = cfg.storage_account_name(next(a for a in cfg.storage.accounts if a.protect))
+    account = {"name": output, "type": "Microsoft.Storage/storageAccounts"}
+    state, env = fake_az
+    state.write_text(json.dumps({"groups": ["rg-av-resim"], "ips": [], "resources": {"rg-av-resim": [account]}}))
+    result = offline("leftovers", "--stack", "av-resim", env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"kept after destroy of av-resim: storage account {output} in resource group rg-av-resim" in result.stdout
+    assert "has protect: true" in result.stdout
+
+
+def test_anything_beside_the_protected_data_is_a_leftover(fake_az):
+    state, env = fake_az
+    extra = {"name": "vnet-av-resim", "type": "Microsoft.Network/virtualNetworks"}
+    state.write_text(json.dumps({"groups": ["rg-av-resim"], "ips": [], "resources": {"rg-av-resim": [extra]}}))
+    result = offline("leftovers", "--stack", "av-resim", env=env)
+    assert result.returncode == 1
+    assert "LEFT OVER after destroy of av-resim: Microsoft.Network/virtualNetworks vnet-av-resim" in result.stderr
+
+
+def test_an_unprotected_stacks_resource_group_is_a_leftover(fake_az):
+    state, env = fake_az
+    state.write_text(json.dumps({"groups": ["rg-function-gpu"], "ips": [], "resources": {}}))
+    result = offline("leftovers", "--stack", "function-gpu", env=env)
+    assert result.returncode == 1 and "resource group rg-function-gpu" in result.stderr
+
+
+def test_workflow_matrix_runs_private_stacks_on_their_own_runner_and_never_on_a_hosted_one():
+    result = offline("matrix", json.dumps(["av-resim", "dev"]))
+    assert result.returncode == 0
+    rows = {row["stack"]: row["runner"] for row in json.loads(result.stdout)["include"]}
+    assert rows == {"av-resim": ["self-hosted", "aksgpu-av-resim"], "dev": "ubuntu-24.04"}
+
+
+def test_a_private_stack_without_a_runner_is_left_out_with_a_warning(tmp_path, monkeypatch):
+    import stacks
+    from offline import runners
+    from stackconfig.loader import load_config
+    monkeypatch.setattr(runners, "stack_config", lambda stack: load_config(
+        {"scenario": "gpu-basics", "cluster": {"private": True}}, "aksgpu", stack, stacks.REGISTRY))
+    assert runners.matrix(["p"]) == {"include": []}
 
 
 def test_state_backend_script_is_valid_bash_and_explains_its_arguments():

@@ -81,3 +81,19 @@ def test_cli_config_error_exits_2_with_one_line_and_writes_nothing(tmp_path):
     assert "aksgpu:gpuPools[0].vmSize" in result.stderr and "Standard_NC4as_T4_v3" in result.stderr
     assert "Traceback" not in result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("text, says", [
+    ("config: [unclosed\n", "must be valid YAML"),
+    ("- just\n- a list\n", "Pulumi.bad.yaml:(top level)=\"list\": must be a mapping"),
+    ("config: 42\n", "Pulumi.bad.yaml:config=\"int\": must be a mapping"),
+    ("config:\n  aksgpu:gpuPools:\n    - spotMaxPrice: .nan\n", "spotMaxPrice"),
+])
+def test_a_malformed_stack_file_is_one_line_exit_2_and_writes_nothing(tmp_path, text, says):
+    bad = tmp_path / "Pulumi.bad.yaml"
+    bad.write_text(text)
+    out = tmp_path / "out"
+    result = run_cli("render", "--stack", "bad", "--config", str(bad), "--out", str(out))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().count("\n") == 0 and says in result.stderr, result.stderr
+    assert not out.exists()

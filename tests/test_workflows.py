@@ -78,9 +78,13 @@ def test_zizmor_catches_template_injection_and_persisted_credentials(tmp_path):
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
-def test_every_action_is_pinned_to_an_exact_version(path):
-    for uses in re.findall(r"uses:\s*(\S+)", path.read_text()):
-        assert uses.startswith("./") or re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+\.\d+\.\d+", uses), uses
+def test_every_action_is_pinned_to_an_exact_version_or_a_commit_named_by_its_tag(path):
+    # A commit where the action publishes no exact version tag (azure/use-kubelogin: v1.3 only).
+    for line in path.read_text().splitlines():
+        if match := re.search(r"uses:\s*(\S+)", line):
+            uses = match[1]
+            assert uses.startswith("./") or re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+\.\d+\.\d+", uses) or (
+                re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", uses) and re.search(r"#\s*v\d+(\.\d+)*$", line)), uses
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -103,6 +107,42 @@ def test_stacks_check_accepts_stack_files_and_refuses_other_names():
         assert offline("stacks", "--check", stack).returncode == 0
     refused = offline("stacks", "--check", "nope")
     assert refused.returncode == 2 and "no stack 'nope'" in refused.stderr
+
+
+KUBERNETES_JOBS = [("pull-request.yml", "preview"), ("deploy.yml", "up"), ("destroy-stack.yml", "destroy")]
+
+
+@pytest.mark.parametrize("workflow, job", KUBERNETES_JOBS)
+def test_jobs_that_reach_the_cluster_install_a_pinned_kubelogin_and_get_the_aks_token_right_after_login(
+        workflow, job):
+    """Audit #3: hosted runners have no kubelogin, and az cannot get the AKS token once the GitHub OIDC token has
+    expired (AADSTS700024), minutes after login; the cluster exists 10+ minutes in."""
+    steps = load(workflow)["jobs"][job]["steps"]
+    login = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("azure/login"))
+    kubelogin = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("azure/use-kubelogin"))
+    token = next(i for i, s in enumerate(steps) if "get-access-token" in s.get("run", ""))
+    pulumi = next(i for i, s in enumerate(steps) if s.get("with", {}).get("command"))
+    assert login < token < pulumi and kubelogin < pulumi
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", steps[kubelogin]["with"]["kubelogin-version"])
+    assert "--resource 6dae42f8-4368-4678-94ff-3960e28e3630" in steps[token]["run"]
+
+
+@pytest.mark.parametrize("workflow, job", KUBERNETES_JOBS)
+def test_jobs_that_reach_the_cluster_run_on_the_stacks_runner_and_only_with_azure_configured(workflow, job):
+    """Audit #4: a hosted runner cannot reach a private API server; the stack's runner comes from its config."""
+    definition = load(workflow)["jobs"][job]
+    assert definition["runs-on"] in ("${{ matrix.runner }}", "${{ fromJSON(inputs.runner) }}")
+    text = (WORKFLOWS / workflow).read_text()
+    assert "vars.AZURE_CLIENT_ID != ''" in text
+    if definition["runs-on"] == "${{ matrix.runner }}":
+        assert "python -m offline matrix" in text
+
+
+def test_destroy_keeps_protected_data_and_the_leftover_check_knows_it():
+    """Audit #5: protected storage made every expiry destroy fail while the cluster kept billing."""
+    steps = load("destroy-stack.yml")["jobs"]["destroy"]["steps"]
+    (destroy,) = [s for s in steps if s.get("with", {}).get("command") == "destroy"]
+    assert destroy["with"]["exclude-protected"] is True
 
 
 def test_deploy_runs_per_stack_in_its_environment_one_run_at_a_time():

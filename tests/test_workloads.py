@@ -124,9 +124,11 @@ def test_resim_reads_input_read_only_and_writes_output_through_the_blob_claims(r
     pod = pod_of(r.named("resim-gpu-io", CRONJOB))
     volumes = {v["name"]: v for v in pod["volumes"]}
     claims = {c.revealed["metadata"]["name"] for c in r.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
-    assert volumes["input"]["persistentVolumeClaim"] == {"claimName": "input", "readOnly": True}
-    assert volumes["output"]["persistentVolumeClaim"] == {"claimName": "output"}
-    assert {"input", "output"} <= claims
+    assert volumes["input"]["persistentVolumeClaim"]["readOnly"] is True
+    assert volumes["input"]["persistentVolumeClaim"]["claimName"].startswith("input-")
+    assert volumes["output"]["persistentVolumeClaim"]["claimName"].startswith("output-")
+    assert not volumes["output"]["persistentVolumeClaim"].get("readOnly")
+    assert {v["persistentVolumeClaim"]["claimName"] for v in volumes.values() if "persistentVolumeClaim" in v} <= claims
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
     assert mounts["input"]["readOnly"] is True and not mounts["output"].get("readOnly")
     assert pod["nodeSelector"] == {"kubernetes.azure.com/agentpool": "nc4ast4"} and gpus(pod) == 1
@@ -164,7 +166,9 @@ def test_training_checkpoints_to_blob_on_the_pool_that_scales_from_zero(render_o
     assert pod["nodeSelector"] == {"kubernetes.azure.com/agentpool": "gpu"}
     assert r.cfg.gpu_pool("gpu").pool.min_count == 0
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes["checkpoints"]["persistentVolumeClaim"] == {"claimName": "checkpoints"}
+    claim = volumes["checkpoints"]["persistentVolumeClaim"]["claimName"]
+    assert claim.startswith("checkpoints-") and claim in {
+        c.revealed["metadata"]["name"] for c in r.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
     command = pod["containers"][0]["command"]
     assert command[command.index("--checkpoints") + 1] == "/mnt/checkpoints/digitnet"
 

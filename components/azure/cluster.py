@@ -32,6 +32,8 @@ class ClusterArgs:
     """API server DNS prefix."""
     node_subnet_id: pulumi.Input[str]
     """Subnet for every pool's nodes."""
+    deployer_object_id: pulumi.Input[str]
+    """Object id of whoever runs ``pulumi up`` (granted cluster admin when ``grant_deployer_admin``)."""
     network: NetworkConfig
     """Pod and service ranges."""
     settings: ClusterConfig
@@ -120,11 +122,15 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["agentPoolProfiles[0].count"]),
         )
 
+        # The CLI grants this on a BYO subnet; ARM does not. Without it the cloud provider cannot join load
+        # balancers and NICs to the subnet (an internal LoadBalancer fails with LinkedAuthorizationFailed).
+        roles.assign(f"{name}-network-contributor", roles.NETWORK_CONTRIBUTOR,
+                     cluster.identity.apply(lambda i: i.principal_id), args.node_subnet_id,
+                     "AKS control plane manages load balancers and IPs in the node subnet (concepts-network).", self)
         self.deployer_admin = None
         if s.grant_deployer_admin:
-            deployer = authorization.get_client_config_output(opts=pulumi.InvokeOptions(parent=self))
             self.deployer_admin = roles.assign(
-                f"{name}-deployer-admin", roles.AKS_RBAC_CLUSTER_ADMIN, deployer.object_id, cluster.id,
+                f"{name}-deployer-admin", roles.AKS_RBAC_CLUSTER_ADMIN, args.deployer_object_id, cluster.id,
                 "Lets the identity running pulumi up manage Kubernetes objects (Azure RBAC).", self,
                 principal_type=s.deployer_principal_type)
 

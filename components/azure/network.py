@@ -31,6 +31,9 @@ class NetworkArgs:
     """Tags of the resource group itself (the stack's expiry lives there); default: ``tags``."""
     private_services: Sequence[str] = ()
     """Private Link group ids (``registry``, ``blob``) that need a private DNS zone linked to this VNet."""
+    protect_group: bool = False
+    """Refuse ``pulumi destroy`` of the resource group: it holds protected data, and deleting a resource group in
+    Azure deletes everything in it, protected or not."""
 
 
 class Network(pulumi.ComponentResource):
@@ -47,7 +50,8 @@ class Network(pulumi.ComponentResource):
 
         group = resources.ResourceGroup(
             f"{name}-rg", resource_group_name=args.resource_group_name, location=args.location,
-            tags=dict(args.resource_group_tags or args.tags), opts=child,
+            tags=dict(args.resource_group_tags or args.tags),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect_group),
         )
         vnet = network.VirtualNetwork(
             f"{name}-vnet",

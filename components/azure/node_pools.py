@@ -25,6 +25,10 @@ SPOT_TAINT = "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"
 """AKS adds this to every spot node; declaring it keeps Pulumi's diff empty (pulumi-azure-native#959)."""
 POOL_LABEL = "kubernetes.azure.com/agentpool"
 """Label AKS sets on every node with its pool name."""
+FIXED_AT_CREATION = ("vmSize", "gpuProfile", "scaleSetPriority", "spotMaxPrice", "gpuInstanceProfile")
+"""Pool inputs AKS refuses to change on an existing pool (aks-managed-gpu-nodes: the driver is immutable;
+spot-node-pool: priority and max price; use-nvidia-gpu: VM size; gpu-multi-instance: the MIG profile). A change
+to one replaces the pool instead of failing as an update."""
 
 
 def toleration(taint: str) -> dict[str, str]:
@@ -130,7 +134,8 @@ class _NodePool(pulumi.ComponentResource):
             **agent_pool_settings(pool, args.subnet_id, args.tags, self.taints, labels),
             **extra,
             # The autoscaler owns `count`; the explicit pool name means a replacement must delete first.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["count"], delete_before_replace=True),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["count"], delete_before_replace=True,
+                                        replace_on_changes=list(FIXED_AT_CREATION)),
         )
         self.register_outputs({"pool_name": self.pool_name, "agent_pool_id": self.agent_pool.id})
 

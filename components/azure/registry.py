@@ -35,6 +35,8 @@ class Registry(pulumi.ComponentResource):
     login_server: pulumi.Output[str]
     id: pulumi.Output[str]
     name: pulumi.Output[str]
+    kubelet_pull: pulumi.Resource
+    """The kubelet identity's AcrPull assignment (what a pod's image pull needs)."""
 
     def __init__(self, name: str, args: RegistryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:azure:Registry", name, None, opts)
@@ -51,14 +53,16 @@ class Registry(pulumi.ComponentResource):
             admin_user_enabled=False,
             anonymous_pull_enabled=False,
             public_network_access=acr.PublicNetworkAccess.DISABLED if private else acr.PublicNetworkAccess.ENABLED,
-            # ACR Tasks run on Azure's trusted-service network, so a private registry can still build images.
-            network_rule_bypass_options=acr.NetworkRuleBypassOptions.AZURE_SERVICES,
+            # No trusted-service bypass: nothing here needs one. A quick ACR Task run could not use it to push into a
+            # private registry anyway (it builds on public agents without a system-assigned identity), so private
+            # stacks build from inside the VNet (config refuses build.mode acr there).
+            network_rule_bypass_options=acr.NetworkRuleBypassOptions.NONE,
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         # "az aks update --attach-acr" is exactly this assignment.
-        roles.assign(f"{name}-acrpull", roles.ACR_PULL, args.kubelet_object_id, registry.id,
-                     "AKS kubelet identity pulls images (az aks --attach-acr).", self)
+        self.kubelet_pull = roles.assign(f"{name}-acrpull", roles.ACR_PULL, args.kubelet_object_id, registry.id,
+                                         "AKS kubelet identity pulls images (az aks --attach-acr).", self)
         if args.private is not None:
             private_endpoint(f"{name}-private", self, args.private, target_id=registry.id, group_id="registry",
                              target_name=args.registry_name, location=args.location,

@@ -25,6 +25,18 @@ def sas_expiry(days: int, today: dt.date | None = None) -> str:
 
 
 @dataclass(frozen=True)
+class DataGrant:
+    """A person's or a pipeline's access to the account's blobs, e.g. for the stack's upload commands."""
+
+    principal_id: pulumi.Input[str]
+    """Object id in Entra ID."""
+    principal_type: pulumi.Input[str]
+    """``User``, ``ServicePrincipal`` or ``Group``: Azure refuses an assignment whose type is wrong."""
+    write: bool
+    """Storage Blob Data Contributor; else Storage Blob Data Reader."""
+
+
+@dataclass(frozen=True)
 class BlobStorageArgs:
     resource_group_name: pulumi.Input[str]
     """Resource group of the account."""
@@ -42,6 +54,8 @@ class BlobStorageArgs:
     """Longest SAS lifetime the account's policy allows in ``sas`` mode."""
     data_contributors: Sequence[pulumi.Input[str]] = ()
     """Principal object ids (service principals, managed identities) that read and write blobs."""
+    deployer: DataGrant | None = None
+    """Access for whoever runs ``pulumi up`` (Owner and Contributor grant no blob data access)."""
     protect: bool = False
     """Refuse ``pulumi destroy`` of the account and its containers."""
     holds_data: bool = True
@@ -54,6 +68,8 @@ class BlobStorageArgs:
 class BlobStorage(pulumi.ComponentResource):
     account_name: pulumi.Output[str]
     account_id: pulumi.Output[str]
+    containers: dict[str, pulumi.Output[str]]
+    """Container name → the container's name as an output: what writes a blob must wait for the container."""
 
     def __init__(self, name: str, args: BlobStorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:storage:BlobStorage", name, None, opts)
@@ -96,18 +112,24 @@ class BlobStorage(pulumi.ComponentResource):
             container_delete_retention_policy=storage.DeleteRetentionPolicyArgs(enabled=True, days=7),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.containers = {}
         for container in args.containers:
-            storage.BlobContainer(
+            self.containers[container] = storage.BlobContainer(
                 f"{name}-{container}",
                 container_name=container,
                 account_name=account.name,
                 resource_group_name=args.resource_group_name,
                 public_access=storage.PublicAccess.NONE,
                 opts=keep,
-            )
+            ).name
         for i, principal in enumerate(args.data_contributors):
             roles.assign(f"{name}-data-contributor-{i}", roles.STORAGE_BLOB_DATA_CONTRIBUTOR, principal, account.id,
                          "Reads and writes blobs with Entra ID tokens (no account key, no SAS).", self)
+        if args.deployer is not None:
+            role = roles.STORAGE_BLOB_DATA_CONTRIBUTOR if args.deployer.write else roles.STORAGE_BLOB_DATA_READER
+            roles.assign(f"{name}-deployer-data", role, args.deployer.principal_id, account.id,
+                         "Lets the identity running pulumi up use the stack's blob commands (Entra ID, no keys).",
+                         self, principal_type=args.deployer.principal_type)
         if args.private is not None:
             private_endpoint(f"{name}-private", self, args.private, target_id=account.id, group_id="blob",
                              target_name=f"{args.account_name}-blob", location=args.location,

@@ -52,7 +52,11 @@ class ImageArgs:
     location: str
     """Azure region of the registry, where the ACR Task runs."""
     context_account: pulumi.Input[str] | None = None
-    """Storage account whose ``contexts`` container receives the upload (``acr`` mode)."""
+    """Storage account that receives the uploaded context (``acr`` mode)."""
+    context_container: pulumi.Input[str] | None = None
+    """Its container, as the container's output: the upload must wait until the container exists."""
+    pull_access: pulumi.Resource | None = None
+    """The kubelet identity's AcrPull assignment: pods get the image reference only once it exists."""
 
 
 class ContainerImage(pulumi.ComponentResource):
@@ -65,9 +69,13 @@ class ContainerImage(pulumi.ComponentResource):
         if args.mode == BuildMode.LOCAL:
             self.image_ref = self._local(name, args, tagged)
         else:
-            if args.context_account is None:
-                raise ValueError(f"image {name}: acr mode needs a storage account for the build context")
+            if args.context_account is None or args.context_container is None:
+                raise ValueError(f"image {name}: acr mode needs a storage account and container for the context")
             self.image_ref = self._acr_task(name, args)
+        if args.pull_access is not None:
+            # Pulumi cannot see that pulling needs the role assignment: carry it in the reference, so every
+            # workload that uses the image waits for it.
+            self.image_ref = pulumi.Output.all(self.image_ref, args.pull_access.id).apply(lambda v: v[0])
         self.register_outputs({"image_ref": self.image_ref})
 
     def _local(self, name: str, args: ImageArgs, tagged: pulumi.Output[str]) -> pulumi.Output[str]:
@@ -91,7 +99,7 @@ class ContainerImage(pulumi.ComponentResource):
         upload = storage.Blob(
             f"{name}-context",
             account_name=args.context_account,
-            container_name=CONTEXT_CONTAINER,
+            container_name=args.context_container,
             resource_group_name=args.resource_group_name,
             blob_name=blob_name,
             type=storage.BlobType.BLOCK,
@@ -143,8 +151,15 @@ def _field(value: object, name: str) -> object:
 
 
 def image_reference(login_server: str, repository: str, tag: str, run_result: object) -> str:
-    """The digest the ACR run pushed for ``repository:tag``, else the content tag itself."""
+    """The digest the ACR run pushed for ``repository:tag``; a run that did not succeed, or pushed no digest,
+    stops ``pulumi up`` with one line naming the run (pods would otherwise wait on ImagePullBackOff)."""
+    status, run = _field(run_result, "status"), _field(run_result, "run_id") or f"{repository}-{tag}"
+    if status != "Succeeded":
+        raise pulumi.RunError(f"image build {run} of {repository}:{tag} ended {status or 'without a status'}; "
+                              f"see its log: az acr taskrun logs --registry {login_server.split('.')[0]} "
+                              f"--name {repository}-{tag}")
     for image in _field(run_result, "output_images") or []:
         if _field(image, "repository") == repository and _field(image, "tag") == tag and _field(image, "digest"):
             return f"{login_server}/{repository}@{_field(image, 'digest')}"
-    return f"{login_server}/{repository}:{tag}"
+    raise pulumi.RunError(f"image build {run} of {repository}:{tag} succeeded but reported no pushed digest; "
+                          "workloads only run images by digest")

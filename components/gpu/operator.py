@@ -20,6 +20,9 @@ from components.kubernetes import charts, helm
 from components.kubernetes.security import PRIVILEGED_NAMESPACE_LABELS, namespace
 from stackconfig.schema import GpuDriver, GpuPoolConfig, SharingMode
 
+AKS_NVIDIA_RUNTIME = "nvidia-container-runtime"
+"""The runtime handler AKS's containerd config defines on GPU nodes it set up (driver: install)."""
+
 
 def operator_values(pools: Sequence[GpuPoolConfig], gpu_tolerations: list[dict[str, str]], bundled_nfd: bool,
                     sharing_config_name: pulumi.Input[str] | None) -> dict[str, Any]:
@@ -41,6 +44,14 @@ def operator_values(pools: Sequence[GpuPoolConfig], gpu_tolerations: list[dict[s
         values["devicePlugin"] = {"config": {"name": sharing_config_name, "default": ""}}
     if any(p.sharing.mode == SharingMode.MIG for p in pools):
         values["mig"] = {"strategy": "single"}
+        # AKS partitions MIG pools from gpuInstanceProfile; the operator's MIG manager (default config
+        # "all-disabled") must never repartition them.
+        values["migManager"] = {"enabled": False}
+    if any(p.driver == GpuDriver.INSTALL for p in pools):
+        # On nodes where AKS installed the driver, containerd's NVIDIA runtime is named nvidia-container-runtime;
+        # the operator's pods would otherwise ask for a runtime class `nvidia` that those nodes lack (NVIDIA's AKS
+        # guide). The toolkit takes the same name on the nodes it configures, so both kinds agree.
+        values["operator"] = {"runtimeClass": AKS_NVIDIA_RUNTIME}
     return values
 
 
@@ -81,6 +92,8 @@ class GpuOperator(pulumi.ComponentResource):
 
         values = operator_values(args.pools, args.gpu_tolerations, args.bundled_nfd, config_name)
         # GPU nodes are slow to join: the operator pods wait for NFD labels and the driver build.
+        # The chart upgrades the ClusterPolicy CRD in a pre-upgrade Job (operator.upgradeCRD); NVIDIA asks for
+        # --disable-openapi-validation so a chart bump is not refused before that Job runs.
         self.release = helm.release(f"{name}-release", "gpu-operator", charts.GPU_OPERATOR, ns.metadata["name"],
-                                    values, self, timeout_seconds=900)
+                                    values, self, timeout_seconds=900, upgrades_own_crds=True)
         self.register_outputs({"release": self.release.id})

@@ -20,7 +20,6 @@ NODE_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 CONFIGMAP_PREFIX = "device-plugin-config"
 _MODE_KEYS = {SharingMode.TIME_SLICING: "timeSlicing", SharingMode.MPS: "mps"}
 """The device plugin's key for each sharing mode it implements (MIG is AKS's, through the pool)."""
-_SHORT = {SharingMode.TIME_SLICING: "ts", SharingMode.MPS: "mps"}
 
 
 def is_shared(pool: GpuPoolConfig) -> bool:
@@ -28,8 +27,11 @@ def is_shared(pool: GpuPoolConfig) -> bool:
 
 
 def config_key(pool: GpuPoolConfig) -> str:
-    """Data key (and node label value) for a pool, e.g. ``nc4ast4-ts2`` (seed 003 used ``tesla-t4-ts2``)."""
-    return f"{pool.name}-{_SHORT[pool.sharing.mode]}{pool.sharing.replicas}"
+    """Data key (and node label value) for a pool: its name, which never changes (seed 003 used
+    ``tesla-t4-ts2``). A key that carried the replicas would change the node label and the ConfigMap together,
+    two resources updated in parallel: a restarted plugin could look for a key that is not there yet and
+    crash-loop until AKS relabels the nodes. Only the ConfigMap's name changes (its content hash)."""
+    return pool.name
 
 
 def plugin_config(pool: GpuPoolConfig) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pulumi_kubernetes import batch
 
 from components.azure.node_pools import GpuNodePool
 from components.kubernetes import charts
-from components.kubernetes.pods import AWAIT_GPU_START, GPU_START_SECONDS, container, pod_spec
+from components.kubernetes.pods import AWAIT_GPU_START, GPU_START_SECONDS, container, job_spec, pod_spec
 from components.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, namespace, resources
 
 
@@ -45,16 +45,13 @@ class GpuSmokeTest(pulumi.ComponentResource):
             batch.v1.Job(
                 f"{name}-{pool.pool_name}",
                 metadata={"name": job_name, "namespace": ns.metadata["name"], "labels": labels,
-                          "annotations": AWAIT_GPU_START},
-                spec={
-                    "backoffLimit": 2,
-                    "activeDeadlineSeconds": GPU_START_SECONDS,
-                    "ttlSecondsAfterFinished": 86400,
-                    "template": {
-                        "metadata": {"labels": labels},
-                        "spec": {"restartPolicy": "Never", **pod_spec(pool, [nvidia_smi], tmp=False)},
-                    },
-                },
+                          # A Job that failed (no spot capacity, a driver build that broke) is replaced on the
+                          # next `pulumi up` instead of failing every later one until someone deletes it.
+                          "annotations": {**AWAIT_GPU_START, "pulumi.com/replaceUnready": "true"}},
+                # No ttlSecondsAfterFinished: a Job deleted behind Pulumi's back is re-created by the next refresh,
+                # which scales a GPU node from zero again.
+                spec=job_spec(pod_spec(pool, [nvidia_smi], tmp=False), labels, backoff_limit=2,
+                              deadline_seconds=GPU_START_SECONDS),
                 # The pool: the Job is awaited, and its node is chosen by label (an edge Pulumi cannot see).
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, pool]),
             )

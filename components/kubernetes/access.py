@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 from pulumi_azure_native import containerservice as cs
 
 from components.kubernetes.kubeconfig import kubelogin_kubeconfig
-from components.kubernetes.reachability import require_reachable
+from components.kubernetes.preflight import require_reachable, wait_for_access
 from stackconfig.schema import LoginMode
 
 
@@ -28,9 +28,11 @@ class KubernetesAccessArgs:
     """Use the admin (certificate) kubeconfig; only when the cluster keeps local accounts."""
     wait_for: list[pulumi.Resource] | None = None
     """Role assignments the credentials depend on (Azure RBAC grants are invisible to Pulumi's graph)."""
-    check_reachable: bool = False
-    """Check that the API server answers from here before any Kubernetes resource is touched (private
-    clusters, so a run from outside the VNet stops at once with the fix)."""
+    private: bool = False
+    """Private API server: reachable only from the cluster's VNet (or one linked to its private DNS zone)."""
+    preflight: bool = True
+    """Before any Kubernetes resource is touched: check a private API server answers from here, and wait until
+    the deployer's access works (role assignments take minutes to propagate). Off only without a cluster."""
 
 
 def _decode(credentials: cs.CredentialResultsResponse | cs.ListManagedClusterUserCredentialsResult) -> str:
@@ -57,8 +59,10 @@ class KubernetesAccess(pulumi.ComponentResource):
                 resource_group_name=args.resource_group_name, resource_name=args.cluster_name, opts=invoke)
             kubeconfig = user.apply(
                 lambda c: kubelogin_kubeconfig(_decode(c), args.login_mode))
-        if args.check_reachable:
+        if args.preflight and args.private:
             kubeconfig = kubeconfig.apply(require_reachable)
+        if args.preflight:
+            kubeconfig = kubeconfig.apply(wait_for_access)
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
         self.provider = k8s.Provider(
             f"{name}-provider",

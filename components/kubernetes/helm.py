@@ -12,7 +12,10 @@ from components.kubernetes.charts import Chart
 
 
 def release(name: str, release_name: str, chart: Chart, namespace_name: pulumi.Input[str],
-            values: Mapping[str, Any], parent: pulumi.Resource, timeout_seconds: int = 600) -> helm.v3.Release:
+            values: Mapping[str, Any], parent: pulumi.Resource, timeout_seconds: int = 600,
+            upgrades_own_crds: bool = False) -> helm.v3.Release:
+    """``upgrades_own_crds``: the chart updates its CRDs in a pre-upgrade hook, which needs Helm's OpenAPI
+    validation off, or a values change that uses new CRD fields fails before the hook runs."""
     return helm.v3.Release(
         name,
         name=release_name,
@@ -26,5 +29,6 @@ def release(name: str, release_name: str, chart: Chart, namespace_name: pulumi.I
         atomic=True,
         cleanup_on_fail=True,
         timeout=timeout_seconds,
+        disable_openapi_validation=upgrades_own_crds or None,
         opts=pulumi.ResourceOptions(parent=parent),
     )

@@ -25,6 +25,10 @@ GPU_START_SECONDS = 1800
 build (about 5 min), a multi-GB image pull and the model load."""
 AWAIT_GPU_START = {"pulumi.com/timeoutSeconds": str(GPU_START_SECONDS)}
 """Annotation: how long ``pulumi up`` waits for a GPU workload to become ready."""
+GPU_ROLLOUT = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+"""Deployment strategy for pods that hold a GPU or a GPU share: replace, never surge. A surge pod needs one more
+GPU than the pool has when its pods fill it (and a pool at max cannot grow), so the default rollout would wait
+forever and every later `pulumi up` time out."""
 DISRUPTIONS_DO_NOT_COUNT = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 """Spot evictions, preemptions and drains retry the pod without using up backoffLimit."""
 

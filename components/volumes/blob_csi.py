@@ -8,10 +8,16 @@ from components.kubernetes import charts, helm
 
 
 def blob_csi_values() -> dict:
-    return {"node": {
-        "enableBlobfuseProxy": True,
-        "blobfuseProxy": {"installBlobfuse2": True, "blobfuse2Version": charts.BLOBFUSE2_VERSION},
-    }}
+    return {
+        "node": {
+            "enableBlobfuseProxy": True,
+            "blobfuseProxy": {"installBlobfuse2": True, "blobfuse2Version": charts.BLOBFUSE2_VERSION},
+        },
+        # The controller runs with hostNetwork on a fixed port, so two replicas never share a node: the chart's
+        # default of 2 forces a second system node (that the autoscaler then keeps), or never becomes ready.
+        # It only provisions dynamic volumes; these are static, so one replica is plenty.
+        "controller": {"replicas": 1},
+    }
 
 
 class BlobCsiDriver(pulumi.ComponentResource):

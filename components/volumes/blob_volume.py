@@ -2,10 +2,18 @@
 
 ``identity`` mode mounts with a managed identity's Entra ID token (no key or SAS anywhere); ``sas`` mode, as
 seed 003, keeps a container SAS in a Kubernetes Secret — never in Helm values — with a configurable expiry.
+
+A PersistentVolume's source is immutable, so any change to how it mounts replaces it, and its claim with it. With
+fixed names that replacement deletes first, and a claim that running pods hold never goes: ``pulumi up`` hangs.
+So the names carry a hash of the mount settings: a change is a new volume and claim, the workloads (which take
+the claim name from ``claim_name``) roll onto it, and only then is the old pair deleted.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,14 +28,26 @@ ACCESS_MODES = {True: "ReadOnlyMany", False: "ReadWriteMany"}
 """By ``read_only``."""
 SAS_PERMISSIONS = {True: "rl", False: "racwdl"}
 """By ``read_only``: read and list, or also add, create, write and delete."""
+PROTOCOL = "fuse2"
+"""blobfuse2 through the driver's proxy on the host."""
 MOUNT_OPTIONS = ["-o allow_other", "--file-cache-timeout-in-seconds=120"]
 """blobfuse2 options: other UIDs than the mounter may read (pods run non-root), and cached files are
 revalidated after two minutes (the driver's own example uses 120)."""
 
 
-def volume_handle(account: str, container: str) -> str:
-    """Unique per container in the cluster; the driver reserves ``#`` and ``/``."""
-    return f"{account}_{container}"
+def volume_handle(account: str, container: str, settings: str) -> str:
+    """Unique per volume in the cluster (two generations of one container may briefly coexist); the driver
+    reserves ``#`` and ``/``."""
+    return f"{account}_{container}_{settings}"
+
+
+def settings_hash(*settings: object) -> str:
+    """Eight hex characters that change whenever a mount setting does."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
 
 
 @dataclass(frozen=True)
@@ -41,7 +61,7 @@ class BlobVolumeArgs:
     namespace: pulumi.Input[str]
     """Namespace of the claim (and of the SAS Secret)."""
     claim_name: str
-    """Name of the PersistentVolumeClaim workloads mount."""
+    """Base name of the PersistentVolumeClaim; the claim is ``<claim_name>-<settings hash>`` (``claim_name``)."""
     read_only: bool = True
     """ReadOnlyMany and mounted read-only (inputs); else ReadWriteMany."""
     auth: StorageAuth = StorageAuth.IDENTITY
@@ -59,20 +79,25 @@ class BlobVolumeArgs:
 
 class BlobVolume(pulumi.ComponentResource):
     claim_name: pulumi.Output[str]
+    """The claim to mount: workloads take it from here, so a new volume generation reaches them."""
 
     def __init__(self, name: str, args: BlobVolumeArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:storage:BlobVolume", name, None, opts)
         if args.auth == StorageAuth.IDENTITY and args.identity_client_id is None:
             raise ValueError(f"blob volume {name}: identity mode needs identity_client_id")
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for))
+        settings = settings_hash(args.account_name, args.container, args.read_only, args.auth, MOUNT_OPTIONS,
+                                 PROTOCOL)
+        claim_name = f"{args.claim_name}-{settings}"
         attributes: dict[str, pulumi.Input[str]] = {
             "storageAccount": args.account_name,
             "containerName": args.container,
             "resourceGroup": args.resource_group_name,
-            "protocol": "fuse2",
+            "protocol": PROTOCOL,
         }
-        csi: dict = {"driver": "blob.csi.azure.com", "volumeHandle": volume_handle(args.account_name, args.container),
-                     "readOnly": args.read_only, "volumeAttributes": attributes}
+        handle = volume_handle(args.account_name, args.container, settings)
+        csi: dict = {"driver": "blob.csi.azure.com", "volumeHandle": handle, "readOnly": args.read_only,
+                     "volumeAttributes": attributes}
         if args.auth == StorageAuth.IDENTITY:
             attributes["AzureStorageAuthType"] = "MSI"
             attributes["AzureStorageIdentityClientID"] = args.identity_client_id
@@ -87,21 +112,22 @@ class BlobVolume(pulumi.ComponentResource):
                 shared_access_expiry_time=sas_expiry(args.sas_expiry_days),
                 opts=pulumi.InvokeOptions(parent=self),
             )
+            # `data`, not `stringData`: a new day's token is then an update of the Secret, not a delete and a
+            # re-create that leaves a moment without it.
             secret = core.v1.Secret(
                 f"{name}-sas",
-                metadata={"name": f"{args.claim_name}-sas", "namespace": args.namespace},
+                metadata={"name": f"{claim_name}-sas", "namespace": args.namespace},
                 type="Opaque",
-                string_data=pulumi.Output.secret(sas.service_sas_token).apply(
-                    lambda token: {"azurestorageaccountname": args.account_name,
-                                   "azurestorageaccountsastoken": token}),
+                data=pulumi.Output.secret(sas.service_sas_token).apply(
+                    lambda token: {"azurestorageaccountname": _b64(args.account_name),
+                                   "azurestorageaccountsastoken": _b64(token)}),
                 opts=child,
             )
             csi["nodeStageSecretRef"] = {"name": secret.metadata["name"], "namespace": secret.metadata["namespace"]}
 
-        pv_name = f"pv-{volume_handle(args.account_name, args.container)}".replace("_", "-")
         volume = core.v1.PersistentVolume(
             f"{name}-pv",
-            metadata={"name": pv_name, "labels": {"aksgpu/volume": args.claim_name}},
+            metadata={"name": f"pv-{handle}".replace("_", "-"), "labels": {"aksgpu/volume": args.claim_name}},
             spec={
                 "capacity": {"storage": args.capacity},
                 "accessModes": [ACCESS_MODES[args.read_only]],
@@ -109,14 +135,14 @@ class BlobVolume(pulumi.ComponentResource):
                 "persistentVolumeReclaimPolicy": "Retain",
                 "storageClassName": "",  # static binding only; never the cluster's default class
                 "mountOptions": MOUNT_OPTIONS,
-                "claimRef": {"namespace": args.namespace, "name": args.claim_name},
+                "claimRef": {"namespace": args.namespace, "name": claim_name},
                 "csi": csi,
             },
             opts=child,
         )
         claim = core.v1.PersistentVolumeClaim(
             f"{name}-pvc",
-            metadata={"name": args.claim_name, "namespace": args.namespace},
+            metadata={"name": claim_name, "namespace": args.namespace},
             spec={
                 "accessModes": [ACCESS_MODES[args.read_only]],
                 "storageClassName": "",

@@ -37,9 +37,9 @@ class ResimArgs:
     """The jobs image (docker/jobs)."""
     workspace: Workspace
     """The scenario's namespace (it holds the input and output claims)."""
-    input_claim: str
+    input_claim: pulumi.Input[str]
     """PersistentVolumeClaim of the input container (read-only)."""
-    output_claim: str
+    output_claim: pulumi.Input[str]
     """PersistentVolumeClaim of the output container."""
     resim_jobs: int = 20
     """Parallel re-simulation shards (the seed's ``--njobs 20``)."""

@@ -15,7 +15,15 @@ import pulumi_random as random
 from pulumi_kubernetes import apps, core
 
 from components.azure.node_pools import GpuNodePool
-from components.kubernetes.pods import AWAIT_GPU_START, container, job_spec, job_template, pod_spec, submit_command
+from components.kubernetes.pods import (
+    AWAIT_GPU_START,
+    GPU_ROLLOUT,
+    container,
+    job_spec,
+    job_template,
+    pod_spec,
+    submit_command,
+)
 from components.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, container_security_context, namespace, resources
 from components.workloads.function import SERVICE_PORT, function_container, function_pod
 
@@ -72,7 +80,7 @@ class SharedGpuInference(pulumi.ComponentResource):
                 f"{name}-{app}",
                 metadata={"name": app, "namespace": ns.metadata["name"], "labels": labels,
                           "annotations": AWAIT_GPU_START},
-                spec={"replicas": 1, "selector": {"matchLabels": labels},
+                spec={"replicas": 1, "selector": {"matchLabels": labels}, "strategy": GPU_ROLLOUT,
                       "template": {"metadata": {"labels": labels}, "spec": pod}},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, args.pool]),
             )
@@ -131,7 +139,7 @@ class SharedGpuInference(pulumi.ComponentResource):
             f"{name}-notebook",
             metadata={"name": "notebook", "namespace": ns.metadata["name"], "labels": labels,
                       "annotations": AWAIT_GPU_START},
-            spec={"replicas": 1, "selector": {"matchLabels": labels},
+            spec={"replicas": 1, "selector": {"matchLabels": labels}, "strategy": GPU_ROLLOUT,
                   "template": {"metadata": {"labels": labels}, "spec": pod}},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, args.pool]),
         )

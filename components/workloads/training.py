@@ -34,7 +34,7 @@ class TrainingArgs:
     """Namespace of the workloads (and of the checkpoint claim)."""
     steps: int = 2000
     """Optimisation steps of the run."""
-    checkpoint_claim: str | None = None
+    checkpoint_claim: pulumi.Input[str] | None = None
     """PersistentVolumeClaim for checkpoints; none keeps them in the pod (lost with it)."""
     predict_pool: CpuNodePool | None = None
     """CPU pool of the prediction service; none: no service."""
@@ -52,7 +52,7 @@ class TrainingWorkload(pulumi.ComponentResource):
         super().__init__("aksgpu:workloads:TrainingWorkload", name, None, opts)
         if args.predict_pool is not None and args.checkpoint_claim is None:
             raise ValueError(f"training {name}: the prediction service reads checkpoints from a shared volume")
-        if args.checkpoint_claim:
+        if args.checkpoint_claim is not None:
             volume = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": args.checkpoint_claim}}
         else:
             volume = {"name": "checkpoints", "emptyDir": {"sizeLimit": "5Gi"}}

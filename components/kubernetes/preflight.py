@@ -1,0 +1,124 @@
+"""Checks against the cluster's API server before any Kubernetes resource is touched, so that `pulumi up` stops
+at once with one line saying what to do instead of failing or timing out per resource:
+
+- ``require_reachable``: a private API server resolves and answers from this machine;
+- ``wait_for_access``: the deployer's Azure RBAC role has taken effect. A new role assignment "can take up to
+  five minutes to propagate" (AKS, entra-id-authorization); the first `pulumi up` would otherwise get 403 on its
+  first namespaces and Helm releases and need a rerun.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlparse
+
+import pulumi
+import yaml
+
+HINT = ("run `pulumi up` where the VNet is reachable: a VM or self-hosted runner in the cluster's VNet, or in a "
+        "peered VNet linked to the cluster's private DNS zone (docs/deploying.md: Private clusters)")
+ACCESS_TIMEOUT_SECONDS = 600
+"""Twice the five minutes AKS documents for a role assignment to propagate."""
+ACCESS_POLL_SECONDS = 15
+ACCESS_REVIEW = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                 "spec": {"resourceAttributes": {"verb": "*", "group": "*", "resource": "*"}}}
+"""May I do everything? What the program needs: namespaces, CRDs, cluster-scoped rules, Helm releases."""
+
+
+def api_server_problem(host: str, port: int = 443, timeout: float = 5.0) -> str | None:
+    """Why ``host:port`` cannot be reached from here, or None when a TCP connection opens."""
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return f"{host} does not resolve here; a private cluster's name exists only in its VNet's private DNS zone"
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as error:
+        return f"{host}:{port} resolves but does not answer ({error})"
+
+
+def _cluster(kubeconfig: str) -> dict[str, Any]:
+    return yaml.safe_load(kubeconfig)["clusters"][0]["cluster"]
+
+
+def server_of(kubeconfig: str) -> tuple[str, int]:
+    """Host and port of the kubeconfig's (first) cluster."""
+    url = urlparse(_cluster(kubeconfig)["server"])
+    return url.hostname or "", url.port or 443
+
+
+def require_reachable(kubeconfig: str) -> str:
+    """The kubeconfig unchanged, or a one-line error naming the problem and the fix."""
+    problem = api_server_problem(*server_of(kubeconfig))
+    if problem:
+        raise pulumi.RunError(f"private AKS API server unreachable from this machine: {problem}; {HINT}")
+    return kubeconfig
+
+
+def exec_token(kubeconfig: str) -> str | None:
+    """A bearer token from the kubeconfig's exec plugin (kubelogin), or None for a certificate user."""
+    user = yaml.safe_load(kubeconfig)["users"][0]["user"]
+    plugin = user.get("exec")
+    if not plugin:
+        return None
+    env = {**os.environ, **{e["name"]: e["value"] for e in plugin.get("env") or []}}
+    try:
+        result = subprocess.run([plugin["command"], *plugin.get("args", [])], capture_output=True, text=True,
+                                env=env, timeout=120, check=False)
+    except FileNotFoundError:
+        raise pulumi.RunError(f"{plugin['command']} not found: {plugin.get('installHint') or 'install it'}") from None
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+        raise pulumi.RunError(f"{plugin['command']} could not get a token for the cluster: {last}")
+    return json.loads(result.stdout)["status"]["token"]
+
+
+def may_do_everything(kubeconfig: str, token: str) -> bool:
+    """Whether the API server answers a SelfSubjectAccessReview for ``*`` with allowed."""
+    cluster = _cluster(kubeconfig)
+    context = ssl.create_default_context(
+        cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
+        if cluster.get("certificate-authority-data") else None)
+    request = urllib.request.Request(
+        f"{cluster['server'].rstrip('/')}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        data=json.dumps(ACCESS_REVIEW).encode(), method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=30) as response:
+            return bool(json.loads(response.read())["status"].get("allowed"))
+    except urllib.error.HTTPError as error:
+        if error.code in (401, 403):
+            return False
+        raise
+
+
+def wait_for_access(kubeconfig: str, timeout: float = ACCESS_TIMEOUT_SECONDS, interval: float = ACCESS_POLL_SECONDS,
+                    token: Callable[[str], str | None] = exec_token,
+                    allowed: Callable[[str, str], bool] = may_do_everything,
+                    sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> str:
+    """The kubeconfig unchanged once its identity may manage every Kubernetes object; polls while a fresh role
+    assignment propagates, and stops with one line after ``timeout`` seconds."""
+    bearer = token(kubeconfig)
+    if bearer is None:
+        return kubeconfig  # a certificate (local admin) user: no Azure RBAC to wait for
+    deadline = clock() + timeout
+    while not allowed(kubeconfig, bearer):
+        if clock() >= deadline:
+            raise pulumi.RunError(
+                f"the identity running pulumi up still may not manage Kubernetes objects after {timeout:.0f}s: keep "
+                "cluster.grantDeployerAdmin on (AKS RBAC Cluster Admin), or add the identity to a group in "
+                "cluster.adminGroupObjectIds, and check cluster.deployerPrincipalType")
+        pulumi.log.info("waiting for the Kubernetes role assignment to take effect (up to 5 minutes, AKS docs)")
+        sleep(interval)
+    return kubeconfig

@@ -1,0 +1,218 @@
+"""What a real `pulumi up`, preview and destroy need that mocks cannot show, checked on every render.
+
+Each test names its source: the finding of the deploy audit it guards and the Azure or Kubernetes doc behind it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import pytest
+
+from components.azure import roles
+from components.azure.node_pools import FIXED_AT_CREATION
+from components.gpu.operator import AKS_NVIDIA_RUNTIME
+from offline.mocks import DEPLOYER_OBJECT_ID
+from program.pipeline import deploy
+from tests.conftest import STACKS
+from tests.helpers import render_with
+
+ROLE = "azure-native:authorization:RoleAssignment"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+WORKLOAD_KINDS = ("Deployment", "DaemonSet", "Job", "CronJob", "StatefulSet")
+
+
+def role_id(guid: str) -> str:
+    return f"/providers/Microsoft.Authorization/roleDefinitions/{guid}"
+
+
+def pod_spec(resource) -> dict:
+    spec = resource.revealed["spec"]
+    if "jobTemplate" in spec:
+        spec = spec["jobTemplate"]["spec"]
+    return spec["template"]["spec"]
+
+
+def workloads(render):
+    return [r for r in render.resources if r.type.startswith("kubernetes:") and r.inputs.get("kind") in WORKLOAD_KINDS]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_blob_upload_waits_for_its_container(render_of, stack):
+    """Audit #2: a blob that names its container by a literal may upload before the container exists."""
+    for blob in render_of(stack).of_type("azure-native:storage:Blob"):
+        account = blob.depends_on[0].rsplit("-account", 1)[0]
+        assert f"{account}-{blob.inputs['containerName']}" in blob.depends_on, blob.name
+
+
+def test_private_registries_build_where_the_registry_is_reachable(render_of):
+    """Audit #1: a quick ACR Task run builds on public agents and cannot push into a private registry
+    (learn.microsoft.com/azure/container-registry/manage-network-bypass-policy-for-tasks)."""
+    for stack in STACKS:
+        r = render_of(stack)
+        if r.cfg.registry.private:
+            assert not r.of_type("azure-native:containerregistry:TaskRun"), stack
+            assert r.of_type("docker:index/image:Image"), stack
+            registry = r.named("registry-acr").inputs
+            assert registry["networkRuleBypassOptions"] == "None"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_cluster_identity_manages_the_node_subnet(render_of, stack):
+    """Audit #6: with a BYO subnet the CLI grants the control plane Network Contributor, ARM does not
+    (learn.microsoft.com/azure/aks/concepts-network-cni-overview; an internal LoadBalancer fails without it)."""
+    r = render_of(stack)
+    (grant,) = [a for a in r.of_type(ROLE) if a.inputs["roleDefinitionId"].endswith(role_id(roles.NETWORK_CONTRIBUTOR))]
+    assert grant.inputs["scope"].endswith("/subnets/nodes") and "net-nodes" in grant.depends_on
+    # The principal is the cluster's own identity, known once the cluster exists.
+    assert grant.inputs["principalType"] == "ServicePrincipal" and "aks-aks" in grant.depends_on
+    assert re.fullmatch(r"[0-9a-f-]{36}", grant.inputs["principalId"])
+
+
+def test_the_program_waits_for_kubernetes_access_before_its_first_kubernetes_call_unless_told_not_to():
+    """Audit #7: a new role assignment takes up to five minutes to take effect
+    (learn.microsoft.com/azure/aks/entra-id-authorization); `pulumi up` must not need a rerun."""
+    assert inspect.signature(deploy).parameters["preflight"].default is True
+
+
+def test_the_deployer_may_write_recordings_and_read_results_of_av_resim(render_of):
+    """Audit #8: Owner or Contributor grant no blob data access; the uploadInput/downloadOutput outputs would 403
+    (learn.microsoft.com/azure/storage/blobs/assign-azure-role-data-access)."""
+    r = render_of("av-resim")
+    grants = {a.parent: a.inputs for a in r.of_type(ROLE) if a.name.endswith("-deployer-data")}
+    assert grants["storage-input"]["roleDefinitionId"].endswith(role_id(roles.STORAGE_BLOB_DATA_CONTRIBUTOR))
+    assert grants["storage-output"]["roleDefinitionId"].endswith(role_id(roles.STORAGE_BLOB_DATA_READER))
+    for grant in grants.values():
+        assert grant["principalId"] == DEPLOYER_OBJECT_ID
+        assert grant["principalType"] == r.cfg.cluster.deployer_principal_type
+
+
+def test_without_the_grant_the_commands_name_the_role_to_ask_for():
+    config = {"scenario": "av-resim", "cluster": {"grantDeployerAdmin": False},
+              "storage": {"accounts": [{"role": "input"}, {"role": "output"}]}}
+    r = render_with(**config)
+    assert not [a for a in r.of_type(ROLE) if a.name.endswith("-deployer-data")]
+    assert "needs Storage Blob Data Contributor" in r.outputs["uploadInput"]
+    assert "needs Storage Blob Data Reader" in r.outputs["downloadOutput"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_pool_settings_aks_fixes_at_creation_replace_the_pool(render_of, stack):
+    """Audit #14: AKS refuses to change a pool's VM size, driver, priority, spot price or MIG profile
+    (aks-managed-gpu-nodes, spot-node-pool, gpu-multi-instance); a change must replace, not fail as an update."""
+    for pool in render_of(stack).of_type("azure-native:containerservice:AgentPool"):
+        assert set(pool.replace_on_changes) == set(FIXED_AT_CREATION)
+        assert set(FIXED_AT_CREATION) <= {"vmSize", "gpuProfile", "scaleSetPriority", "spotMaxPrice",
+                                          "gpuInstanceProfile"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_workloads_that_pull_from_the_registry_wait_for_the_pull_grant(render_of, stack):
+    """Audit #15: the kubelet's AcrPull assignment propagates after it exists; pulls before it get 401."""
+    r = render_of(stack)
+    if r.cfg.registry.enabled:
+        login = f"{r.cfg.registry_name}.azurecr.io/"
+        for w in workloads(r):
+            if any(c["image"].startswith(login) for c in pod_spec(w)["containers"]):
+                assert "registry-acrpull" in w.depends_on, w.name
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_system_pools_are_two_nodes_of_four_vcpus_except_the_cheap_dev_stack(render_of, stack):
+    """Audit #16: AKS asks of system pools at least two nodes of at least 4 vCPUs (use-system-pools)."""
+    (system,) = render_of(stack).named("aks-aks").inputs["agentPoolProfiles"]
+    vcpus = int(re.match(r"Standard_[A-Z]+(\d+)", system["vmSize"])[1])
+    if stack == "dev":  # the documented demo size (Pulumi.dev.yaml): one 2-vCPU node
+        assert system["minCount"] >= 1
+    else:
+        assert system["minCount"] >= 2 and vcpus >= 4, (system["minCount"], system["vmSize"])
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_gpu_deployments_never_surge_past_the_shares_their_pool_has(render_of, stack):
+    """K1: a surge pod needs one more GPU share than a full pool at max has; the rollout would never finish."""
+    r = render_of(stack)
+    for d in r.of_type(DEPLOYMENT):
+        pod = pod_spec(d)
+        if any("nvidia.com/gpu" in c["resources"].get("limits", {}) for c in pod["containers"]):
+            assert d.revealed["spec"]["strategy"] == {"type": "RollingUpdate",
+                                                      "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}, d.name
+
+
+def test_gpu_sharing_fills_its_pool_so_surging_would_deadlock(render_of):
+    r = render_of("gpu-sharing")
+    pool = r.cfg.gpu_pool("shared")
+    requested = sum(1 for d in r.of_type(DEPLOYMENT) for c in pod_spec(d)["containers"]
+                    if "nvidia.com/gpu" in c["resources"].get("limits", {}))
+    assert requested == pool.schedulable_gpus_per_node * pool.pool.max_count  # full: only maxSurge 0 can roll
+
+
+@pytest.mark.parametrize("stack", ["gpu-basics", "dev"])
+def test_a_failed_smoke_job_is_replaced_by_the_next_up_and_never_deleted_behind_pulumis_back(render_of, stack):
+    """K2, K9: pulumi-kubernetes fails every later `up` on a Job with Failed=True unless replaceUnready is set;
+    a TTL-deleted Job is re-created (from zero GPU nodes) by the next refresh."""
+    for job in render_of(stack).of_type("kubernetes:batch/v1:Job"):
+        if job.parent == "gpu-smoke-test":
+            assert job.inputs["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
+            assert "ttlSecondsAfterFinished" not in job.inputs["spec"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_job_has_a_pod_failure_policy_that_ignores_disruptions(render_of, stack):
+    """README claim; spot evictions must not use up backoffLimit (k8s Job pod failure policy)."""
+    for w in workloads(render_of(stack)):
+        spec = w.revealed["spec"]
+        job = spec["jobTemplate"]["spec"] if "jobTemplate" in spec else spec if w.inputs["kind"] == "Job" else None
+        if job is not None:
+            rules = job["podFailurePolicy"]["rules"]
+            assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in rules
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_blob_csi_controller_fits_one_node(render_of, stack):
+    """K3: the controller uses hostNetwork, so two replicas never share a node and force a second system node."""
+    for release in render_of(stack).of_type("kubernetes:helm.sh/v3:Release"):
+        if release.inputs["chart"] == "blob-csi-driver":
+            assert release.inputs["values"]["controller"]["replicas"] == 1
+
+
+def test_aks_driver_pools_get_the_runtime_class_aks_defines_and_mig_is_left_to_aks():
+    """K5: on AKS-driver nodes the NVIDIA runtime is nvidia-container-runtime (NVIDIA's AKS guide); audit #18: the
+    operator's MIG manager must not repartition what AKS partitioned."""
+    r = render_with(gpuPools=[{"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "driver": "install",
+                               "sharing": {"mode": "mig", "migProfile": "MIG1g"}}])
+    values = r.named("gpu-operator-release").inputs["values"]
+    assert values["operator"] == {"runtimeClass": AKS_NVIDIA_RUNTIME}
+    assert values["migManager"] == {"enabled": False}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_operator_only_pools_keep_the_operators_own_runtime_class(render_of, stack):
+    values = render_of(stack).named("gpu-operator-release").inputs["values"]
+    if all(g.driver == "none" for g in render_of(stack).cfg.gpu_pools):
+        assert "operator" not in values
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_operator_release_can_upgrade_its_own_crds(render_of, stack):
+    """K8: the chart's pre-upgrade CRD Job needs Helm's OpenAPI validation off (values.yaml, operator.upgradeCRD)."""
+    assert render_of(stack).named("gpu-operator-release").inputs["disableOpenapiValidation"] is True
+
+
+def test_protected_data_keeps_its_resource_group_and_the_render_shows_it(render_of):
+    """Audit #5: Azure deletes a resource group with everything in it, protected or not; `pulumi destroy
+    --exclude-protected` must keep the group of protected data."""
+    r = render_of("av-resim")
+    protected = {x.name for x in r.resources if x.protect}
+    assert {"net-rg", "storage-output-account", "storage-output-output"} <= protected
+    assert not {"storage-input-account", "aks-aks"} & protected
+    assert not [x for x in render_of("gpu-basics").resources if x.protect]
+
+
+def test_the_summary_warns_when_a_public_api_server_is_open_to_everyone(render_of, tmp_path):
+    from offline.report import write_render
+    text = (write_render(render_of("gpu-basics"), tmp_path) / "summary.md").read_text()
+    assert "**Warning: the public API server is open to every address**" in text
+    text = (write_render(render_of("av-resim"), tmp_path) / "summary.md").read_text()
+    assert "Warning" not in text and "private API server" in text

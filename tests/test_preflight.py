@@ -1,0 +1,148 @@
+"""The checks before any Kubernetes call: a private server is reachable, and the deployer's access works."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pulumi
+import pytest
+import yaml
+
+from components.kubernetes import preflight
+from components.kubernetes.kubeconfig import kubelogin_kubeconfig
+from offline.mocks import aad_kubeconfig
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- name: aks
+  cluster: {server: "https://%s:%d"}
+"""
+AKS = kubelogin_kubeconfig(aad_kubeconfig("aks-x", "rg-x", "aks-x-1234.hcp.eastus.azmk8s.io"), "azurecli")
+
+
+def test_a_name_that_does_not_resolve_is_reported_with_the_private_dns_reason():
+    problem = preflight.api_server_problem("aks-x.privatelink.eastus.azmk8s.invalid")
+    assert "does not resolve here" in problem and "private DNS zone" in problem
+
+
+def test_an_open_port_is_reachable_and_a_closed_one_is_not():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert preflight.api_server_problem("127.0.0.1", port, timeout=2) is None
+    assert "does not answer" in preflight.api_server_problem("127.0.0.1", port, timeout=2)
+
+
+def test_the_server_comes_from_the_kubeconfig():
+    host = "aks-x.hcp.eastus.azmk8s.io"
+    assert preflight.server_of(KUBECONFIG % (host, 443)) == (host, 443)
+
+
+def test_an_unreachable_private_server_stops_the_deployment_with_one_line():
+    with pytest.raises(pulumi.RunError) as error:
+        preflight.require_reachable(KUBECONFIG % ("aks-x.privatelink.eastus.azmk8s.invalid", 443))
+    message = str(error.value)
+    assert message.startswith("private AKS API server unreachable from this machine:")
+    assert "self-hosted runner in the cluster's VNet" in message and "\n" not in message
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+    def __call__(self):
+        return self.now
+
+
+def test_access_is_polled_until_the_role_assignment_takes_effect():
+    answers, clock = iter([False, False, True]), Clock()
+    result = preflight.wait_for_access(AKS, token=lambda _: "t", allowed=lambda *_: next(answers),
+                                       sleep=clock.sleep, clock=clock)
+    assert result == AKS and clock.now == 2 * preflight.ACCESS_POLL_SECONDS
+
+
+def test_access_that_never_comes_stops_with_one_line_naming_the_fix():
+    clock = Clock()
+    with pytest.raises(pulumi.RunError) as error:
+        preflight.wait_for_access(AKS, timeout=60, interval=15, token=lambda _: "t", allowed=lambda *_: False,
+                                  sleep=clock.sleep, clock=clock)
+    message = str(error.value)
+    assert "may not manage Kubernetes objects after 60s" in message and "grantDeployerAdmin" in message
+    assert "\n" not in message and clock.now == 60
+
+
+def test_a_certificate_user_has_no_role_to_wait_for():
+    def never(*_):
+        raise AssertionError("no access review for a certificate user")
+    assert preflight.wait_for_access("users: []", token=lambda _: None, allowed=never) == "users: []"
+
+
+def test_the_token_comes_from_the_exec_plugin(tmp_path):
+    plugin = tmp_path / "kubelogin"
+    plugin.write_text(f"#!{sys.executable}\nimport json, sys\n"
+                      "assert sys.argv[1:4] == ['get-token', '--login', 'azurecli']\n"
+                      "print(json.dumps({'status': {'token': 'tok'}}))\n")
+    plugin.chmod(0o755)
+    config = yaml.safe_load(AKS)
+    config["users"][0]["user"]["exec"]["command"] = str(plugin)
+    assert preflight.exec_token(yaml.safe_dump(config)) == "tok"
+
+
+def test_a_missing_kubelogin_is_one_line_with_the_install_hint():
+    config = yaml.safe_load(AKS)
+    config["users"][0]["user"]["exec"]["command"] = "kubelogin-that-is-not-installed"
+    with pytest.raises(pulumi.RunError, match="not found: kubelogin is required: az aks install-cli"):
+        preflight.exec_token(yaml.safe_dump(config))
+
+
+@pytest.fixture
+def api_server():
+    """A plain-HTTP stand-in for the API server that answers access reviews with ``allowed``."""
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        allowed = False
+
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, self.headers["Authorization"], body))
+            if self.headers["Authorization"] != "Bearer good":
+                self.send_response(401)
+                self.end_headers()
+                return
+            answer = json.dumps({**body, "status": {"allowed": Handler.allowed}}).encode()
+            self.send_response(201)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = yaml.safe_dump({"clusters": [{"name": "aks", "cluster": {
+        "server": f"http://127.0.0.1:{server.server_address[1]}"}}]})
+    yield config, Handler, seen
+    server.shutdown()
+
+
+def test_the_access_review_asks_for_everything_with_the_token(api_server):
+    config, handler, seen = api_server
+    assert preflight.may_do_everything(config, "good") is False
+    handler.allowed = True
+    assert preflight.may_do_everything(config, "good") is True
+    assert preflight.may_do_everything(config, "expired") is False
+    path, auth, body = seen[0]
+    assert path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and auth == "Bearer good"
+    assert body["kind"] == "SelfSubjectAccessReview"
+    assert body["spec"]["resourceAttributes"] == {"verb": "*", "group": "*", "resource": "*"}
