@@ -94,9 +94,12 @@ def _is_stack(urn: str) -> bool:
 def normalise(value: Any, reveal: bool = False) -> Any:
     """Inputs as JSON would show them: secrets masked (unless ``reveal``), keys sorted, integral numbers as
     integers. (The gRPC wire format carries every number as a double.)
+
+    A secret object or list keeps its shape and masks each value, so a masked Secret is still a valid Secret.
     """
     if rpc.is_rpc_secret(value):
-        return normalise(rpc.unwrap_rpc_secret(value), reveal) if reveal else SECRET
+        inner = normalise(rpc.unwrap_rpc_secret(value), reveal)
+        return inner if reveal else _mask(inner)
     if isinstance(value, pulumi.FileAsset):
         return {"fileAsset": value.path}
     if isinstance(value, dict):
@@ -106,6 +109,14 @@ def normalise(value: Any, reveal: bool = False) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def _mask(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _mask(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask(v) for v in value]
+    return SECRET
 
 
 class RecordingMonitor(pulumi_mocks.MockMonitor):

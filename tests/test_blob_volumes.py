@@ -72,7 +72,8 @@ def test_sas_mode_keeps_the_token_in_a_secret_never_in_helm_values():
     assert len(secrets) == 2
     for s in secrets:
         # `data`: a renewed token updates the Secret in place (`stringData` would replace it).
-        assert s.inputs["data"] == SECRET and s.inputs["type"] == "Opaque" and "stringData" not in s.inputs
+        assert s.inputs["data"] == {"azurestorageaccountname": SECRET, "azurestorageaccountsastoken": SECRET}
+        assert s.inputs["type"] == "Opaque" and "stringData" not in s.inputs
         assert set(s.revealed["data"]) == {"azurestorageaccountname", "azurestorageaccountsastoken"}
     for pv in volumes(r).values():
         ref = pv["spec"]["csi"]["nodeStageSecretRef"]

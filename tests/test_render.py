@@ -97,3 +97,58 @@ def test_a_malformed_stack_file_is_one_line_exit_2_and_writes_nothing(tmp_path, 
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0 and says in result.stderr, result.stderr
     assert not out.exists()
+
+
+SENTINEL = "S3NT1NEL"
+
+
+@pytest.fixture
+def sentinel_secrets(monkeypatch):
+    """Mocks whose every secret value (notebook token, SAS tokens, kubeconfig) carries a sentinel."""
+    from offline import mocks
+
+    new_resource, call, kubeconfig = mocks.AzureMocks.new_resource, mocks.AzureMocks.call, mocks.aad_kubeconfig
+
+    def marked_resource(self, args):
+        rid, outputs = new_resource(self, args)
+        if args.typ == "random:index/randomPassword:RandomPassword":
+            outputs["result"] = f"{SENTINEL}-token"
+        return rid, outputs
+
+    def marked_call(self, args):
+        result = call(self, args)
+        if "serviceSasToken" in result:
+            result["serviceSasToken"] += f"&{SENTINEL}-sas"
+        return result
+
+    monkeypatch.setattr(mocks.AzureMocks, "new_resource", marked_resource)
+    monkeypatch.setattr(mocks.AzureMocks, "call", marked_call)
+    monkeypatch.setattr(mocks, "aad_kubeconfig", lambda *a: kubeconfig(*a) + f"# {SENTINEL}-kubeconfig\n")
+
+
+def test_no_secret_value_reaches_the_render_files_or_outputs(sentinel_secrets, tmp_path):
+    from tests.helpers import render_with
+
+    r = render_with(
+        scenario="gpu-sharing",
+        gpuPools=[{"name": "shared", "minCount": 1, "maxCount": 1, "sharing": {"mode": "time-slicing", "replicas": 4}}],
+        build={"mode": "acr"},
+        storage={"auth": "sas", "accounts": [{"role": "data"}]},
+    )
+    revealed = json.dumps([x.revealed for x in r.resources])
+    assert f"{SENTINEL}-token" in revealed and f"{SENTINEL}-sas" in revealed  # the sentinels are really there
+    out = write_render(r, tmp_path)
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert SENTINEL not in path.read_text(), path.relative_to(out)
+    assert SENTINEL not in json.dumps(r.outputs)
+
+
+def test_a_masked_secret_keeps_its_shape_so_its_manifest_is_still_valid(render_of):
+    import kubernetes_validate
+
+    from offline.report import manifest
+
+    secret = render_of("gpu-sharing").named("sharing-notebook-token-secret")
+    assert secret.inputs["stringData"] == {"token": SECRET}
+    kubernetes_validate.validate(manifest(secret), "1.33.0", strict=True)

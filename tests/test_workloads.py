@@ -61,7 +61,7 @@ def test_notebook_is_pinned_takes_its_token_from_a_secret_and_has_no_public_addr
     assert re.fullmatch(r"quay\.io/jupyter/pytorch-notebook:cuda12-\d{4}-\d{2}-\d{2}", notebook["image"])
     (token,) = notebook["env"]
     assert token == {"name": "JUPYTER_TOKEN", "valueFrom": {"secretKeyRef": {"name": "notebook-token", "key": "token"}}}
-    assert r.named("sharing-notebook-token-secret").inputs["stringData"] == "[secret]"
+    assert r.named("sharing-notebook-token-secret").inputs["stringData"] == {"token": "[secret]"}
     assert len(r.named("sharing-notebook-token-secret").revealed["stringData"]["token"]) == 32
     assert {s.revealed["spec"]["type"] for s in r.of_type(SERVICE)} == {"ClusterIP"}
     assert not [s for s in r.of_type(SERVICE) if s.revealed["metadata"]["name"] == "notebook"]
