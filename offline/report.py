@@ -117,7 +117,8 @@ def summary(render: Render, cost: Totals, up_minutes: float) -> str:
         lines += [f"Cluster access: public API server limited to {', '.join(cfg.cluster.authorized_ip_ranges)}.", ""]
     else:
         lines += ["**Warning: the public API server is open to every address** (Entra ID sign-in is still "
-                  "required). Set `cluster.authorizedIpRanges` to your egress CIDRs, or `cluster.private`.", ""]
+                  "required), as `cluster.openApiServer` accepts. Set `cluster.authorizedIpRanges` to your egress "
+                  "CIDRs, or `cluster.private`, where you can.", ""]
 
     rows = node_pool_rows(render)
     lines += ["## Node pools", "",

@@ -8,7 +8,7 @@ from components.azure.storage import BlobStorage, BlobStorageArgs
 from components.build.context import load_context
 from components.build.image import CONTEXT_CONTAINER, CONTEXT_SAS_POLICY_DAYS, ContainerImage, ImageArgs
 from program.azure_layer import AzureLayer
-from stackconfig.schema import BuildMode, StackConfig, StorageAuth
+from stackconfig.schema import BuildMode, SecurityException, StackConfig, StorageAuth
 
 BUILD_STORAGE_ROLE = "build"
 """Storage role (and name part) of the account that holds uploaded build contexts in ``acr`` mode."""
@@ -23,12 +23,13 @@ def build_images(cfg: StackConfig, layer: AzureLayer, folders: Mapping[str, str]
         raise ValueError("images need the stack's registry (scenario checks require registry.enabled)")
     context_account = context_container = None
     if cfg.build.mode == BuildMode.ACR:
-        # ACR Tasks fetch the context by URL: a read-only SAS for one blob, signed with this account's key.
-        # It holds only build contexts, so shared keys stay off on every data account.
+        # ACR Tasks fetch the context by URL: a read-only SAS for one blob, signed with this account's key, from
+        # anywhere in Azure. It holds only build contexts, so shared keys stay off on every data account.
         store = BlobStorage("build-contexts", BlobStorageArgs(
             resource_group_name=layer.network.resource_group_name, location=cfg.location,
             account_name=cfg.naming.storage_account(BUILD_STORAGE_ROLE), containers=(CONTEXT_CONTAINER,),
             tags=cfg.tags, auth=StorageAuth.SAS, sas_expiry_days=CONTEXT_SAS_POLICY_DAYS, holds_data=False,
+            security_exception=SecurityException.SHARED_KEY_BUILD_CONTEXT,
         ))
         context_account, context_container = store.account_name, store.containers[CONTEXT_CONTAINER]
     return {

@@ -115,6 +115,7 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str, scenarios: Col
     _check_driver_owner(top, gpu_pools, addons)
     _check_blob_driver(top, cluster, storage, addons)
     _check_build_reaches_registry(top, registry, build)
+    _check_api_server_decision(top, cluster)
     return StackConfig(
         project=project, stack=stack, scenario=scenario, environment=environment, owner=owner,
         lifetime=lifetime, ttl_hours=ttl_hours, location=location, name_root=root, ci_runner=runner,
@@ -289,6 +290,10 @@ def _cluster(s: Section) -> ClusterConfig:
     if private and ranges:
         raise ConfigError(s.key("authorizedIpRanges"), list(ranges),
                           "must be empty when cluster.private is true (a private API server has no public ranges)")
+    open_api = s.get("openApiServer", bool, d.open_api_server)
+    if open_api and (private or ranges):
+        raise ConfigError(s.key("openApiServer"), open_api,
+                          "contradicts cluster.private or cluster.authorizedIpRanges; set only one of the three")
     local = s.get("localAccounts", bool, d.local_accounts)
     groups = s.strings("adminGroupObjectIds", list(d.admin_group_object_ids))
     for i, g in enumerate(groups):
@@ -321,7 +326,7 @@ def _cluster(s: Section) -> ClusterConfig:
     s.done()
     return ClusterConfig(
         kubernetes_version=version, sku_tier=tier, private=private, authorized_ip_ranges=ranges,
-        local_accounts=local, admin_group_object_ids=groups, grant_deployer_admin=grant,
+        open_api_server=open_api, local_accounts=local, admin_group_object_ids=groups, grant_deployer_admin=grant,
         deployer_principal_type=deployer_type, network_policy=policy, upgrade_channel=channel,
         node_os_upgrade_channel=os_channel, managed_blob_csi_driver=managed_blob, login_mode=login,
         system_pool=system, autoscaler=autoscaler,
@@ -440,7 +445,11 @@ def _function(s: Section, gpu_pools: tuple[GpuPoolConfig, ...]) -> FunctionConfi
                               "must be a CIDR such as 203.0.113.0/24") from None
         if network.prefixlen == 0:
             raise ConfigError(f"{s.key('allowedSourceRanges')}[{i}]", cidr,
-                              "would allow the whole internet; leave the list empty for that, or name your ranges")
+                              "would open the function to the whole internet; name the ranges that may call it")
+    if exposure == Exposure.PUBLIC and not ranges:
+        raise ConfigError(s.key("allowedSourceRanges"), [],
+                          "must list the CIDRs that may call a public function (exposure: public); or use "
+                          "exposure: internal and kubectl port-forward")
     max_context = s.get("maxContextChars", int, d.max_context_chars)
     if not 100 <= max_context <= 200_000:
         raise ConfigError(s.key("maxContextChars"), max_context, "must be between 100 and 200000")
@@ -490,6 +499,16 @@ def _check_build_reaches_registry(top: Section, registry: RegistryConfig, build:
         raise ConfigError(f"{top.key('build')}.mode", build.mode,
                           "an ACR Task run cannot push into a private registry (registry.private); use build.mode "
                           "local from a machine in the VNet, which reaches the registry's private endpoint")
+
+
+def _check_api_server_decision(top: Section, cluster: ClusterConfig) -> None:
+    """Checked last, so a stack file with other mistakes hears about those first: who may reach the API server
+    is a decision each stack makes, never a default (security baseline: private or authorized ranges)."""
+    if not (cluster.private or cluster.authorized_ip_ranges or cluster.open_api_server):
+        raise ConfigError(f"{top.key('cluster')}.authorizedIpRanges", [],
+                          "leaves the public API server open to every address; list your egress CIDRs, set "
+                          "cluster.private: true, or accept an open (Entra ID-guarded) server with "
+                          "cluster.openApiServer: true")
 
 
 def _check_blob_driver(top: Section, cluster: ClusterConfig, storage: StorageConfig, addons: AddonsConfig) -> None:

@@ -25,6 +25,9 @@ PROJECT = "aksgpu"
 HOLDS_DATA = "holds-data"
 """Tag: ``false`` on storage the program can recreate at will (build contexts), which the pull-request guard
 lets a preview replace; data accounts carry no such tag."""
+SECURITY_EXCEPTION = "security-exception"
+"""Tag naming the one deliberate departure from the security baseline a resource makes (a ``SecurityException``
+value); the policy pack accepts exactly these, and docs/security.md justifies each."""
 
 
 def key(name: str) -> dict[str, Any]:
@@ -132,8 +135,17 @@ class BuildMode(StrEnum):
 
 
 class Exposure(StrEnum):
-    PUBLIC = "public"
     INTERNAL = "internal"
+    PUBLIC = "public"
+
+
+class SecurityException(StrEnum):
+    """Values of the ``security-exception`` tag."""
+
+    OPEN_API_SERVER = "open-api-server"
+    """A public API server without authorized IP ranges (Entra ID still required): ``cluster.openApiServer``."""
+    SHARED_KEY_BUILD_CONTEXT = "shared-key-build-context"
+    """The build-context account keeps shared keys and public access: ACR Tasks fetch contexts by SAS URL."""
 
 
 # Sections ---------------------------------------------------------------------------------------------------
@@ -264,7 +276,11 @@ class ClusterConfig:
     private: bool = False
     """Private API server: ``pulumi up`` must then run where it resolves the private endpoint."""
     authorized_ip_ranges: tuple[str, ...] = ()
-    """CIDRs allowed to reach a public API server; empty leaves it reachable, guarded by Entra ID."""
+    """CIDRs allowed to reach a public API server (the egress of everyone and everything that runs kubectl or
+    ``pulumi up``). A public API server needs them, or ``openApiServer``."""
+    open_api_server: bool = False
+    """Accept a public API server open to every address (Entra ID still required), for deployers without fixed
+    egress IPs such as GitHub-hosted runners; the cluster is tagged ``security-exception: open-api-server``."""
     local_accounts: bool = False
     """Keep AKS local (admin certificate) accounts; off means Entra ID only and no admin kubeconfig."""
     admin_group_object_ids: tuple[str, ...] = ()
@@ -350,10 +366,12 @@ class BuildConfig:
 class FunctionConfig:
     pool: str | None = field(default=None, metadata=default_text("the first GPU pool"))
     """GPU pool the function's DaemonSet runs on."""
-    exposure: Exposure = Exposure.PUBLIC
-    """``public``: a public LoadBalancer IP as in seed 000; ``internal``: an IP in the VNet only."""
+    exposure: Exposure = Exposure.INTERNAL
+    """``internal``: a LoadBalancer IP in the VNet only (reach it from the VNet or with ``kubectl port-forward``);
+    ``public``: a public IP as in seed 000, open only to ``allowedSourceRanges``."""
     allowed_source_ranges: tuple[str, ...] = ()
-    """CIDRs that may reach the LoadBalancer (``loadBalancerSourceRanges``); empty allows all."""
+    """CIDRs that may reach the LoadBalancer (``loadBalancerSourceRanges``); required when ``exposure`` is
+    ``public``."""
     max_context_chars: int = 20_000
     """Longest context ``/api/answer`` accepts (100-200000; longer gets a 400)."""
 

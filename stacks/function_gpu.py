@@ -17,13 +17,14 @@ def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
         max_context_chars=cfg.function.max_context_chars,
         wait_for=platform.gpu_operator,
     ), opts=platform.opts)
-    return {outputs.FUNCTION_BASE_URL: function.base_url, outputs.FUNCTION_STATUS_URL: function.status_url}
+    return {outputs.FUNCTION_BASE_URL: function.base_url, outputs.FUNCTION_STATUS_URL: function.status_url,
+            outputs.FUNCTION_PORT_FORWARD: function.port_forward}
 
 
 SCENARIO = Scenario(
     name="function-gpu",
     summary="A PyTorch Azure Function (Functions v4) on a T4 spot pool, its image built in the stack's ACR, "
-            "served by a DaemonSet behind a LoadBalancer",
+            "served by a DaemonSet behind a LoadBalancer (internal by default)",
     seed="000 PyTorch Azure Function on a GPU",
     images={"function": "docker/function"},
     deploy=deploy,

@@ -7,10 +7,22 @@ from typing import Any
 from offline.render import Render, render_namespace
 from offline.stack_files import project_defaults, stack_files, stack_namespace
 
+API_SERVER_KEYS = ("private", "authorizedIpRanges", "openApiServer")
+
+
+def with_api_server_decision(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with ``cluster.openApiServer: true`` (as the committed public stacks have) unless it already
+    decides how the API server is reached: every stack must, and most tests are about something else."""
+    cluster = config.get("cluster", {})
+    if isinstance(cluster, dict) and not any(k in cluster for k in API_SERVER_KEYS):
+        return {**config, "cluster": {**cluster, "openApiServer": True}}
+    return config
+
 
 def render_with(stack: str = "t", **config: Any) -> Render:
-    """Render a stack whose file would hold ``config`` (keys without ``aksgpu:``), Pulumi.yaml defaults first."""
-    return render_namespace(stack, {**project_defaults(), **config})
+    """Render a stack whose file would hold ``config`` (keys without ``aksgpu:``), Pulumi.yaml defaults first.
+    See ``with_api_server_decision``."""
+    return render_namespace(stack, {**project_defaults(), **with_api_server_decision(config)})
 
 
 def stack_config_of(stack: str) -> dict[str, Any]:

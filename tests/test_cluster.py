@@ -3,7 +3,9 @@
 import pytest
 
 from offline.mocks import DEPLOYER_OBJECT_ID
+from stackconfig.schema import SECURITY_EXCEPTION, SecurityException
 from tests.conftest import STACKS
+from tests.helpers import render_with
 
 MC = "azure-native:containerservice:ManagedCluster"
 
@@ -60,11 +62,20 @@ def test_system_pool_is_inline_regular_and_gpu_pools_are_not(render_of, stack):
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_api_server_is_private_or_never_open_to_0_0_0_0(render_of, stack):
-    access = cluster(render_of(stack))["apiServerAccessProfile"]
+def test_api_server_is_private_limited_or_tagged_as_a_deliberate_exception(render_of, stack):
+    c = cluster(render_of(stack))
+    access = c["apiServerAccessProfile"]
     assert "0.0.0.0/0" not in access.get("authorizedIPRanges", [])
     if access["enablePrivateCluster"]:
         assert not access.get("authorizedIPRanges")
+    open_to_all = not access["enablePrivateCluster"] and not access.get("authorizedIPRanges")
+    assert open_to_all == (c["tags"].get(SECURITY_EXCEPTION) == SecurityException.OPEN_API_SERVER)
+
+
+def test_authorized_ranges_limit_the_api_server_without_an_exception_tag():
+    c = cluster(render_with(cluster={"authorizedIpRanges": ["203.0.113.7/32"]}))
+    assert c["apiServerAccessProfile"]["authorizedIPRanges"] == ["203.0.113.7/32"]
+    assert SECURITY_EXCEPTION not in c["tags"]
 
 
 def test_av_resim_cluster_is_private(render_of):

@@ -12,10 +12,12 @@ from program.pipeline import load_stack_config
 from stackconfig import loader, reference
 from stackconfig.reader import ConfigError, Section
 from stackconfig.schema import DEFAULT_GPU_POOL, PROJECT, StackConfig
+from tests.helpers import with_api_server_decision
 
 
 def load_config(raw, project=PROJECT, stack="test"):
-    return loader.load_config(raw, project, stack, scenarios=stacks.REGISTRY)
+    """Load ``raw`` with ``cluster.openApiServer: true`` unless it decides how the API server is reached."""
+    return loader.load_config(with_api_server_decision(raw), project, stack, scenarios=stacks.REGISTRY)
 
 T4 = {"name": "t4", "vmSize": "Standard_NC4as_T4_v3"}
 
@@ -81,6 +83,10 @@ BAD_CONFIGS = [
      "must not open the API server to every address"),
     ({"cluster": {"private": True, "authorizedIpRanges": ["203.0.113.7/32"]}}, "aksgpu:cluster.authorizedIpRanges",
      "must be empty when cluster.private is true"),
+    ({"cluster": {"openApiServer": False}}, "aksgpu:cluster.authorizedIpRanges",
+     "leaves the public API server open to every address; list your egress CIDRs"),
+    ({"cluster": {"private": True, "openApiServer": True}}, "aksgpu:cluster.openApiServer",
+     "contradicts cluster.private or cluster.authorizedIpRanges"),
     ({"cluster": {"loginMode": "devicecode"}}, "aksgpu:cluster.loginMode", "devicecode is interactive"),
     ({"cluster": {"systemPool": {"priority": "spot"}}}, "aksgpu:cluster.systemPool.priority",
      "the system pool must be regular"),
@@ -130,9 +136,11 @@ BAD_CONFIGS = [
     ({"build": {"mode": "docker"}}, "aksgpu:build.mode", "allowed: acr, local"),
     ({"build": {"context": "."}}, "aksgpu:build.context", "unknown key; allowed here: mode"),
     ({"function": {"pool": "a100"}}, "aksgpu:function.pool", "must name a GPU pool of this stack: gpu"),
-    ({"function": {"exposure": "private"}}, "aksgpu:function.exposure", "allowed: public, internal"),
+    ({"function": {"exposure": "private"}}, "aksgpu:function.exposure", "allowed: internal, public"),
     ({"function": {"allowedSourceRanges": ["0.0.0.0/0"]}}, "aksgpu:function.allowedSourceRanges[0]",
-     "would allow the whole internet"),
+     "would open the function to the whole internet"),
+    ({"function": {"exposure": "public"}}, "aksgpu:function.allowedSourceRanges",
+     "must list the CIDRs that may call a public function"),
     ({"function": {"allowedSourceRanges": ["203.0.113.7/24"]}}, "aksgpu:function.allowedSourceRanges[0]",
      "must be a CIDR"),
     ({"function": {"maxContextChars": 10}}, "aksgpu:function.maxContextChars", "between 100 and 200000"),
@@ -157,7 +165,7 @@ BAD_CONFIGS = [
 @pytest.mark.parametrize("raw, key, text", BAD_CONFIGS, ids=[f"{k}:{t[:30]}" for _, k, t in BAD_CONFIGS])
 def test_bad_config_stops_with_one_line_naming_key_and_value(raw, key, text):
     with pytest.raises(ConfigError) as e:
-        load_stack_config(raw, PROJECT, "test")
+        load_stack_config(with_api_server_decision(raw), PROJECT, "test")
     message = str(e.value)
     assert e.value.key == key
     assert message.startswith(f"invalid config {key}=")

@@ -42,13 +42,14 @@ def test_a_region_without_prices_falls_back_to_the_first_one_listed():
 def test_function_gpu_totals_add_pools_and_fixed_parts(render_of):
     r = render_of("function-gpu")
     fixed = dict(cost.fixed_costs(r, PRICES))
-    # Free tier, outbound LB, 2 public IPs (outbound + the function's LoadBalancer Service), Standard ACR.
+    # Free tier, outbound LB, the function's internal LB, 1 public IP (outbound), Standard ACR.
     assert fixed == {"AKS Free tier": 0.0, "Standard load balancer (cluster outbound)": 0.025,
-                     "public IPs × 2": pytest.approx(0.01), "ACR Standard": 0.03}
+                     "Standard load balancer (internal Services)": 0.025,
+                     "public IPs × 1": pytest.approx(0.005), "ACR Standard": 0.03}
     t = cost.totals(r, PRICES)
-    # system D4ds_v5 on-demand 2–3, t4 spot 1–2 at 0.1
-    assert t.idle == pytest.approx(0.065 + 0.2 * 2 + 0.1 * 1)
-    assert t.full == pytest.approx(0.065 + 0.2 * 3 + 0.1 * 2)
+    # fixed parts 0.085; system D4ds_v5 on-demand 2–3, t4 spot 1–2 at 0.1
+    assert t.idle == pytest.approx(0.085 + 0.2 * 2 + 0.1 * 1)
+    assert t.full == pytest.approx(0.085 + 0.2 * 3 + 0.1 * 2)
     assert t.idle_gpu == pytest.approx(0.1) and t.complete
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from components.build.context import load_context
 from program import outputs
-from tests.helpers import render_with
+from tests.helpers import render_with, stack_config_of
 
 STACK = "function-gpu"
 TAG = load_context("docker/function").tag
@@ -119,7 +119,21 @@ def test_loadbalancer_serves_port_80_to_the_function_pods(r):
     assert service["spec"]["ports"] == [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": "http"}]
     assert service["spec"]["selector"] == daemonset["spec"]["selector"]["matchLabels"]
     assert service["spec"]["externalTrafficPolicy"] == "Local"
+
+
+def test_the_function_is_internal_by_default_and_reached_by_port_forward(r):
+    service = r.named("function-service").inputs
+    assert service["metadata"]["annotations"] == {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"}
+    assert r.outputs[outputs.FUNCTION_PORT_FORWARD].startswith(
+        "kubectl port-forward --namespace gpu-function service/gpu-function 8080:80")
+
+
+def test_a_public_function_is_limited_to_its_source_ranges():
+    r = render_with(**{**stack_config_of("function-gpu"),
+                       "function": {"exposure": "public", "allowedSourceRanges": ["203.0.113.0/24"]}})
+    service = r.named("function-service").inputs
     assert "service.beta.kubernetes.io/azure-load-balancer-internal" not in service["metadata"]["annotations"]
+    assert service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
 
 
 def test_outputs_give_the_base_and_status_urls(r):

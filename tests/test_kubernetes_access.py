@@ -49,7 +49,7 @@ def test_stacks_fetch_user_credentials_never_admin_ones(render_of):
 
 def test_admin_credentials_are_used_only_when_local_accounts_are_enabled(tmp_path):
     config = tmp_path / "Pulumi.local.yaml"
-    config.write_text(yaml.safe_dump({"config": {"aksgpu:cluster": {"localAccounts": True}}}))
+    config.write_text(yaml.safe_dump({"config": {"aksgpu:cluster": {"localAccounts": True, "openApiServer": True}}}))
     r = render_stack("local", config)
     assert ADMIN_CREDS in r.invokes and USER_CREDS not in r.invokes
     assert r.named("aks-aks").inputs["disableLocalAccounts"] is False

@@ -3,6 +3,7 @@
 import pytest
 
 from offline.mocks import azure_id, guid
+from stackconfig.schema import HOLDS_DATA, SECURITY_EXCEPTION, SecurityException
 from tests.conftest import STACKS
 
 ACR = "azure-native:containerregistry:Registry"
@@ -84,6 +85,17 @@ def test_storage_is_https_only_tls12_without_public_blobs_or_shared_keys(render_
         assert i["allowBlobPublicAccess"] is False
     for sa in data_accounts(render_of(stack)):
         assert sa.inputs["allowSharedKeyAccess"] is False, "identity mode: Entra ID tokens only"
+
+
+def test_only_the_build_context_account_keeps_shared_keys_and_it_says_so_in_a_tag(render_of):
+    (account,) = render_of("function-gpu").of_type(SA)
+    assert account.inputs["allowSharedKeyAccess"] is True and account.inputs["publicNetworkAccess"] == "Enabled"
+    assert account.inputs["tags"][SECURITY_EXCEPTION] == SecurityException.SHARED_KEY_BUILD_CONTEXT
+    assert account.inputs["tags"][HOLDS_DATA] == "false"
+    # A SAS policy still bounds what a leaked key could sign.
+    assert account.inputs["sasPolicy"] == {"expirationAction": "Block", "sasExpirationPeriod": "7.00:00:00"}
+    for stack in ("av-resim", "training-autoscale"):
+        assert all(SECURITY_EXCEPTION not in sa.inputs["tags"] for sa in data_accounts(render_of(stack)))
 
 
 @pytest.mark.parametrize("stack", ["av-resim", "training-autoscale"])

@@ -15,7 +15,7 @@ from pulumi_azure_native import containerservice as cs
 
 from components.azure import roles
 from components.azure.node_pools import agent_pool_settings
-from stackconfig.schema import ClusterConfig, NetworkConfig, NetworkPolicy
+from stackconfig.schema import SECURITY_EXCEPTION, ClusterConfig, NetworkConfig, NetworkPolicy, SecurityException
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,8 @@ class Cluster(pulumi.ComponentResource):
                 blob_csi_driver=cs.ManagedClusterStorageProfileBlobCSIDriverArgs(enabled=s.managed_blob_csi_driver),
             ),
             agent_pool_profiles=[system],
-            tags=dict(args.tags),
+            tags={**args.tags, **({SECURITY_EXCEPTION: SecurityException.OPEN_API_SERVER.value}
+                                  if s.open_api_server else {})},
             # The autoscaler owns the system pool's count; GPU/CPU pools are separate AgentPool resources.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["agentPoolProfiles[0].count"]),
         )

@@ -15,7 +15,7 @@ from pulumi_azure_native import storage
 
 from components.azure import roles
 from components.azure.private_link import PrivateAccess, private_endpoint
-from stackconfig.schema import HOLDS_DATA, StorageAuth
+from stackconfig.schema import HOLDS_DATA, SECURITY_EXCEPTION, SecurityException, StorageAuth
 
 
 def sas_expiry(days: int, today: dt.date | None = None) -> str:
@@ -63,6 +63,8 @@ class BlobStorageArgs:
     lets a preview replace it."""
     private: PrivateAccess | None = None
     """Private mode: public network access off, blob private endpoint in the VNet."""
+    security_exception: SecurityException | None = None
+    """The account's deliberate departure from the baseline, tagged so the policy pack accepts it."""
 
 
 class BlobStorage(pulumi.ComponentResource):
@@ -99,7 +101,8 @@ class BlobStorage(pulumi.ComponentResource):
                 sas_expiration_period=f"{args.sas_expiry_days}.00:00:00",
                 expiration_action=storage.ExpirationAction.BLOCK,
             ) if args.auth == StorageAuth.SAS else None,
-            tags={**args.tags, **({} if args.holds_data else {HOLDS_DATA: "false"})},
+            tags={**args.tags, **({} if args.holds_data else {HOLDS_DATA: "false"}),
+                  **({SECURITY_EXCEPTION: args.security_exception.value} if args.security_exception else {})},
             opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(delete_before_replace=True)),
         )
         # Soft delete: a mistaken overwrite or delete of results can be undone for 7 days.

@@ -34,10 +34,10 @@ class GpuFunctionArgs:
     """Immutable image reference (digest or content tag) in the stack's ACR."""
     namespace: str = "gpu-function"
     """Namespace the program creates for the function."""
-    exposure: Exposure = Exposure.PUBLIC
-    """``public`` LoadBalancer IP, or ``internal`` (an IP in the cluster's VNet)."""
+    exposure: Exposure = Exposure.INTERNAL
+    """``internal`` (a LoadBalancer IP in the cluster's VNet) or ``public``."""
     allowed_source_ranges: Sequence[str] = ()
-    """CIDRs allowed through the LoadBalancer; empty allows all."""
+    """CIDRs allowed through the LoadBalancer (the config requires them for ``public``)."""
     max_context_chars: int = 20_000
     """Passed to the app as ``MRC_MAX_CONTEXT_CHARS``."""
     cpu: str = "2"
@@ -77,6 +77,8 @@ def function_pod(pool: GpuNodePool, container: dict) -> dict:
 class GpuFunction(pulumi.ComponentResource):
     base_url: pulumi.Output[str]
     status_url: pulumi.Output[str]
+    port_forward: str
+    """A command that reaches the function from the deployer's machine, whatever its exposure."""
 
     def __init__(self, name: str, args: GpuFunctionArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:workloads:GpuFunction", name, None, opts)
@@ -117,4 +119,7 @@ class GpuFunction(pulumi.ComponentResource):
         ip = service.status.apply(lambda status: status.load_balancer.ingress[0].ip)
         self.base_url = pulumi.Output.concat("http://", ip, "/")
         self.status_url = pulumi.Output.concat(self.base_url, "api/status")
-        self.register_outputs({"base_url": self.base_url, "status_url": self.status_url})
+        self.port_forward = (f"kubectl port-forward --namespace {args.namespace} service/gpu-function "
+                             f"{CONTAINER_PORT}:{SERVICE_PORT}  # then http://localhost:{CONTAINER_PORT}/api/status")
+        self.register_outputs({"base_url": self.base_url, "status_url": self.status_url,
+                               "port_forward": self.port_forward})

@@ -63,18 +63,23 @@ def pool_costs(cfg: StackConfig, prices: dict[str, Any]) -> list[PoolCost]:
                      node_hour(table, p.vm_size, spot, prices["spot_discount"])) for p, spot in pools]
 
 
+INTERNAL_LB = "service.beta.kubernetes.io/azure-load-balancer-internal"
+
+
 def fixed_costs(render: Render, prices: dict[str, Any]) -> list[tuple[str, float]]:
     """(item, $/h) for what exists whatever the node count."""
     cfg = render.cfg
     fixed = region_prices(prices, cfg.location)[1]["fixed"]
     rows = [(f"AKS {cfg.cluster.sku_tier} tier", fixed["aks_tier"][cfg.cluster.sku_tier]),
             ("Standard load balancer (cluster outbound)", fixed["load_balancer"])]
-    public_ips = 1  # the cluster's outbound IP; private clusters egress through it too
-    lb_services = [s for s in render.of_type("kubernetes:core/v1:Service")
-                   if s.inputs.get("spec", {}).get("type") == "LoadBalancer"
-                   and "service.beta.kubernetes.io/azure-load-balancer-internal"
-                   not in (s.inputs.get("metadata", {}).get("annotations") or {})]
-    public_ips += len(lb_services)
+    lb_services = [s.inputs for s in render.of_type("kubernetes:core/v1:Service")
+                   if s.inputs.get("spec", {}).get("type") == "LoadBalancer"]
+    internal = [s for s in lb_services if INTERNAL_LB in (s["metadata"].get("annotations") or {})]
+    if internal:
+        # AKS puts internal Services on a second load balancer (kubernetes-internal), billed like the first.
+        rows.append(("Standard load balancer (internal Services)", fixed["load_balancer"]))
+    # The cluster's outbound IP (private clusters egress through it too) and one per public Service.
+    public_ips = 1 + len(lb_services) - len(internal)
     rows.append((f"public IPs × {public_ips}", fixed["public_ip"] * public_ips))
     if cfg.registry.enabled:
         rows.append((f"ACR {cfg.registry.sku}", fixed["acr_sku"][cfg.registry.sku]))
