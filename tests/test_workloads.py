@@ -55,12 +55,18 @@ def test_inference_services_are_independent_and_run_the_function_image(render_of
     assert "gpu-operator-release" in r.named("sharing-infer-1", DEPLOYMENT).depends_on
 
 
-def test_notebook_is_pinned_takes_its_token_from_a_secret_and_has_no_public_address(render_of):
+def test_notebook_is_pinned_by_digest_reads_its_token_from_a_file_and_has_no_public_address(render_of):
     r = render_of("gpu-sharing")
-    (notebook,) = pod_of(r.named("sharing-notebook", DEPLOYMENT))["containers"]
-    assert re.fullmatch(r"quay\.io/jupyter/pytorch-notebook:cuda12-\d{4}-\d{2}-\d{2}", notebook["image"])
-    (token,) = notebook["env"]
-    assert token == {"name": "JUPYTER_TOKEN", "valueFrom": {"secretKeyRef": {"name": "notebook-token", "key": "token"}}}
+    pod = pod_of(r.named("sharing-notebook", DEPLOYMENT))
+    (notebook,) = pod["containers"]
+    assert re.fullmatch(r"quay\.io/jupyter/pytorch-notebook:cuda12-\d{4}-\d{2}-\d{2}@sha256:[0-9a-f]{64}",
+                        notebook["image"])
+    # The token is a file from the Secret, never an environment value (checkov CKV_K8S_35).
+    assert {"name": "JUPYTER_TOKEN_FILE", "value": "/etc/jupyter-token/token"} in notebook["env"]
+    assert not [e for e in notebook["env"] if "valueFrom" in e or e["name"] == "JUPYTER_TOKEN"]
+    token = next(v for v in pod["volumes"] if v["name"] == "token")
+    assert token["secret"]["secretName"] == "notebook-token" and token["secret"]["defaultMode"] == 0o440
+    assert {"name": "token", "mountPath": "/etc/jupyter-token", "readOnly": True} in notebook["volumeMounts"]
     assert r.named("sharing-notebook-token-secret").inputs["stringData"] == {"token": "[secret]"}
     assert len(r.named("sharing-notebook-token-secret").revealed["stringData"]["token"]) == 32
     assert {s.revealed["spec"]["type"] for s in r.of_type(SERVICE)} == {"ClusterIP"}

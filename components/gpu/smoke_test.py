@@ -15,7 +15,7 @@ from pulumi_kubernetes import batch
 from components.azure.node_pools import GpuNodePool
 from components.kubernetes import charts
 from components.kubernetes.pods import AWAIT_GPU_START, GPU_START_SECONDS, container, job_spec, pod_spec
-from components.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, namespace, resources
+from components.kubernetes.security import resources, workload_namespace
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class GpuSmokeTest(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuSmokeTestArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:gpu:GpuSmokeTest", name, None, opts)
-        ns = namespace(f"{name}-ns", args.namespace, RESTRICTED_NAMESPACE_LABELS, self)
+        ns = workload_namespace(f"{name}-ns", args.namespace, self)
         self.job_names = []
         nvidia_smi = container("nvidia-smi", args.image, ["nvidia-smi"], resources("100m", "128Mi", gpus=1),
                                tmp=False)

@@ -25,5 +25,8 @@ PINNED_CHARTS = (NFD, GPU_OPERATOR, BLOB_CSI)
 
 BLOBFUSE2_VERSION = "2.5.4"
 """blobfuse2 the Blob CSI node plugin installs on hosts (the chart's default for 1.27.9, pinned here)."""
-CUDA_BASE_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-base-ubuntu24.04"
-"""For nvidia-smi: the container toolkit injects the binary and driver libraries; the image only needs a libc."""
+CUDA_BASE_IMAGE = ("docker.io/nvidia/cuda:12.9.1-base-ubuntu24.04"
+                   "@sha256:5d2e53778e2180e01676aa8bac1aada242e95230ec97e21ecfb33de4e27cd1df")
+"""For nvidia-smi: the container toolkit injects the binary and driver libraries; the image only needs a libc.
+The tag for people, the digest (its linux/amd64 manifest, as ``docker buildx imagetools inspect`` shows it) for
+the kubelet."""

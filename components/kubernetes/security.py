@@ -8,6 +8,8 @@ from typing import Any
 import pulumi
 from pulumi_kubernetes import core
 
+from components.kubernetes.network_policy import deny_all_but_dns
+
 NONROOT_UID = 65532
 """An unprivileged UID that exists in distroless images and works as a bare number everywhere else."""
 
@@ -58,3 +60,10 @@ def namespace(name: str, namespace_name: str, labels: Mapping[str, str], parent:
         name, metadata={"name": namespace_name, "labels": {"app.kubernetes.io/managed-by": "pulumi", **labels}},
         opts=pulumi.ResourceOptions(parent=parent),
     )
+
+
+def workload_namespace(name: str, namespace_name: str, parent: pulumi.Resource) -> core.v1.Namespace:
+    """A namespace for workloads: restricted Pod Security, and no traffic but DNS until a workload opens more."""
+    ns = namespace(name, namespace_name, RESTRICTED_NAMESPACE_LABELS, parent)
+    deny_all_but_dns(f"{name}-default-deny", ns.metadata["name"], parent)
+    return ns

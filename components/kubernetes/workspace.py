@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pulumi
 
-from components.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, namespace
+from components.kubernetes.security import workload_namespace
 
 
 class Workspace(pulumi.ComponentResource):
@@ -15,7 +15,7 @@ class Workspace(pulumi.ComponentResource):
 
     def __init__(self, name: str, namespace_name: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:k8s:Workspace", name, None, opts)
-        ns = namespace(f"{name}-ns", namespace_name, RESTRICTED_NAMESPACE_LABELS, self)
+        ns = workload_namespace(f"{name}-ns", namespace_name, self)
         self.namespace = ns.metadata["name"]
         self.name = namespace_name
         self.register_outputs({"namespace": self.namespace})

@@ -13,8 +13,9 @@ import pulumi
 from pulumi_kubernetes import apps, core
 
 from components.azure.node_pools import GpuNodePool
-from components.kubernetes.pods import AWAIT_GPU_START, pod_spec
-from components.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, container_security_context, namespace, resources
+from components.kubernetes.network_policy import allow_ingress
+from components.kubernetes.pods import AWAIT_GPU_START, TMP_MOUNT, pod_spec
+from components.kubernetes.security import container_security_context, resources, workload_namespace
 from stackconfig.schema import Exposure
 
 FUNCTION_UID = 10001
@@ -61,8 +62,10 @@ def function_container(image: pulumi.Input[str], cpu: str, memory: str, max_cont
         "ports": [{"name": "http", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
         "env": [{"name": "MRC_MAX_CONTEXT_CHARS", "value": str(max_context_chars)}],
         "resources": resources(cpu, memory, gpus=1),
-        # The Functions host writes its secrets, logs and caches under $HOME in the image.
-        "securityContext": container_security_context(read_only_root=False),
+        # Read-only root: the host writes its secrets, logs and caches under $HOME (/home) and /tmp, both
+        # emptyDirs (docker/function/Dockerfile keeps the code outside them).
+        "securityContext": container_security_context(),
+        "volumeMounts": [{"name": "home", "mountPath": "/home"}, TMP_MOUNT],
         "startupProbe": _probe(period=10, failures=STARTUP_SECONDS // 10),
         "readinessProbe": _probe(period=10, failures=3),
         "livenessProbe": _probe(period=20, failures=3),
@@ -70,8 +73,8 @@ def function_container(image: pulumi.Input[str], cpu: str, memory: str, max_cont
 
 
 def function_pod(pool: GpuNodePool, container: dict) -> dict:
-    # The Functions host keeps its files under $HOME in the image, so no /tmp volume.
-    return {**pod_spec(pool, [container], uid=FUNCTION_UID, tmp=False), "terminationGracePeriodSeconds": 30}
+    pod = pod_spec(pool, [container], volumes=[{"name": "home", "emptyDir": {"sizeLimit": "1Gi"}}], uid=FUNCTION_UID)
+    return {**pod, "terminationGracePeriodSeconds": 30}
 
 
 class GpuFunction(pulumi.ComponentResource):
@@ -82,7 +85,7 @@ class GpuFunction(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuFunctionArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:workloads:GpuFunction", name, None, opts)
-        ns = namespace(f"{name}-ns", args.namespace, RESTRICTED_NAMESPACE_LABELS, self)
+        ns = workload_namespace(f"{name}-ns", args.namespace, self)
         labels = {"app.kubernetes.io/name": "gpu-function", "app.kubernetes.io/component": "inference"}
         container = function_container(args.image, args.cpu, args.memory, args.max_context_chars)
         apps.v1.DaemonSet(
@@ -97,6 +100,8 @@ class GpuFunction(pulumi.ComponentResource):
             # The pool too: its nodes are chosen by label, an edge Pulumi cannot see, and the rollout awaits them.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, args.pool]),
         )
+        # Load balancer clients reach the pods directly (externalTrafficPolicy Local keeps their addresses).
+        allow_ingress(f"{name}-allow-http", "allow-http", ns.metadata["name"], labels, CONTAINER_PORT, self)
         annotations = {}
         if args.exposure == Exposure.INTERNAL:
             annotations["service.beta.kubernetes.io/azure-load-balancer-internal"] = "true"

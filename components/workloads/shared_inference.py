@@ -15,6 +15,7 @@ import pulumi_random as random
 from pulumi_kubernetes import apps, core
 
 from components.azure.node_pools import GpuNodePool
+from components.kubernetes.network_policy import allow_egress_to_pods, allow_https_to_internet, allow_ingress
 from components.kubernetes.pods import (
     AWAIT_GPU_START,
     GPU_ROLLOUT,
@@ -24,14 +25,20 @@ from components.kubernetes.pods import (
     pod_spec,
     submit_command,
 )
-from components.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, container_security_context, namespace, resources
-from components.workloads.function import SERVICE_PORT, function_container, function_pod
+from components.kubernetes.security import resources, workload_namespace
+from components.workloads.function import CONTAINER_PORT, SERVICE_PORT, function_container, function_pod
 
-NOTEBOOK_IMAGE = "quay.io/jupyter/pytorch-notebook:cuda12-2025-08-18"
-"""Jupyter's PyTorch + CUDA 12 image, pinned by its dated tag."""
-NOTEBOOK_UID, NOTEBOOK_GID = 1000, 100
-"""The image's ``jovyan`` user and ``users`` group."""
+NOTEBOOK_IMAGE = ("quay.io/jupyter/pytorch-notebook:cuda12-2026-08-03"
+                  "@sha256:69c72823a4e0dbee17114bbe44d0377bc9a39504a76f6314995f7d5bfaa98d60")
+"""Jupyter's PyTorch + CUDA 12 image: the dated tag for people, the digest for the kubelet (the tag's manifest
+digest on quay.io: ``/api/v1/repository/jupyter/pytorch-notebook/tag/?specificTag=cuda12-2026-08-03``)."""
+NOTEBOOK_UID, NOTEBOOK_GID = 10001, 100
+"""A UID outside the node's range (the image's ``jovyan`` is 1000; its start script only warns about another
+UID) and the image's ``users`` group, which owns what jovyan may write."""
+NOTEBOOK_HOME = "/home/jovyan"
 NOTEBOOK_PORT = 8888
+TOKEN_DIR = "/etc/jupyter-token"
+"""Where the token Secret is mounted: Jupyter Server reads ``JUPYTER_TOKEN_FILE``, so no secret in the env."""
 SERVICE_CPU, SERVICE_MEMORY = "700m", "5Gi"
 """Each inference service's share of a Standard_NC4as_T4_v3 (4 vCPU, 28 GiB): three services and the notebook
 (500m, 4Gi) fit beside the GPU operator's DaemonSets (docs/scenarios/gpu-sharing.md)."""
@@ -69,11 +76,16 @@ class SharedGpuInference(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SharedInferenceArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:workloads:SharedGpuInference", name, None, opts)
-        ns = namespace(f"{name}-ns", args.namespace, RESTRICTED_NAMESPACE_LABELS, self)
+        ns = workload_namespace(f"{name}-ns", args.namespace, self)
         self.service_urls = []
+        load_labels = {"app.kubernetes.io/name": "load-test"}
+        service_labels = []
         for i in range(1, args.services + 1):
             app = f"infer-{i}"
             labels = {"app.kubernetes.io/name": app, "app.kubernetes.io/component": "inference"}
+            service_labels.append(labels)
+            allow_ingress(f"{name}-{app}-allow-load-test", f"{app}-from-load-test", ns.metadata["name"], labels,
+                          CONTAINER_PORT, self, from_pods=load_labels)
             pod = function_pod(args.pool, function_container(args.function_image, SERVICE_CPU, SERVICE_MEMORY,
                                                              args.max_context_chars))
             apps.v1.Deployment(
@@ -99,7 +111,9 @@ class SharedGpuInference(pulumi.ComponentResource):
         if args.notebook:
             self._notebook(name, args, ns)
 
-        labels = {"app.kubernetes.io/name": "load-test"}
+        labels = load_labels
+        allow_egress_to_pods(f"{name}-load-test-allow-services", "load-test-to-services", ns.metadata["name"],
+                             labels, service_labels, CONTAINER_PORT, self)
         targets = pulumi.Output.all(*self.service_urls).apply(",".join)
         load = container("load-test", args.jobs_image,
                          ["python", "loadtest.py", "--targets", targets, "--requests", str(LOAD_TEST_REQUESTS)],
@@ -121,19 +135,29 @@ class SharedGpuInference(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         labels = {"app.kubernetes.io/name": "notebook"}
-        notebook = {
-            "name": "notebook",
-            "image": NOTEBOOK_IMAGE,
-            "ports": [{"name": "http", "containerPort": NOTEBOOK_PORT, "protocol": "TCP"}],
-            # Jupyter Server reads its token from JUPYTER_TOKEN; the value never appears in the pod spec.
-            "env": [{"name": "JUPYTER_TOKEN",
-                     "valueFrom": {"secretKeyRef": {"name": secret.metadata["name"], "key": "token"}}}],
-            "resources": resources("500m", "4Gi", gpus=1),
-            # The image writes its home, kernels and caches under /home/jovyan.
-            "securityContext": container_security_context(read_only_root=False),
-            "readinessProbe": {"httpGet": {"path": "/api", "port": "http"}, "periodSeconds": 10},
-        }
-        pod = pod_spec(args.pool, [notebook], uid=NOTEBOOK_UID, gid=NOTEBOOK_GID, tmp=False)
+        notebook = container(
+            "notebook", NOTEBOOK_IMAGE, None, resources("500m", "4Gi", gpus=1),
+            # Read-only root: notebooks, kernels and caches go to the home and /tmp emptyDirs (lost with the pod:
+            # keep work in a blob volume or git).
+            mounts=[{"name": "home", "mountPath": NOTEBOOK_HOME}, {"name": "token", "mountPath": TOKEN_DIR,
+                                                                    "readOnly": True}],
+            env={"JUPYTER_TOKEN_FILE": f"{TOKEN_DIR}/token", "HOME": NOTEBOOK_HOME,
+                 # No /etc/passwd entry for the UID: Python's getpass and Jupyter take the name from here.
+                 "USER": "jovyan"},
+            ports=[{"name": "http", "containerPort": NOTEBOOK_PORT, "protocol": "TCP"}],
+            # GET /api answers without a token once the server runs.
+            readinessProbe={"httpGet": {"path": "/api", "port": "http"}, "periodSeconds": 10},
+            livenessProbe={"httpGet": {"path": "/api", "port": "http"}, "initialDelaySeconds": 60,
+                           "periodSeconds": 20, "failureThreshold": 3},
+        )
+        volumes = [
+            {"name": "home", "emptyDir": {"sizeLimit": "10Gi"}},
+            # Group-readable only: the pod's group (users, 100) reads it.
+            {"name": "token", "secret": {"secretName": secret.metadata["name"], "defaultMode": 0o440}},
+        ]
+        pod = pod_spec(args.pool, [notebook], volumes=volumes, uid=NOTEBOOK_UID, gid=NOTEBOOK_GID)
+        # Notebooks download models and datasets; nothing else in the cluster or VNet is theirs to call.
+        allow_https_to_internet(f"{name}-notebook-allow-https", "notebook-https", ns.metadata["name"], labels, self)
         # No Service: the notebook is reached only by port-forward through the API server, never a public IP.
         apps.v1.Deployment(
             f"{name}-notebook",

@@ -13,6 +13,7 @@ import pulumi
 from pulumi_kubernetes import apps, batch, core
 
 from components.azure.node_pools import CpuNodePool, GpuNodePool
+from components.kubernetes.network_policy import allow_https_to_internet, allow_ingress
 from components.kubernetes.pods import container, job_spec, pod_spec
 from components.kubernetes.security import resources
 from components.kubernetes.workspace import Workspace
@@ -61,6 +62,8 @@ class TrainingWorkload(pulumi.ComponentResource):
         trainer = container("train", args.jobs_image, [
             "python", "train.py", "--checkpoints", folder, "--steps", str(args.steps), "--data", "auto"],
             resources("2", "8Gi", gpus=1), mounts=[{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}])
+        # MNIST comes from a public mirror over HTTPS (docker/jobs/digits.py; synthetic digits without it).
+        allow_https_to_internet(f"{name}-train-allow-https", "train-https", args.workspace.namespace, labels, self)
         batch.v1.Job(
             f"{name}-job",
             metadata={"name": "train", "namespace": args.workspace.namespace, "labels": labels,
@@ -90,6 +93,9 @@ class TrainingWorkload(pulumi.ComponentResource):
         )
         volume = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": args.checkpoint_claim,
                                                                    "readOnly": True}}
+        # Callers in the namespace use the Service; people use port-forward, which policies do not see.
+        allow_ingress(f"{name}-predict-allow-http", "predict-http", args.workspace.namespace, labels, PREDICT_PORT,
+                      self, from_pods={})
         apps.v1.Deployment(
             f"{name}-predict",
             metadata={"name": "predict", "namespace": args.workspace.namespace, "labels": labels,

@@ -1,0 +1,167 @@
+"""NetworkPolicies: every workload namespace denies all but DNS, and each workload reaches exactly what it uses.
+
+``allowed`` evaluates the rendered policies the way Kubernetes does (a pod with no policy selecting it for a
+direction is open; otherwise any selecting policy's rule must match peer and port), so the tests ask questions
+about traffic instead of restating the policy objects.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+import pytest
+
+from offline.report import is_manifest, manifest
+from tests.conftest import STACKS
+
+WORKLOADS = {"Job", "CronJob", "Deployment", "DaemonSet"}
+KUBE_DNS = ("kube-system", {"k8s-app": "kube-dns"})
+IMDS = "169.254.169.254"
+PUBLIC = "203.0.113.10"
+VNET = "10.20.4.4"
+
+
+@dataclass(frozen=True)
+class Pod:
+    namespace: str
+    labels: dict
+    ports: dict
+    """Named container ports → numbers."""
+
+
+def objects(render, kind):
+    return [manifest(r) for r in render.resources if is_manifest(r) and manifest(r)["kind"] == kind]
+
+
+def pods(render) -> dict[str, Pod]:
+    found = {}
+    for kind in WORKLOADS:
+        for obj in objects(render, kind):
+            spec = obj["spec"]["jobTemplate"]["spec"] if kind == "CronJob" else obj["spec"]
+            template = spec["template"]
+            ports = {p["name"]: p["containerPort"] for c in template["spec"]["containers"] for p in c.get("ports", [])
+                     if "name" in p}
+            found[obj["metadata"]["name"]] = Pod(obj["metadata"]["namespace"], template["metadata"]["labels"], ports)
+    return found
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def _port_matches(rule_ports, port: int, protocol: str, target: Pod | None) -> bool:
+    if not rule_ports:
+        return True
+    for p in rule_ports:
+        number = p.get("port")
+        if isinstance(number, str):
+            number = (target.ports if target else {}).get(number)
+        if p.get("protocol", "TCP") == protocol and (number is None or number == port):
+            return True
+    return False
+
+
+def _peer_matches(peer: dict, policy_namespace: str, other) -> bool:
+    if "ipBlock" in peer:
+        if not isinstance(other, str):
+            return False
+        address = ipaddress.ip_address(other)
+        block = peer["ipBlock"]
+        return address in ipaddress.ip_network(block["cidr"]) and not any(
+            address in ipaddress.ip_network(e) for e in block.get("except", []))
+    if isinstance(other, str):
+        return False
+    namespace, labels = other
+    if "namespaceSelector" in peer:
+        if not _selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": namespace}):
+            return False
+    elif namespace != policy_namespace:
+        return False
+    return _selects(peer.get("podSelector", {}), labels)
+
+
+def _direction_allows(policies, pod: Pod, direction: str, other, port: int, protocol: str, target: Pod | None):
+    selecting = [p for p in policies if p["metadata"]["namespace"] == pod.namespace
+                 and _selects(p["spec"]["podSelector"], pod.labels)
+                 and direction in p["spec"].get("policyTypes", ["Ingress"])]
+    if not selecting:
+        return True
+    key, peers_key = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
+    for policy in selecting:
+        for rule in policy["spec"].get(key, []):
+            peers = rule.get(peers_key)
+            if (peers is None or any(_peer_matches(peer, pod.namespace, other) for peer in peers)) and \
+                    _port_matches(rule.get("ports"), port, protocol, target):
+                return True
+    return False
+
+
+def allowed(render, source, destination, port: int, protocol: str = "TCP") -> bool:
+    """Whether ``source`` (a workload name, or an IP outside the cluster) may reach ``destination`` (a workload
+    name, an IP, or ``KUBE_DNS``) on ``port``."""
+    policies = objects(render, "NetworkPolicy")
+    workloads = pods(render)
+    src = workloads.get(source) if isinstance(source, str) else None
+    dst = workloads.get(destination) if isinstance(destination, str) else None
+    src_peer = (src.namespace, src.labels) if src else source
+    dst_peer = (dst.namespace, dst.labels) if dst else destination
+    if src and not _direction_allows(policies, src, "Egress", dst_peer, port, protocol, dst):
+        return False
+    return not dst or _direction_allows(policies, dst, "Ingress", src_peer, port, protocol, dst)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_workload_namespace_denies_all_traffic_but_dns(render_of, stack):
+    r = render_of(stack)
+    restricted = {ns["metadata"]["name"] for ns in objects(r, "Namespace")
+                  if ns["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") == "restricted"}
+    deny = {p["metadata"]["namespace"]: p["spec"] for p in objects(r, "NetworkPolicy")
+            if p["metadata"]["name"] == "default-deny"}
+    assert restricted and set(deny) == restricted
+    for spec in deny.values():
+        assert spec["podSelector"] == {} and spec["policyTypes"] == ["Ingress", "Egress"] and spec["ingress"] == []
+    for name, pod in pods(r).items():
+        if pod.namespace in restricted:
+            assert allowed(r, name, KUBE_DNS, 53, "UDP") and allowed(r, name, KUBE_DNS, 53, "TCP"), name
+            assert not allowed(r, name, IMDS, 80), f"{name} must not reach the node's identity endpoint"
+            assert not allowed(r, name, VNET, 443), f"{name} must not reach the VNet"
+
+
+def test_the_function_takes_http_from_its_load_balancer_and_calls_nothing(render_of):
+    r = render_of("function-gpu")
+    assert allowed(r, PUBLIC, "gpu-function", 8080) and allowed(r, VNET, "gpu-function", 8080)
+    assert not allowed(r, PUBLIC, "gpu-function", 22)
+    assert not allowed(r, "gpu-function", PUBLIC, 443)
+
+
+def test_only_the_load_test_calls_the_shared_inference_services(render_of):
+    r = render_of("gpu-sharing")
+    for i in (1, 2, 3):
+        assert allowed(r, "load-test", f"infer-{i}", 8080)
+        assert not allowed(r, "notebook", f"infer-{i}", 8080)
+        assert not allowed(r, PUBLIC, f"infer-{i}", 8080)
+    assert not allowed(r, "load-test", PUBLIC, 443)
+    # Notebooks download models and datasets, from the internet only.
+    assert allowed(r, "notebook", PUBLIC, 443) and not allowed(r, "notebook", "infer-1", 8080)
+
+
+@pytest.mark.parametrize("stack", ["gpu-basics", "training-autoscale"])
+def test_training_reaches_the_public_mnist_mirror_over_https_only(render_of, stack):
+    r = render_of(stack)
+    assert allowed(r, "train", PUBLIC, 443) and not allowed(r, "train", PUBLIC, 80)
+
+
+def test_prediction_admits_callers_of_its_namespace_only(render_of):
+    r = render_of("training-autoscale")
+    predict, policies = pods(r)["predict"], objects(r, "NetworkPolicy")
+    caller = ("training", {"app.kubernetes.io/name": "client"})
+    assert _direction_allows(policies, predict, "Ingress", caller, 8080, "TCP", predict)
+    assert not _direction_allows(policies, predict, "Ingress", ("gpu-basics", caller[1]), 8080, "TCP", predict)
+    assert not allowed(r, PUBLIC, "predict", 8080) and not allowed(r, "predict", PUBLIC, 443)
+
+
+def test_re_simulation_jobs_need_no_network_their_blobs_are_mounted_by_the_node(render_of):
+    r = render_of("av-resim")
+    for job in ("gpu-test", "gpu-io"):
+        assert not allowed(r, job, PUBLIC, 443) and not allowed(r, PUBLIC, job, 8080)
