@@ -43,6 +43,11 @@ _ARM_PATHS: dict[str, tuple[str, ...]] = {
         "Microsoft.Storage/storageAccounts/{accountName}/blobServices/default",),
     "azure-native:storage:BlobContainer": (
         "Microsoft.Storage/storageAccounts/{accountName}/blobServices/default/containers/{containerName}",),
+    "azure-native:managedidentity:UserAssignedIdentity": (
+        "Microsoft.ManagedIdentity/userAssignedIdentities/{resourceName}",),
+    "azure-native:managedidentity:FederatedIdentityCredential": (
+        "Microsoft.ManagedIdentity/userAssignedIdentities/{resourceName}/federatedIdentityCredentials/"
+        "{federatedIdentityCredentialResourceName}",),
 }
 _NAME_INPUT = {
     "azure-native:network:VirtualNetwork": "virtualNetworkName",
@@ -55,6 +60,8 @@ _NAME_INPUT = {
     "azure-native:storage:StorageAccount": "accountName",
     "azure-native:storage:BlobContainer": "containerName",
     "azure-native:resources:ResourceGroup": "resourceGroupName",
+    "azure-native:managedidentity:UserAssignedIdentity": "resourceName",
+    "azure-native:managedidentity:FederatedIdentityCredential": "federatedIdentityCredentialResourceName",
 }
 
 
@@ -172,6 +179,8 @@ class AzureMocks(Mocks):
                                "tag": tag, "digest": f"sha256:{hashlib.sha256(image.encode()).hexdigest()}"})
             return {"runResult": {"runId": f"ca{int(hashlib.sha256(name.encode()).hexdigest()[:4], 16) % 1000}",
                                   "status": "Succeeded", "outputImages": images}}
+        if typ == "azure-native:managedidentity:UserAssignedIdentity":
+            return {"clientId": guid(rid, "client"), "principalId": guid(rid, "principal"), "tenantId": TENANT}
         if typ == "azure-native:storage:StorageAccount":
             account = inputs.get("accountName", name)
             return {"primaryEndpoints": {"blob": f"https://{account}.blob.core.windows.net/"}}

@@ -18,7 +18,7 @@ from components.gpu import sharing
 from components.kubernetes.access import KubernetesAccess, KubernetesAccessArgs
 from program import outputs
 from program.outputs import Outputs
-from stackconfig.schema import StackConfig, StorageAuth
+from stackconfig.schema import StackConfig
 
 
 @dataclass
@@ -95,8 +95,6 @@ def build_azure_layer(cfg: StackConfig, deployer_blob_access: Mapping[str, bool]
             resource_group_name=net.resource_group_name, location=cfg.location,
             account_name=cfg.storage_account_name(a), containers=a.containers, tags=tags,
             auth=cfg.storage.auth, sas_expiry_days=cfg.storage.sas_expiry_days,
-            # Blob volumes mount with the kubelet identity in identity mode (no key or SAS anywhere).
-            data_contributors=[cluster.kubelet_object_id] if cfg.storage.auth == StorageAuth.IDENTITY else [],
             deployer=DataGrant(deployer.object_id, cfg.cluster.deployer_principal_type, deployer_blob_access[a.role])
             if cfg.cluster.grant_deployer_admin and a.role in deployer_blob_access else None,
             protect=a.protect, private=net.private_access if cfg.storage.private else None,

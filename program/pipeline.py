@@ -54,7 +54,7 @@ def deploy(cfg: StackConfig, preflight: bool = True) -> None:
     software = build_gpu_software(cfg, azure)
     workspace = None
     if scenario.namespace is not None:
-        workspace = build_workspace(cfg, azure, software, scenario.namespace, scenario.read_only_roles)
+        workspace = build_workspace(cfg, azure, software, scenario.namespace, scenario.data_access(cfg))
     images = build_images(cfg, azure, scenario.images)
     platform = Platform(azure=azure, software=software, images=images, workspace=workspace)
     values = {**azure_outputs(cfg, azure),

@@ -17,7 +17,7 @@ from components.build.image import ContainerImage
 from program.azure_layer import AzureLayer
 from program.cluster_software import GpuSoftware
 from program.outputs import Outputs
-from program.workspace import ScenarioWorkspace
+from program.workspace import DataAccess, ScenarioWorkspace
 from stackconfig.reader import ConfigError
 from stackconfig.schema import PROJECT, GpuPoolConfig, StackConfig
 
@@ -33,7 +33,7 @@ class Platform:
     images: Mapping[str, ContainerImage]
     """The scenario's images by repository."""
     workspace: ScenarioWorkspace | None
-    """The scenario's namespace and blob volumes, when it declares a namespace."""
+    """The scenario's namespace and its workloads' identities and blob volumes, when it declares a namespace."""
 
     @property
     def opts(self) -> pulumi.ResourceOptions:
@@ -58,6 +58,11 @@ def no_checks(cfg: StackConfig) -> None:
     """A scenario without rules of its own beyond the common requirements."""
 
 
+def no_data_access(cfg: StackConfig) -> DataAccess:
+    """A scenario whose workloads use no storage."""
+    return {}
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -72,10 +77,11 @@ class Scenario:
     """Repository → folder under ``docker/``, built into the stack's registry."""
     storage_roles: tuple[str, ...] = ()
     """Storage account roles the stack must configure (``storage.accounts[].role``)."""
-    read_only_roles: tuple[str, ...] = ()
-    """Roles whose containers mount read-only in the workspace."""
     namespace: str | None = None
-    """The workspace namespace (with a blob volume per storage container); ``None``: no workspace."""
+    """The workspace namespace; ``None``: no workspace."""
+    data_access: Callable[[StackConfig], DataAccess] = no_data_access
+    """Which workloads of a stack touch which storage roles, and whether they write: each gets its own identity
+    and volumes in the workspace."""
     deployer_blob_access: Mapping[str, bool] = field(default_factory=dict)
     """Storage role → write (True) or read access for whoever runs ``pulumi up``, for the blob commands the stack
     outputs (granted with ``cluster.grantDeployerAdmin``)."""

@@ -92,6 +92,10 @@ class Naming:
     def registry(self) -> str:
         return f"cr{self._compact}{self._hash('acr', length=6)}"
 
+    def identity(self, workload: str) -> str:
+        """A workload's managed identity: ``id-<root>-<workload>`` (Azure: 3-128 letters, digits, - and _)."""
+        return f"id-{self.root}-{workload}"
+
     def storage_account(self, role: str) -> str:
         """``st`` + root + role + 4 hash characters, the root cut so the whole fits Azure's 24."""
         role = re.sub(r"[^a-z0-9]", "", role.lower())[:8]

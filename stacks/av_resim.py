@@ -5,11 +5,14 @@ from __future__ import annotations
 from components.workloads.resim import ResimArgs, ResimWorkloads
 from program import outputs
 from program.scenario import Outputs, Platform, Scenario
+from program.workspace import DataAccess
 from stackconfig.reader import ConfigError
 from stackconfig.schema import PROJECT, GpuPoolConfig, SharingMode, StackConfig
 
 INPUT, OUTPUT = "input", "output"
 """Storage roles: recordings to re-simulate (mounted read-only), and results."""
+RESIM, LARGE_MODEL = "resim", "large-model"
+"""Workloads that touch data (their ServiceAccounts and identities)."""
 SUBMIT_OUTPUTS = {"gpu-test": outputs.SUBMIT_GPU_TEST, "gpu-io": outputs.SUBMIT_RESIM,
                   "large-model": outputs.SUBMIT_LARGE_MODEL}
 """Job template → the output holding its submit command."""
@@ -18,6 +21,15 @@ SUBMIT_OUTPUTS = {"gpu-test": outputs.SUBMIT_GPU_TEST, "gpu-io": outputs.SUBMIT_
 def multi_gpu_pool(cfg: StackConfig) -> GpuPoolConfig | None:
     """The pool of the 2-GPU job: the first whose nodes carry two or more whole GPUs."""
     return next((g for g in cfg.gpu_pools if g.size.gpus >= 2 and g.sharing.mode == SharingMode.NONE), None)
+
+
+def data_access(cfg: StackConfig) -> DataAccess:
+    """The shards read recordings and write results; the 2-GPU job, a user's image, the same with its own
+    identity."""
+    access = {RESIM: {INPUT: False, OUTPUT: True}}
+    if cfg.workloads.large_model_image:
+        access[LARGE_MODEL] = {INPUT: False, OUTPUT: True}
+    return access
 
 
 def check(cfg: StackConfig) -> None:
@@ -34,12 +46,14 @@ def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
         gpu_pool=platform.gpu_pool(cfg.gpu_pools[0]),
         jobs_image=platform.image("jobs"),
         workspace=platform.workspace.workspace,
-        input_claim=platform.workspace.volumes[accounts[INPUT].containers[0]].claim_name,
-        output_claim=platform.workspace.volumes[accounts[OUTPUT].containers[0]].claim_name,
+        input_container=accounts[INPUT].containers[0],
+        output_container=accounts[OUTPUT].containers[0],
+        resim_volumes=platform.workspace.data[RESIM],
         resim_jobs=cfg.workloads.resim_jobs,
         gpu_test_jobs=cfg.workloads.gpu_test_jobs,
         multi_gpu_pool=platform.gpu_pool(big) if big else None,
         large_model_image=cfg.workloads.large_model_image,
+        large_model_volumes=platform.workspace.data.get(LARGE_MODEL),
     ), opts=platform.opts)
     values: dict[str, object] = {SUBMIT_OUTPUTS[t]: command for t, command in resim.submit_commands.items()}
     for key, role, verb in ((outputs.UPLOAD_INPUT, INPUT, "upload-batch -d {c} -s ./recordings"),
@@ -63,7 +77,7 @@ SCENARIO = Scenario(
     seed="003 AV re-simulation",
     images={"jobs": "docker/jobs"},
     storage_roles=(INPUT, OUTPUT),
-    read_only_roles=(INPUT,),
+    data_access=data_access,
     namespace="av-resim",
     deployer_blob_access={INPUT: True, OUTPUT: False},  # uploadInput writes recordings, downloadOutput reads
     check=check,

@@ -10,6 +10,8 @@ from stackconfig.schema import PROJECT, GpuPoolConfig, StackConfig, StorageAuth
 
 CHECKPOINTS = "ckpt"
 """Storage role of the checkpoint account."""
+TRAIN, PREDICT = "train", "predict"
+"""Workloads that touch data: training writes checkpoints, the prediction service only reads them."""
 
 
 def scaling_pool(cfg: StackConfig) -> GpuPoolConfig | None:
@@ -37,8 +39,10 @@ def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
         jobs_image=platform.image("jobs"),
         workspace=platform.workspace.workspace,
         steps=cfg.workloads.training_steps,
-        checkpoint_claim=platform.workspace.volumes[checkpoints].claim_name,
+        checkpoint_container=checkpoints,
+        train_volumes=platform.workspace.data[TRAIN],
         predict_pool=platform.azure.cpu_pools[cfg.cpu_pools[0].name],
+        predict_volumes=platform.workspace.data[PREDICT],
     ), opts=platform.opts)
     return {outputs.TRAINING_LOGS: training.logs_command,
             outputs.PREDICT_PORT_FORWARD: training.predict_port_forward,
@@ -53,6 +57,7 @@ SCENARIO = Scenario(
     images={"jobs": "docker/jobs"},
     storage_roles=(CHECKPOINTS,),
     namespace="training",
+    data_access=lambda cfg: {TRAIN: {CHECKPOINTS: True}, PREDICT: {CHECKPOINTS: False}},
     check=check,
     deploy=deploy,
 )

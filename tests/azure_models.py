@@ -57,6 +57,11 @@ ARM_TYPES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "azure.mgmt.privatedns", "VirtualNetworkLink",
         ("resourceGroupName", "privateZoneName", "virtualNetworkLinkName")),
     # Sent at 2024-03-01; the nearest generated models are 2024-11-01, whose ResourceGroup is the same.
+    "azure-native:managedidentity:UserAssignedIdentity": (
+        "azure.mgmt.msi.v2023_01_31", "Identity", ("resourceGroupName", "resourceName")),
+    "azure-native:managedidentity:FederatedIdentityCredential": (
+        "azure.mgmt.msi.v2023_01_31", "FederatedIdentityCredential",
+        ("resourceGroupName", "resourceName", "federatedIdentityCredentialResourceName")),
     "azure-native:resources:ResourceGroup": (
         "azure.mgmt.resource.resources.v2024_11_01", "ResourceGroup", ("resourceGroupName",)),
 }

@@ -7,6 +7,7 @@ import pytest
 
 from components.azure.storage import sas_expiry
 from components.volumes.blob_volume import settings_hash, volume_handle
+from offline.mocks import azure_id, guid
 from offline.render import SECRET
 from tests.helpers import render_with, stack_config_of
 
@@ -15,15 +16,21 @@ PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 
 
 def volumes(render):
-    """PersistentVolumes by their container (the label every generation of a container's volume carries)."""
+    """PersistentVolumes by ``<container>-<workload>`` (the label every generation of that volume carries)."""
     return {v.inputs["metadata"]["labels"]["aksgpu/volume"]: v.inputs for v in render.of_type(PV)}
 
 
-def test_input_is_read_only_many_and_output_read_write_many(render_of):
-    pv = volumes(render_of("av-resim"))
-    assert pv["input"]["spec"]["accessModes"] == ["ReadOnlyMany"] and pv["input"]["spec"]["csi"]["readOnly"] is True
-    assert pv["output"]["spec"]["accessModes"] == ["ReadWriteMany"]
-    assert pv["output"]["spec"]["csi"]["readOnly"] is False
+@pytest.mark.parametrize("stack, read_only, read_write", [
+    ("av-resim", ["input-resim"], ["output-resim"]),
+    ("training-autoscale", ["checkpoints-predict"], ["checkpoints-train"]),
+])
+def test_a_workload_that_only_reads_gets_a_read_only_volume(render_of, stack, read_only, read_write):
+    pv = volumes(render_of(stack))
+    assert sorted(pv) == sorted(read_only + read_write)
+    for name in read_only:
+        assert pv[name]["spec"]["accessModes"] == ["ReadOnlyMany"] and pv[name]["spec"]["csi"]["readOnly"] is True
+    for name in read_write:
+        assert pv[name]["spec"]["accessModes"] == ["ReadWriteMany"] and pv[name]["spec"]["csi"]["readOnly"] is False
 
 
 @pytest.mark.parametrize("stack", ["av-resim", "training-autoscale"])
@@ -48,20 +55,27 @@ def test_each_claim_binds_its_own_volume_in_the_workload_namespace(render_of):
         assert pv.name in claim.depends_on
 
 
-def test_identity_mode_mounts_with_the_kubelet_identity_and_no_secret_anywhere(render_of):
-    r = render_of("av-resim")
-    for pv in volumes(r).values():
+@pytest.mark.parametrize("stack", ["av-resim", "training-autoscale"])
+def test_identity_mode_mounts_with_a_workload_identity_token_and_no_secret_anywhere(render_of, stack):
+    r = render_of(stack)
+    for name, pv in volumes(r).items():
+        workload = name.rsplit("-", 1)[1]
         attrs = pv["spec"]["csi"]["volumeAttributes"]
-        assert attrs["AzureStorageAuthType"] == "MSI" and attrs["AzureStorageIdentityClientID"]
+        identity = r.named(f"identity-{workload}-identity")
+        assert attrs["clientID"] == guid(azure_id(identity.type, identity.name, identity.inputs), "client")
+        # Token-only mode: with clientID alone the driver would fetch the account key, which the account refuses.
+        assert attrs["mountWithWorkloadIdentityToken"] == "true"
+        # A leftover MSI auth type would reach blobfuse2 beside the token (the kubelet identity, silently).
+        assert not {"AzureStorageAuthType", "AzureStorageIdentityClientID"} & set(attrs)
         assert "nodeStageSecretRef" not in pv["spec"]["csi"]
     assert not r.of_type("kubernetes:core/v1:Secret")
     assert "sig=" not in json.dumps([x.as_json() for x in r.resources])
 
 
-def test_volumes_wait_for_the_csi_driver_and_the_data_role(render_of):
+def test_volumes_wait_for_the_csi_driver_and_the_workloads_data_role(render_of):
     # On the PV itself: children do not inherit a component's dependsOn.
-    pv = render_of("training-autoscale").named("volume-checkpoints-pv")
-    assert {"blob-csi-release", "storage-ckpt-data-contributor-0"} <= set(pv.depends_on)
+    pv = render_of("training-autoscale").named("volume-train-checkpoints-pv")
+    assert {"blob-csi-release", "identity-train-checkpoints-data", "storage-ckpt-checkpoints"} <= set(pv.depends_on)
 
 
 def test_sas_mode_keeps_the_token_in_a_secret_never_in_helm_values():
@@ -69,7 +83,8 @@ def test_sas_mode_keeps_the_token_in_a_secret_never_in_helm_values():
                    storage={"auth": "sas", "sasExpiryDays": 3,
                             "accounts": [{"role": "input"}, {"role": "output"}]})
     secrets = r.of_type("kubernetes:core/v1:Secret")
-    assert len(secrets) == 2
+    assert len(secrets) == 2  # the shards' input and output volumes
+    assert not r.of_type("azure-native:managedidentity:UserAssignedIdentity")
     for s in secrets:
         # `data`: a renewed token updates the Secret in place (`stringData` would replace it).
         assert s.inputs["data"] == {"azurestorageaccountname": SECRET, "azurestorageaccountsastoken": SECRET}

@@ -115,16 +115,6 @@ def test_av_resim_storage_is_private_input_and_output(render_of):
     assert sorted(map(tuple, groups)) == [("blob",), ("blob",), ("registry",)]
 
 
-def test_kubelet_identity_is_blob_data_contributor_on_each_account_in_identity_mode(render_of):
-    r = render_of("training-autoscale")
-    (role,) = [x for x in r.of_type(ROLE) if x.parent == "storage-ckpt"]
-    assert role.inputs["roleDefinitionId"].endswith("/ba92f5b4-2d11-453d-a403-e96b0029c9fe")
-    assert role.inputs["principalType"] == "ServicePrincipal"
-    account = r.named("storage-ckpt-account").inputs["accountName"]
-    assert role.inputs["scope"].endswith(f"/storageAccounts/{account}")
-    assert role.inputs["principalId"] == kubelet_object_id(r)
-
-
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_azure_resource_that_takes_tags_carries_scenario_environment_and_owner(render_of, stack):
     r = render_of(stack)

@@ -46,7 +46,6 @@ class Cluster(pulumi.ComponentResource):
     name: pulumi.Output[str]
     id: pulumi.Output[str]
     kubelet_object_id: pulumi.Output[str]
-    kubelet_client_id: pulumi.Output[str]
     oidc_issuer_url: pulumi.Output[str]
     resource_group_name: pulumi.Output[str]
     managed_cluster: cs.ManagedCluster
@@ -141,7 +140,6 @@ class Cluster(pulumi.ComponentResource):
         self.id = cluster.id
         self.resource_group_name = pulumi.Output.from_input(args.resource_group_name)
         self.kubelet_object_id = kubelet.apply(lambda k: k.object_id)
-        self.kubelet_client_id = kubelet.apply(lambda k: k.client_id)
         self.oidc_issuer_url = cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else "")
         self.register_outputs({
             "name": self.name,

@@ -1,6 +1,6 @@
 """Blob storage accounts with private containers: HTTPS only, TLS 1.2, no anonymous access.
 
-Identity mode turns shared keys off and grants Storage Blob Data Contributor to the given principals;
+Identity mode turns shared keys off (workloads get container-scoped roles of their own: program/workspace.py);
 SAS mode keeps keys on (a SAS is signed with one) but caps SAS lifetimes with a policy.
 """
 
@@ -52,8 +52,6 @@ class BlobStorageArgs:
     """``identity`` (shared keys off) or ``sas``."""
     sas_expiry_days: int = 7
     """Longest SAS lifetime the account's policy allows in ``sas`` mode."""
-    data_contributors: Sequence[pulumi.Input[str]] = ()
-    """Principal object ids (service principals, managed identities) that read and write blobs."""
     deployer: DataGrant | None = None
     """Access for whoever runs ``pulumi up`` (Owner and Contributor grant no blob data access)."""
     protect: bool = False
@@ -72,6 +70,8 @@ class BlobStorage(pulumi.ComponentResource):
     account_id: pulumi.Output[str]
     containers: dict[str, pulumi.Output[str]]
     """Container name → the container's name as an output: what writes a blob must wait for the container."""
+    container_ids: dict[str, pulumi.Output[str]]
+    """Container name → its resource id: the scope of a workload's data role."""
 
     def __init__(self, name: str, args: BlobStorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:storage:BlobStorage", name, None, opts)
@@ -115,19 +115,17 @@ class BlobStorage(pulumi.ComponentResource):
             container_delete_retention_policy=storage.DeleteRetentionPolicyArgs(enabled=True, days=7),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.containers = {}
+        self.containers, self.container_ids = {}, {}
         for container in args.containers:
-            self.containers[container] = storage.BlobContainer(
+            blob_container = storage.BlobContainer(
                 f"{name}-{container}",
                 container_name=container,
                 account_name=account.name,
                 resource_group_name=args.resource_group_name,
                 public_access=storage.PublicAccess.NONE,
                 opts=keep,
-            ).name
-        for i, principal in enumerate(args.data_contributors):
-            roles.assign(f"{name}-data-contributor-{i}", roles.STORAGE_BLOB_DATA_CONTRIBUTOR, principal, account.id,
-                         "Reads and writes blobs with Entra ID tokens (no account key, no SAS).", self)
+            )
+            self.containers[container], self.container_ids[container] = blob_container.name, blob_container.id
         if args.deployer is not None:
             role = roles.STORAGE_BLOB_DATA_CONTRIBUTOR if args.deployer.write else roles.STORAGE_BLOB_DATA_READER
             roles.assign(f"{name}-deployer-data", role, args.deployer.principal_id, account.id,

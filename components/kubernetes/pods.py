@@ -64,12 +64,15 @@ def container(name: str, image: pulumi.Input[str], command: Sequence[str] | None
 
 def pod_spec(pool: GpuNodePool | CpuNodePool | None, containers: Sequence[Mapping[str, Any]],
              volumes: Sequence[Mapping[str, Any]] = (), uid: int = NONROOT_UID, gid: int | None = None,
-             tmp: bool = True) -> dict[str, Any]:
+             tmp: bool = True, service_account: str | None = None) -> dict[str, Any]:
     """A restricted pod on ``pool`` (its node selector and tolerations), or on any untainted node.
 
     ``tmp`` adds the emptyDir that ``container()`` mounts at /tmp (images of this project keep HOME there).
+    ``service_account``: the workload's own, whose identity mounts its blob volumes; the token stays out of the
+    pod either way (the CSI driver asks the kubelet for one).
     """
     spec: dict[str, Any] = {
+        **({"serviceAccountName": service_account} if service_account else {}),
         "automountServiceAccountToken": False,
         "securityContext": pod_security_context(uid, gid),
         "containers": list(containers),

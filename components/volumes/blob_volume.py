@@ -1,7 +1,12 @@
 """A static PersistentVolume + claim for one blob container, mounted with blobfuse2 (``blob.csi.azure.com``).
 
-``identity`` mode mounts with a managed identity's Entra ID token (no key or SAS anywhere); ``sas`` mode, as
-seed 003, keeps a container SAS in a Kubernetes Secret — never in Helm values — with a configurable expiry.
+``identity`` mode mounts with the workload's own managed identity: the driver exchanges the pod's ServiceAccount
+token for an Entra ID token (workload identity) and blobfuse2 mounts with it, so no key or SAS exists anywhere and
+only pods running as that ServiceAccount can mount the volume. This is the driver's token-only mode
+(``mountWithWorkloadIdentityToken``, Preview since 1.27.0): ``clientID`` alone would make the driver fetch the
+account key, which identity-mode accounts refuse. The mount is per pod and the driver remounts with a fresh token
+when the kubelet republishes the volume. ``sas`` mode, as seed 003, keeps a container SAS in a Kubernetes Secret —
+never in Helm values — with a configurable expiry.
 
 A PersistentVolume's source is immutable, so any change to how it mounts replaces it, and its claim with it. With
 fixed names that replacement deletes first, and a claim that running pods hold never goes: ``pulumi up`` hangs.
@@ -14,7 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -35,6 +40,10 @@ MOUNT_OPTIONS = ["-o allow_other", "--file-cache-timeout-in-seconds=120"]
 revalidated after two minutes (the driver's own example uses 120)."""
 
 
+WORKLOAD_IDENTITY_TOKEN = "mountWithWorkloadIdentityToken"
+"""Volume attribute: mount with the workload identity's token, never fetching the account key."""
+
+
 def volume_handle(account: str, container: str, settings: str) -> str:
     """Unique per volume in the cluster (two generations of one container may briefly coexist); the driver
     reserves ``#`` and ``/``."""
@@ -48,6 +57,16 @@ def settings_hash(*settings: object) -> str:
 
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
+
+
+@dataclass(frozen=True)
+class WorkloadVolumes:
+    """What one workload mounts, and as whom: workload components take this from the workspace."""
+
+    service_account: str | None
+    """The ServiceAccount its pods must run as, whose identity the volumes mount with; None for SAS volumes."""
+    claims: Mapping[str, pulumi.Output[str]]
+    """Blob container → the claim to mount."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +86,10 @@ class BlobVolumeArgs:
     auth: StorageAuth = StorageAuth.IDENTITY
     """``identity`` or ``sas``."""
     identity_client_id: pulumi.Input[str] | None = None
-    """Client id of the managed identity on the nodes (identity mode)."""
+    """Client id of the workload's managed identity (identity mode); its pods must run as the federated
+    ServiceAccount."""
+    identity_name: str | None = None
+    """That identity's Azure name: part of the mount settings, so another identity is a new volume generation."""
     sas_expiry_days: int = 7
     """SAS lifetime (sas mode)."""
     capacity: str = "100Gi"
@@ -83,11 +105,11 @@ class BlobVolume(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: BlobVolumeArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:storage:BlobVolume", name, None, opts)
-        if args.auth == StorageAuth.IDENTITY and args.identity_client_id is None:
-            raise ValueError(f"blob volume {name}: identity mode needs identity_client_id")
+        if args.auth == StorageAuth.IDENTITY and (args.identity_client_id is None or args.identity_name is None):
+            raise ValueError(f"blob volume {name}: identity mode needs the workload identity's client id and name")
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for))
         settings = settings_hash(args.account_name, args.container, args.read_only, args.auth, MOUNT_OPTIONS,
-                                 PROTOCOL)
+                                 PROTOCOL, args.identity_name, WORKLOAD_IDENTITY_TOKEN)
         claim_name = f"{args.claim_name}-{settings}"
         attributes: dict[str, pulumi.Input[str]] = {
             "storageAccount": args.account_name,
@@ -99,8 +121,9 @@ class BlobVolume(pulumi.ComponentResource):
         csi: dict = {"driver": "blob.csi.azure.com", "volumeHandle": handle, "readOnly": args.read_only,
                      "volumeAttributes": attributes}
         if args.auth == StorageAuth.IDENTITY:
-            attributes["AzureStorageAuthType"] = "MSI"
-            attributes["AzureStorageIdentityClientID"] = args.identity_client_id
+            # No AzureStorageAuthType: the driver would pass MSI to blobfuse2 beside the workload identity token.
+            attributes["clientID"] = args.identity_client_id
+            attributes[WORKLOAD_IDENTITY_TOKEN] = "true"
         else:
             sas = storage.list_storage_account_service_sas_output(
                 account_name=args.account_name,

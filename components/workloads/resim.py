@@ -15,6 +15,7 @@ from components.azure.node_pools import GpuNodePool
 from components.kubernetes.pods import container, job_spec, job_template, pod_spec, submit_command
 from components.kubernetes.security import resources
 from components.kubernetes.workspace import Workspace
+from components.volumes.blob_volume import WorkloadVolumes
 
 INPUT_MOUNT, OUTPUT_MOUNT = "/mnt/input", "/mnt/output"
 RESIM_USAGE_EXIT_CODE = 2
@@ -37,10 +38,12 @@ class ResimArgs:
     """The jobs image (docker/jobs)."""
     workspace: Workspace
     """The scenario's namespace (it holds the input and output claims)."""
-    input_claim: pulumi.Input[str]
-    """PersistentVolumeClaim of the input container (read-only)."""
-    output_claim: pulumi.Input[str]
-    """PersistentVolumeClaim of the output container."""
+    input_container: str
+    """Blob container of the recordings (mounted read-only)."""
+    output_container: str
+    """Blob container of the results."""
+    resim_volumes: WorkloadVolumes
+    """The re-simulation shards' claims of both containers, and their ServiceAccount."""
     resim_jobs: int = 20
     """Parallel re-simulation shards (the seed's ``--njobs 20``)."""
     gpu_test_jobs: int = 10
@@ -49,6 +52,8 @@ class ResimArgs:
     """Pool of the 2-GPU job (the seed's Metaseq on A100): two or more whole GPUs per node."""
     large_model_image: str | None = None
     """User-supplied image for the 2-GPU job; no template without one."""
+    large_model_volumes: WorkloadVolumes | None = None
+    """The 2-GPU job's own claims of both containers and ServiceAccount (a user image gets its own identity)."""
 
 
 class ResimWorkloads(pulumi.ComponentResource):
@@ -58,10 +63,14 @@ class ResimWorkloads(pulumi.ComponentResource):
     def __init__(self, name: str, args: ResimArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:workloads:ResimWorkloads", name, None, opts)
         ns = args.workspace.namespace
-        volumes = [
-            {"name": "input", "persistentVolumeClaim": {"claimName": args.input_claim, "readOnly": True}},
-            {"name": "output", "persistentVolumeClaim": {"claimName": args.output_claim}},
-        ]
+
+        def volumes(data: WorkloadVolumes) -> list[dict]:
+            return [
+                {"name": "input", "persistentVolumeClaim": {"claimName": data.claims[args.input_container],
+                                                            "readOnly": True}},
+                {"name": "output", "persistentVolumeClaim": {"claimName": data.claims[args.output_container]}},
+            ]
+
         mounts = [{"name": "input", "mountPath": INPUT_MOUNT, "readOnly": True},
                   {"name": "output", "mountPath": OUTPUT_MOUNT}]
         gpu = resources("1", "4Gi", gpus=1)
@@ -78,19 +87,23 @@ class ResimWorkloads(pulumi.ComponentResource):
             "python", "resim.py", "--input", INPUT_MOUNT, "--output", OUTPUT_MOUNT,
             "--shards", str(args.resim_jobs)], gpu, mounts=mounts)
         job_template(f"{name}-gpu-io", "gpu-io", ns, labels, job_spec(
-            pod_spec(args.gpu_pool, [shard], volumes=volumes), labels, completions=args.resim_jobs, indexed=True,
+            pod_spec(args.gpu_pool, [shard], volumes=volumes(args.resim_volumes),
+                     service_account=args.resim_volumes.service_account),
+            labels, completions=args.resim_jobs, indexed=True,
             backoff_limit=2 * args.resim_jobs, deadline_seconds=DEADLINES["gpu-io"],
             fail_on_exit_codes={"resim": [RESIM_USAGE_EXIT_CODE]}), self)
 
         self.submit_commands = {template: submit_command(args.workspace.name, template)
                                 for template in ("gpu-test", "gpu-io")}
-        if args.large_model_image and args.multi_gpu_pool is not None:
+        if args.large_model_image and args.multi_gpu_pool is not None and args.large_model_volumes is not None:
             labels = {"app.kubernetes.io/name": "large-model"}
             # The user's image keeps its own entrypoint; the volumes are where the seed's job read and wrote.
             big = container("large-model", args.large_model_image, None,
                             resources(LARGE_MODEL_CPU, LARGE_MODEL_MEMORY, gpus=2), mounts=mounts, read_only_root=False)
             job_template(f"{name}-large-model", "large-model", ns, labels, job_spec(
-                pod_spec(args.multi_gpu_pool, [big], volumes=volumes), labels, backoff_limit=3,
+                pod_spec(args.multi_gpu_pool, [big], volumes=volumes(args.large_model_volumes),
+                         service_account=args.large_model_volumes.service_account),
+                labels, backoff_limit=3,
                 deadline_seconds=DEADLINES["large-model"]), self)
             self.submit_commands["large-model"] = submit_command(args.workspace.name, "large-model")
         self.register_outputs({"submit_commands": self.submit_commands})

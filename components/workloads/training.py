@@ -17,6 +17,7 @@ from components.kubernetes.network_policy import allow_https_to_internet, allow_
 from components.kubernetes.pods import container, job_spec, pod_spec
 from components.kubernetes.security import resources
 from components.kubernetes.workspace import Workspace
+from components.volumes.blob_volume import WorkloadVolumes
 
 CHECKPOINT_MOUNT = "/mnt/checkpoints"
 PREDICT_PORT = 8080
@@ -35,10 +36,14 @@ class TrainingArgs:
     """Namespace of the workloads (and of the checkpoint claim)."""
     steps: int = 2000
     """Optimisation steps of the run."""
-    checkpoint_claim: pulumi.Input[str] | None = None
-    """PersistentVolumeClaim for checkpoints; none keeps them in the pod (lost with it)."""
+    checkpoint_container: str | None = None
+    """Blob container of the checkpoints; none keeps them in the pod (lost with it)."""
+    train_volumes: WorkloadVolumes | None = None
+    """The training Job's (read-write) claim of that container, and its ServiceAccount."""
     predict_pool: CpuNodePool | None = None
     """CPU pool of the prediction service; none: no service."""
+    predict_volumes: WorkloadVolumes | None = None
+    """The prediction service's read-only claim of the container, and its ServiceAccount."""
 
 
 class TrainingWorkload(pulumi.ComponentResource):
@@ -51,10 +56,12 @@ class TrainingWorkload(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TrainingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:workloads:TrainingWorkload", name, None, opts)
-        if args.predict_pool is not None and args.checkpoint_claim is None:
+        blob_container = args.checkpoint_container
+        if args.predict_pool is not None and (blob_container is None or args.predict_volumes is None):
             raise ValueError(f"training {name}: the prediction service reads checkpoints from a shared volume")
-        if args.checkpoint_claim is not None:
-            volume = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": args.checkpoint_claim}}
+        train = args.train_volumes
+        if blob_container is not None and train is not None:
+            volume = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": train.claims[blob_container]}}
         else:
             volume = {"name": "checkpoints", "emptyDir": {"sizeLimit": "5Gi"}}
         folder = f"{CHECKPOINT_MOUNT}/digitnet"
@@ -69,8 +76,9 @@ class TrainingWorkload(pulumi.ComponentResource):
             metadata={"name": "train", "namespace": args.workspace.namespace, "labels": labels,
                       # `pulumi up` does not wait for training: a pool scaled to zero needs minutes for a node.
                       "annotations": {"pulumi.com/skipAwait": "true"}},
-            spec=job_spec(pod_spec(args.gpu_pool, [trainer], volumes=[volume]), labels, backoff_limit=6,
-                          deadline_seconds=TRAINING_DEADLINE_SECONDS),
+            spec=job_spec(pod_spec(args.gpu_pool, [trainer], volumes=[volume],
+                                   service_account=train.service_account if train else None),
+                          labels, backoff_limit=6, deadline_seconds=TRAINING_DEADLINE_SECONDS),
             # A Job's pod template is immutable: a new image or argument replaces the Job under its fixed name.
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
@@ -91,8 +99,9 @@ class TrainingWorkload(pulumi.ComponentResource):
             readinessProbe=probe,
             livenessProbe={"tcpSocket": {"port": "http"}, "periodSeconds": 20},
         )
-        volume = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": args.checkpoint_claim,
-                                                                   "readOnly": True}}
+        reader = args.predict_volumes
+        volume = {"name": "checkpoints", "persistentVolumeClaim": {
+            "claimName": reader.claims[args.checkpoint_container], "readOnly": True}}
         # Callers in the namespace use the Service; people use port-forward, which policies do not see.
         allow_ingress(f"{name}-predict-allow-http", "predict-http", args.workspace.namespace, labels, PREDICT_PORT,
                       self, from_pods={})
@@ -103,7 +112,8 @@ class TrainingWorkload(pulumi.ComponentResource):
                       "annotations": {"pulumi.com/skipAwait": "true"}},
             spec={"replicas": 2, "selector": {"matchLabels": labels},
                   "template": {"metadata": {"labels": labels},
-                               "spec": pod_spec(args.predict_pool, [server], volumes=[volume])}},
+                               "spec": pod_spec(args.predict_pool, [server], volumes=[volume],
+                                                service_account=reader.service_account)}},
             opts=pulumi.ResourceOptions(parent=self),
         )
         core.v1.Service(

@@ -1,0 +1,110 @@
+"""One identity per workload that touches data: federated with its ServiceAccount, roles per blob container."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.azure import roles
+from components.identity.workload_identity import CLIENT_ID_ANNOTATION, TOKEN_AUDIENCE
+from offline.mocks import TENANT, azure_id, guid
+from tests.helpers import render_with, stack_config_of
+
+UAI = "azure-native:managedidentity:UserAssignedIdentity"
+FIC = "azure-native:managedidentity:FederatedIdentityCredential"
+ROLE = "azure-native:authorization:RoleAssignment"
+MC = "azure-native:containerservice:ManagedCluster"
+DATA_WORKLOADS = {"av-resim": {"resim": {"input": False, "output": True}},
+                  "training-autoscale": {"train": {"checkpoints": True}, "predict": {"checkpoints": False}}}
+
+
+def identity_ids(render, workload):
+    identity = render.named(f"identity-{workload}-identity", UAI)
+    rid = azure_id(UAI, identity.name, identity.inputs)
+    return guid(rid, "client"), guid(rid, "principal")
+
+
+def pod_templates(render):
+    """(workload kind and name, pod spec) of every Deployment, Job and Job template."""
+    for r in render.resources:
+        kind = r.type.rsplit(":", 1)[-1]
+        if kind in ("Deployment", "Job", "CronJob"):
+            spec = r.revealed["spec"]
+            spec = spec["jobTemplate"]["spec"] if kind == "CronJob" else spec
+            yield f"{kind}/{r.revealed['metadata']['name']}", spec["template"]["spec"]
+
+
+@pytest.mark.parametrize("stack", sorted(DATA_WORKLOADS))
+def test_each_data_workload_has_its_own_identity_federated_with_its_service_account(render_of, stack):
+    r = render_of(stack)
+    cluster = r.named("aks-aks", MC)
+    # The issuer the mocked cluster reports: the credential must trust exactly this cluster's tokens.
+    issuer = f"https://eastus.oic.prod-aks.azure.com/{TENANT}/{guid(azure_id(MC, cluster.name, cluster.inputs))}/"
+    namespace = r.named("workspace-ns").inputs["metadata"]["name"]
+    assert {u.inputs["resourceName"] for u in r.of_type(UAI)} == {
+        f"id-{r.cfg.naming.root}-{w}" for w in DATA_WORKLOADS[stack]}
+    for workload in DATA_WORKLOADS[stack]:
+        client_id, _ = identity_ids(r, workload)
+        fic = r.named(f"identity-{workload}-federation", FIC).revealed
+        assert fic["resourceName"] == f"id-{r.cfg.naming.root}-{workload}"
+        assert fic["issuer"] == issuer
+        assert fic["subject"] == f"system:serviceaccount:{namespace}:{workload}"
+        assert fic["audiences"] == [TOKEN_AUDIENCE]
+        sa = r.named(f"identity-{workload}-service-account").revealed
+        assert sa["metadata"]["name"] == workload and sa["metadata"]["namespace"] == namespace
+        assert sa["metadata"]["annotations"] == {CLIENT_ID_ANNOTATION: client_id}
+        assert sa["automountServiceAccountToken"] is False
+
+
+@pytest.mark.parametrize("stack", sorted(DATA_WORKLOADS))
+def test_roles_are_per_container_and_read_only_where_the_workload_only_reads(render_of, stack):
+    r = render_of(stack)
+    for workload, containers in DATA_WORKLOADS[stack].items():
+        _, principal = identity_ids(r, workload)
+        grants = [a.revealed for a in r.of_type(ROLE) if a.revealed["principalId"] == principal]
+        assert {g["scope"].rsplit("/containers/", 1)[1]: g["roleDefinitionId"].rsplit("/", 1)[1] for g in grants} == {
+            c: roles.STORAGE_BLOB_DATA_CONTRIBUTOR if write else roles.STORAGE_BLOB_DATA_READER
+            for c, write in containers.items()}
+        assert all("/blobServices/default/containers/" in g["scope"] for g in grants)
+        assert all(g["principalType"] == "ServicePrincipal" for g in grants)
+
+
+@pytest.mark.parametrize("stack", sorted(DATA_WORKLOADS))
+def test_the_kubelet_identity_holds_no_data_role(render_of, stack):
+    r = render_of(stack)
+    cluster = r.named("aks-aks", MC)
+    kubelet = guid(azure_id(MC, cluster.name, cluster.inputs), "kubelet-object")
+    for a in r.of_type(ROLE):
+        if a.revealed["principalId"] == kubelet:
+            assert a.revealed["roleDefinitionId"].endswith(roles.ACR_PULL), a.name
+
+
+@pytest.mark.parametrize("stack", sorted(DATA_WORKLOADS))
+def test_a_pod_mounts_only_its_own_workloads_claims_and_runs_as_that_workload(render_of, stack):
+    r = render_of(stack)
+    claimants = {}
+    for name, pod in pod_templates(r):
+        claims = [v["persistentVolumeClaim"]["claimName"] for v in pod.get("volumes", [])
+                  if "persistentVolumeClaim" in v]
+        if not claims:
+            assert "serviceAccountName" not in pod, name
+            continue
+        workload = pod["serviceAccountName"]
+        assert workload in DATA_WORKLOADS[stack], name
+        assert all(c.startswith(tuple(f"{container}-{workload}-" for container in DATA_WORKLOADS[stack][workload]))
+                   for c in claims), (name, claims)
+        assert pod["automountServiceAccountToken"] is False
+        claimants[name] = workload
+    assert set(claimants.values()) == set(DATA_WORKLOADS[stack])
+
+
+def test_the_two_gpu_job_with_a_users_image_gets_an_identity_of_its_own():
+    config = stack_config_of("av-resim")
+    r = render_with("av-resim", **{**config, "workloads": {"largeModelImage": "myacr.azurecr.io/metaseq:1.0"}})
+    assert {u.inputs["resourceName"] for u in r.of_type(UAI)} == {"id-av-resim-resim", "id-av-resim-large-model"}
+    (pod,) = [p for n, p in pod_templates(r) if n == "CronJob/large-model"]
+    assert pod["serviceAccountName"] == "large-model"
+
+
+@pytest.mark.parametrize("stack", ["function-gpu", "gpu-basics", "gpu-sharing"])
+def test_stacks_without_data_have_no_workload_identities(render_of, stack):
+    assert not render_of(stack).of_type(UAI)
