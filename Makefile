@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 
-.PHONY: install install-dev install-checkov render docs test lock state-backend clean
+.PHONY: install install-dev install-checkov install-policy render docs test lock state-backend clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,15 +27,27 @@ $(CHECKOV_VENV)/bin/checkov: requirements-checkov.txt
 
 install-checkov: $(CHECKOV_VENV)/bin/checkov  ## checkov, which tests/test_checkov.py runs
 
+# The policy pack's environment: pulumi-policy pins an older protobuf than the project's pulumi. The path is the
+# one PulumiPolicy.yaml names, so `pulumi preview --policy-pack policy` uses the same virtualenv.
+POLICY_VENV := policy/venv
+$(POLICY_VENV)/bin/pytest: policy/requirements.txt policy/requirements-test.txt
+	$(PYTHON) -m venv $(POLICY_VENV)
+	$(POLICY_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(POLICY_VENV)/bin/python -m pip install --quiet -r policy/requirements-test.txt
+	touch $@
+
+install-policy: $(POLICY_VENV)/bin/pytest  ## the policy pack's venv (pulumi-policy), its tests and the render check
+
 render: install  ## install, then render every stack offline into $(OUT)/
 	$(BIN)/python -m offline render --all --out $(OUT)
 
 docs: install  ## regenerate docs/configuration.md and the README's stack table
 	$(BIN)/python -m offline docs
 
-test: install-dev install-checkov  ## install, lint, then run the test suite
+test: install-dev install-checkov install-policy  ## install, lint, then run the test suites
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
+	$(POLICY_VENV)/bin/python -m pytest -q policy/tests
 
 # Regenerate the hashed lock of an image's dependencies (linux/amd64, Python 3.12) after editing its requirements.in.
 UV := .venv-tools/bin/uv

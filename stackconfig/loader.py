@@ -107,7 +107,7 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str, scenarios: Col
     storage = _storage(top.section("storage"), default_private=cluster.private)
     addons = _addons(top.section("addons"), default_blob_csi=bool(storage.accounts))
     build = _build(top.section("build"))
-    function = _function(top.section("function"), gpu_pools)
+    function = _function(top.section("function"), gpu_pools, network)
     workloads = _workloads(top.section("workloads"))
     top.done()
 
@@ -429,7 +429,7 @@ def _build(s: Section) -> BuildConfig:
     return BuildConfig(mode=mode)
 
 
-def _function(s: Section, gpu_pools: tuple[GpuPoolConfig, ...]) -> FunctionConfig:
+def _function(s: Section, gpu_pools: tuple[GpuPoolConfig, ...], network: NetworkConfig) -> FunctionConfig:
     d = FunctionConfig()
     pool = s.optional_str("pool")
     names = [g.name for g in gpu_pools]
@@ -450,6 +450,9 @@ def _function(s: Section, gpu_pools: tuple[GpuPoolConfig, ...]) -> FunctionConfi
         raise ConfigError(s.key("allowedSourceRanges"), [],
                           "must list the CIDRs that may call a public function (exposure: public); or use "
                           "exposure: internal and kubectl port-forward")
+    if not ranges:
+        # Internal: the VNet, explicitly, so no LoadBalancer is ever declared without its sources.
+        ranges = [network.address_space]
     max_context = s.get("maxContextChars", int, d.max_context_chars)
     if not 100 <= max_context <= 200_000:
         raise ConfigError(s.key("maxContextChars"), max_context, "must be between 100 and 200000")

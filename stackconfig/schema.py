@@ -369,9 +369,10 @@ class FunctionConfig:
     exposure: Exposure = Exposure.INTERNAL
     """``internal``: a LoadBalancer IP in the VNet only (reach it from the VNet or with ``kubectl port-forward``);
     ``public``: a public IP as in seed 000, open only to ``allowedSourceRanges``."""
-    allowed_source_ranges: tuple[str, ...] = ()
-    """CIDRs that may reach the LoadBalancer (``loadBalancerSourceRanges``); required when ``exposure`` is
-    ``public``."""
+    allowed_source_ranges: tuple[str, ...] = field(
+        default=(), metadata=default_text("internal: network.addressSpace; public: none, so required"))
+    """CIDRs that may reach the LoadBalancer (``loadBalancerSourceRanges``). Add peered or VPN ranges for an
+    internal function called from outside its VNet."""
     max_context_chars: int = 20_000
     """Longest context ``/api/answer`` accepts (100-200000; longer gets a 400)."""
 

@@ -138,6 +138,8 @@ def test_loadbalancer_serves_port_80_to_the_function_pods(r):
 def test_the_function_is_internal_by_default_and_reached_by_port_forward(r):
     service = r.named("function-service").inputs
     assert service["metadata"]["annotations"] == {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"}
+    # Its sources are named even so: the VNet (no LoadBalancer Service without source ranges).
+    assert service["spec"]["loadBalancerSourceRanges"] == [r.cfg.network.address_space]
     assert r.outputs[outputs.FUNCTION_PORT_FORWARD].startswith(
         "kubectl port-forward --namespace gpu-function service/gpu-function 8080:80")
 

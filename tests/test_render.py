@@ -10,6 +10,7 @@ import yaml
 
 from offline.render import REPO_ROOT, SECRET, render_stack
 from offline.report import write_render
+from program import outputs
 from tests.conftest import STACKS
 
 
@@ -142,6 +143,8 @@ def test_no_secret_value_reaches_the_render_files_or_outputs(sentinel_secrets, t
         if path.is_file():
             assert SENTINEL not in path.read_text(), path.relative_to(out)
     assert SENTINEL not in json.dumps(r.outputs)
+    # Outputs that carry secrets are secret outputs (masked whole), never plain values.
+    assert r.outputs[outputs.KUBECONFIG] == SECRET and r.outputs[outputs.NOTEBOOK_TOKEN] == SECRET
 
 
 def test_a_masked_secret_keeps_its_shape_so_its_manifest_is_still_valid(render_of):

@@ -191,6 +191,14 @@ def test_pull_requests_preview_with_oidc_comment_and_the_replacement_guard():
     assert "offline render-diff" in render and "GITHUB_STEP_SUMMARY" in render
 
 
+@pytest.mark.parametrize("workflow, command", [("pull-request.yml", "preview"), ("deploy.yml", "up")])
+def test_previews_and_deploys_run_under_the_policy_pack(workflow, command):
+    steps = [s for job in load(workflow)["jobs"].values() for s in job.get("steps", [])]
+    (step,) = [s for s in steps if s.get("with", {}).get("command") == command]
+    assert step["with"]["policyPacks"] == "policy"
+    assert (REPO_ROOT / "policy" / "PulumiPolicy.yaml").is_file()
+
+
 def test_lifecycle_doc_names_every_workflow_and_helper():
     text = (REPO_ROOT / "docs" / "lifecycle.md").read_text()
     for path in FILES:
