@@ -46,7 +46,7 @@ docs: install  ## regenerate docs/configuration.md and the README's stack table
 
 test: install-dev install-checkov install-policy  ## install, lint, then run the test suites
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 	$(POLICY_VENV)/bin/python -m pytest -q policy/tests
 
 # Regenerate the hashed lock of an image's dependencies (linux/amd64, Python 3.12) after editing its requirements.in.

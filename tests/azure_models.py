@@ -16,6 +16,7 @@ import enum
 import importlib
 import inspect
 import re
+import tokenize
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -92,21 +93,51 @@ def models(package: str) -> ModuleType:
     return importlib.import_module(f"{package}.models")
 
 
+_URL_CALL = re.compile(r'"(\w+)": (_SERIALIZER\.url\()')
+
+
+def _call_source(text: str, start: int) -> str:
+    """The source of the call that opens at ``start`` (``_SERIALIZER.url(...)``), found with the tokenizer so a
+    ``)`` inside a pattern string does not end it."""
+    depth = 0
+    lines = text[start:start + 2000].splitlines(keepends=True)  # a url() call is a few lines
+    for token in tokenize.generate_tokens(iter(lines).__next__):
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
+            if depth == 0:
+                row, col = token.end
+                return "".join(lines[:row - 1]) + lines[row - 1][:col]
+    raise ValueError(f"unbalanced call at {start}")
+
+
 @cache
-def path_rules(package: str) -> dict[str, list[dict[str, Any]]]:
-    """URL parameter name → its serialisation rules, read from the package's operations source."""
+def _file_path_rules(source: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each URL parameter's rules in one operations file: only the small ``_SERIALIZER.url(...)`` calls are
+    parsed (parsing whole files took seconds)."""
     rules: dict[str, list[dict[str, Any]]] = {}
+    text = source.read_text()
+    for match in _URL_CALL.finditer(text):
+        call = ast.parse(_call_source(text, match.start(2)), mode="eval").body
+        rule = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords
+                if kw.arg in ("max_length", "min_length", "pattern")}
+        rules.setdefault(match[1], []).append(rule)
+    return rules
+
+
+@cache
+def path_rules(package: str, params: tuple[str, ...]) -> dict[str, list[dict[str, Any]]]:
+    """URL parameter name → its serialisation rules, read from the package's operations source: the files that
+    serialise the resource's own name parameters (azure.mgmt.network has a hundred files; parsing all is slow)."""
+    own = [p for p in params if p != "resourceGroupName"] or list(params)
     folder = Path(importlib.import_module(package).__file__).parent / "operations"
-    for source in folder.glob("*.py"):
-        for node in ast.walk(ast.parse(source.read_text())):
-            if not isinstance(node, ast.Dict):
-                continue
-            for key, value in zip(node.keys, node.values, strict=True):
-                if (isinstance(key, ast.Constant) and isinstance(value, ast.Call)
-                        and getattr(value.func, "attr", "") == "url"):
-                    rule = {kw.arg: ast.literal_eval(kw.value) for kw in value.keywords
-                            if kw.arg in ("max_length", "min_length", "pattern")}
-                    rules.setdefault(key.value, []).append(rule)
+    rules: dict[str, list[dict[str, Any]]] = {}
+    for source in sorted(folder.glob("*.py")):
+        if any(f'"{param}": _SERIALIZER.url(' in source.read_text() for param in own):
+            for key, found in _file_path_rules(source).items():
+                if key in params:
+                    rules.setdefault(key, []).extend(found)
     return rules
 
 
@@ -227,7 +258,7 @@ def check_resource(typ: str, name: str, inputs: dict[str, Any], report: Report, 
     for param in path_params:
         if param in inputs and not response:
             report.values += 1
-            for rules in path_rules(package).get(param, []):
+            for rules in path_rules(package, path_params).get(param, []):
                 _check_rules(inputs[param], rules, f"{name}.{param}", report)
     skip = path_params + (("id", "name", "type", "etag") if response else ())
     if response:

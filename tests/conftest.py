@@ -12,11 +12,22 @@ from offline.stack_files import stack_files
 STACKS = sorted(stack_files())
 
 
+_RENDERS: dict[str, Render] = {}
+
+
+def _render_once(stack: str) -> Render:
+    """Each stack is rendered at most once per test process, and only when a test asks for it: with
+    pytest-xdist every worker renders just the stacks its tests use."""
+    if stack not in _RENDERS:
+        _RENDERS[stack] = render_stack(stack)
+    return _RENDERS[stack]
+
+
+@pytest.fixture(scope="session")
+def render_of() -> Callable[[str], Render]:
+    return _render_once
+
+
 @pytest.fixture(scope="session")
 def renders() -> dict[str, Render]:
-    return {stack: render_stack(stack) for stack in STACKS}
-
-
-@pytest.fixture(scope="session")
-def render_of(renders) -> Callable[[str], Render]:
-    return renders.__getitem__
+    return {stack: _render_once(stack) for stack in STACKS}

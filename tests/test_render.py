@@ -72,15 +72,23 @@ def test_cli_renders_one_stack_with_a_config_file(tmp_path):
     assert (tmp_path / "dev" / "resources.json").exists()
 
 
-def test_cli_config_error_exits_2_with_one_line_and_writes_nothing(tmp_path):
+def cli_in_process(capsys, *args: str) -> tuple[int, str]:
+    """The CLI's exit status and stderr, run in this process (the subprocess test above covers the entry point)."""
+    from offline.__main__ import main
+
+    status = main(list(args))
+    return status, capsys.readouterr().err
+
+
+def test_cli_config_error_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys):
     bad = tmp_path / "Pulumi.bad.yaml"
     bad.write_text(yaml.safe_dump({"config": {"aksgpu:gpuPools": [{"name": "k80", "vmSize": "Standard_NC6"}]}}))
     out = tmp_path / "out"
-    result = run_cli("render", "--stack", "bad", "--config", str(bad), "--out", str(out))
-    assert result.returncode == 2
-    assert result.stderr.strip().count("\n") == 0
-    assert "aksgpu:gpuPools[0].vmSize" in result.stderr and "Standard_NC4as_T4_v3" in result.stderr
-    assert "Traceback" not in result.stderr
+    status, stderr = cli_in_process(capsys, "render", "--stack", "bad", "--config", str(bad), "--out", str(out))
+    assert status == 2
+    assert stderr.strip().count("\n") == 0
+    assert "aksgpu:gpuPools[0].vmSize" in stderr and "Standard_NC4as_T4_v3" in stderr
+    assert "Traceback" not in stderr
     assert not out.exists()
 
 
@@ -90,13 +98,13 @@ def test_cli_config_error_exits_2_with_one_line_and_writes_nothing(tmp_path):
     ("config: 42\n", "Pulumi.bad.yaml:config=\"int\": must be a mapping"),
     ("config:\n  aksgpu:gpuPools:\n    - spotMaxPrice: .nan\n", "spotMaxPrice"),
 ])
-def test_a_malformed_stack_file_is_one_line_exit_2_and_writes_nothing(tmp_path, text, says):
+def test_a_malformed_stack_file_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, text, says):
     bad = tmp_path / "Pulumi.bad.yaml"
     bad.write_text(text)
     out = tmp_path / "out"
-    result = run_cli("render", "--stack", "bad", "--config", str(bad), "--out", str(out))
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().count("\n") == 0 and says in result.stderr, result.stderr
+    status, stderr = cli_in_process(capsys, "render", "--stack", "bad", "--config", str(bad), "--out", str(out))
+    assert status == 2 and "Traceback" not in stderr
+    assert stderr.strip().count("\n") == 0 and says in stderr, stderr
     assert not out.exists()
 
 

@@ -47,7 +47,7 @@ def services():
     for _ in range(3):
         handler = type("Handler", (SlowAnswer,), {"lock": threading.Lock(), "seen": []})
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
         servers.append(server)
     yield servers
     for server in servers:

@@ -35,7 +35,7 @@ def get(url):
 
 def start(folder):
     server = predict.serve(folder, port=0, poll_seconds=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
