@@ -3,11 +3,15 @@
 Runs the route handlers of docker/function/function_app.py with azure-functions'
 request type (no host, no network), on a fixed, seeded request set:
   - /api/status text and JSON on this machine
+  - the app path against a plain model forward of the same texts, in the same run: a request of
+    64 sentences (4 queries x 16) and one of 8 (1 query), each timed through the route and as a
+    plain transformers forward of the same token shapes (fp32 and fp16 weights), and their ratio
   - latency of single requests (p50/p95) and throughput of 32-query batches, per device
   - with --workers: N worker processes sharing one GPU, each sending single requests
-    (the gpu-sharing scenario's claim that concurrent runs beat sequential ones)
+    (the gpu-sharing scenario's claim that concurrent runs beat sequential ones); with --mps, the
+    same again under the CUDA MPS control daemon where this machine lets us start it
 
-    python scripts/benchmark_function.py --out docs/results [--devices cuda,cpu] [--workers 1,2,4]
+    python scripts/benchmark_function.py --out docs/results [--devices cuda,cpu] [--workers 1,2,4] [--mps]
 """
 
 from __future__ import annotations
@@ -16,13 +20,19 @@ import argparse
 import functools
 import json
 import multiprocessing as mp
+import os
+import platform
 import random
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-FUNCTION_DIR = Path(__file__).resolve().parents[1] / "docker" / "function"
+FUNCTION_DIR = Path(os.environ.get("BENCH_FUNCTION_DIR", Path(__file__).resolve().parents[1] / "docker" / "function"))
+"""The app under test; BENCH_FUNCTION_DIR points at another copy (an older reader, to compare)."""
 
 # (sentence, a question it answers). Contexts mix one target with distractors.
 FACTS = [
@@ -131,6 +141,101 @@ def bench_device(device: str, queries, batch: int, rounds: int, cpu_threads: int
     }
 
 
+RATIO_SHAPES = {"64 sentences (4 queries x 16)": (4, 16), "8 sentences (1 query x 8)": (1, 8)}
+
+
+def bench_ratio(label: str, queries: int, sentences: int, repeats: int) -> dict:
+    """The route's time for one request against a plain forward of the same texts, same process, same GPU."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    func, routes, reader = load_app()
+    reader._reader = reader.Reader(torch.device("cuda"))  # the route's one model, on the GPU
+    bodies = [body for body, _ in request_set(queries, sentences, seed=11)]
+    payload = bodies if queries > 1 else bodies[0]
+    texts = []
+    for body in bodies:
+        texts.append(body["question"])
+        texts.extend(s.text for s in reader.split_sentences(body["context"]))
+    sync = torch.cuda.synchronize
+
+    def per_call(fn) -> float:
+        for _ in range(20):
+            fn()
+        sync()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        sync()
+        return (time.perf_counter() - start) / repeats
+
+    app = per_call(lambda: call(func, routes, "answer", "POST", payload))
+    tokenizer = AutoTokenizer.from_pretrained(str(reader.model_dir()), local_files_only=True)
+    tokens = tokenizer(texts, padding=True, truncation=True, max_length=256, return_tensors="pt").to("cuda")
+    plain = {}
+    for name, dtype in (("fp32", torch.float32), ("fp16", torch.float16)):
+        model = AutoModel.from_pretrained(str(reader.model_dir()), local_files_only=True, dtype=dtype).cuda().eval()
+        with torch.inference_mode():
+            plain[name] = per_call(lambda m=model: m(**tokens))
+        del model
+    work = queries * sentences
+    return {
+        "request": label,
+        "texts": len(texts),
+        "tokens_per_text": int(tokens["input_ids"].shape[1]),
+        "app_ms": round(app * 1000, 3),
+        "app_sentences_per_s": round(work / app),
+        "plain_fp32_forward_ms": round(plain["fp32"] * 1000, 3),
+        "plain_fp32_sentences_per_s": round(work / plain["fp32"]),
+        "plain_fp16_forward_ms": round(plain["fp16"] * 1000, 3),
+        "plain_fp16_sentences_per_s": round(work / plain["fp16"]),
+        "ratio_vs_plain_fp32": round(plain["fp32"] / app, 3),
+        "ratio_vs_plain_fp16": round(plain["fp16"] / app, 3),
+    }
+
+
+def versions() -> dict:
+    import tokenizers
+    import torch
+    import transformers
+
+    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                            capture_output=True, text=True).stdout.strip() if shutil.which("nvidia-smi") else None
+    return {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "transformers": transformers.__version__, "tokenizers": tokenizers.__version__, "driver": driver,
+            "model_dir": str(load_app()[2].model_dir())}
+
+
+class MpsDaemon:
+    """The CUDA MPS control daemon for the workers' runs, in a private pipe directory; `error` says why not."""
+
+    def __init__(self):
+        self.error: str | None = None
+        self.folder = Path(tempfile.mkdtemp(prefix="mps-"))
+        self.env = {"CUDA_MPS_PIPE_DIRECTORY": str(self.folder / "pipe"),
+                    "CUDA_MPS_LOG_DIRECTORY": str(self.folder / "log")}
+
+    def __enter__(self) -> MpsDaemon:
+        control = shutil.which("nvidia-cuda-mps-control")
+        if control is None:
+            self.error = "nvidia-cuda-mps-control is not on this machine"
+            return self
+        for folder in self.env.values():
+            Path(folder).mkdir(parents=True)
+        result = subprocess.run([control, "-d"], env={**os.environ, **self.env}, capture_output=True, text=True)
+        if result.returncode != 0:
+            self.error = f"nvidia-cuda-mps-control -d failed: {result.stderr.strip() or result.returncode}"
+            return self
+        os.environ.update(self.env)  # the spawned workers inherit it and become MPS clients
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.error is None:
+            subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, env={**os.environ, **self.env})
+            for key in self.env:
+                os.environ.pop(key, None)
+
+
 def _worker(queries, barrier, results, index) -> None:
     import torch
 
@@ -185,6 +290,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--cpu-threads", type=int, default=4, help="4 = the vCPUs of Standard_NC4as_T4_v3")
     parser.add_argument("--workers", default="", help="e.g. 1,2,4: concurrent worker processes on one GPU")
+    parser.add_argument("--mps", action="store_true", help="run the workers again under the CUDA MPS daemon")
+    parser.add_argument("--ratio-repeats", type=int, default=300)
+    parser.add_argument("--name", default="function-benchmark.json", help="file name under --out")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     queries = request_set(args.requests, args.sentences)
@@ -193,13 +301,22 @@ def main() -> None:
     report = {
         "status_text": call(func, routes, "status")[1],
         "status_json": json.loads(call(func, routes, "status", params={"format": "json"})[1]),
+        "versions": versions(),
         "request_set": {"requests": args.requests, "sentences_per_context": args.sentences, "seed": 7},
         "devices": [bench_device(d, queries, args.batch, args.rounds, args.cpu_threads)
                     for d in args.devices.split(",")],
     }
+    if "cuda" in args.devices:
+        report["app_vs_plain_forward"] = [bench_ratio(label, q, n, args.ratio_repeats)
+                                          for label, (q, n) in RATIO_SHAPES.items()]
     if args.workers:
-        report["sharing"] = [bench_workers(int(n), queries) for n in args.workers.split(",")]
-    (args.out / "function-benchmark.json").write_text(json.dumps(report, indent=2) + "\n")
+        counts = [int(n) for n in args.workers.split(",")]
+        report["sharing"] = [bench_workers(n, queries) for n in counts]
+        if args.mps:
+            with MpsDaemon() as mps:
+                report["sharing_mps"] = ({"error": mps.error} if mps.error
+                                         else [bench_workers(n, queries) for n in counts])
+    (args.out / args.name).write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import pytest
@@ -10,6 +11,11 @@ from offline.render import Render, render_stack
 from offline.stack_files import stack_files
 
 STACKS = sorted(stack_files())
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One CPU thread per worker for torch's CPU tests: workers already use every core, and torch's own thread
+    # pool on top of them made those tests four times slower. Read by torch when it is first imported.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 _RENDERS: dict[str, Render] = {}
