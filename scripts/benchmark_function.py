@@ -203,7 +203,13 @@ def versions() -> dict:
                             capture_output=True, text=True).stdout.strip() if shutil.which("nvidia-smi") else None
     return {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
             "transformers": transformers.__version__, "tokenizers": tokenizers.__version__, "driver": driver,
-            "model_dir": str(load_app()[2].model_dir())}
+            "model_dir": model_name(load_app()[2].model_dir())}
+
+
+def model_name(path: Path) -> str:
+    """The model folder as the report names it: relative to the project, never a path of this machine."""
+    root = Path(__file__).resolve().parents[1]
+    return str(path.relative_to(root)) if path.is_relative_to(root) else path.name
 
 
 class MpsDaemon:
