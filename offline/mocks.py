@@ -45,9 +45,23 @@ _ARM_PATHS: dict[str, tuple[str, ...]] = {
         "Microsoft.Storage/storageAccounts/{accountName}/blobServices/default/containers/{containerName}",),
     "azure-native:managedidentity:UserAssignedIdentity": (
         "Microsoft.ManagedIdentity/userAssignedIdentities/{resourceName}",),
+    "azure-native:monitor:AzureMonitorWorkspace": ("Microsoft.Monitor/accounts/{azureMonitorWorkspaceName}",),
+    "azure-native:monitor:DataCollectionEndpoint": (
+        "Microsoft.Insights/dataCollectionEndpoints/{dataCollectionEndpointName}",),
+    "azure-native:monitor:DataCollectionRule": ("Microsoft.Insights/dataCollectionRules/{dataCollectionRuleName}",),
+    "azure-native:monitor:ActionGroup": ("Microsoft.Insights/actionGroups/{actionGroupName}",),
+    "azure-native:alertsmanagement:PrometheusRuleGroup": (
+        "Microsoft.AlertsManagement/prometheusRuleGroups/{ruleGroupName}",),
+    "azure-native:dashboard:Grafana": ("Microsoft.Dashboard/grafana/{workspaceName}",),
+    "azure-native:operationalinsights:Workspace": ("Microsoft.OperationalInsights/workspaces/{workspaceName}",),
     "azure-native:managedidentity:FederatedIdentityCredential": (
         "Microsoft.ManagedIdentity/userAssignedIdentities/{resourceName}/federatedIdentityCredentials/"
         "{federatedIdentityCredentialResourceName}",),
+}
+_EXTENSIONS = {
+    "azure-native:monitor:DataCollectionRuleAssociation": (
+        "Microsoft.Insights/dataCollectionRuleAssociations", "associationName"),
+    "azure-native:monitor:DiagnosticSetting": ("Microsoft.Insights/diagnosticSettings", "name"),
 }
 _NAME_INPUT = {
     "azure-native:network:VirtualNetwork": "virtualNetworkName",
@@ -61,6 +75,8 @@ _NAME_INPUT = {
     "azure-native:storage:BlobContainer": "containerName",
     "azure-native:resources:ResourceGroup": "resourceGroupName",
     "azure-native:managedidentity:UserAssignedIdentity": "resourceName",
+    "azure-native:monitor:AzureMonitorWorkspace": "azureMonitorWorkspaceName",
+    "azure-native:dashboard:Grafana": "workspaceName",
     "azure-native:managedidentity:FederatedIdentityCredential": "federatedIdentityCredentialResourceName",
 }
 
@@ -76,6 +92,9 @@ def azure_id(typ: str, name: str, inputs: dict[str, Any]) -> str:
         return f"{sub}/resourceGroups/{inputs.get('resourceGroupName', name)}"
     if typ == "azure-native:authorization:RoleAssignment":
         return f"{inputs.get('scope', sub)}/providers/Microsoft.Authorization/roleAssignments/{guid(typ, name)}"
+    if typ in _EXTENSIONS:  # resources that live under another resource's id
+        path, name_input = _EXTENSIONS[typ]
+        return f"{inputs.get('resourceUri', sub)}/providers/{path}/{inputs.get(name_input, name)}"
     group = f"{sub}/resourceGroups/{inputs.get('resourceGroupName', 'rg')}/providers/"
     if typ in _ARM_PATHS:
         return group + _ARM_PATHS[typ][0].format_map(_Defaulting(inputs, name))
@@ -179,6 +198,18 @@ class AzureMocks(Mocks):
                                "tag": tag, "digest": f"sha256:{hashlib.sha256(image.encode()).hexdigest()}"})
             return {"runResult": {"runId": f"ca{int(hashlib.sha256(name.encode()).hexdigest()[:4], 16) % 1000}",
                                   "status": "Succeeded", "outputImages": images}}
+        if typ == "azure-native:monitor:AzureMonitorWorkspace":
+            workspace, region = inputs.get("azureMonitorWorkspaceName", name), inputs.get("location", "eastus")
+            suffix = hashlib.sha256(rid.encode()).hexdigest()[:4]
+            return {"metrics": {"prometheusQueryEndpoint": f"https://{workspace}-{suffix}.{region}.prometheus.monitor."
+                                                           "azure.com", "internalId": guid(rid, "metrics")},
+                    "accountId": guid(rid, "account"), "provisioningState": "Succeeded"}
+        if typ == "azure-native:dashboard:Grafana":
+            grafana = inputs.get("workspaceName", name)
+            suffix = hashlib.sha256(rid.encode()).hexdigest()[:6]
+            return {"identity": {"type": "SystemAssigned", "principalId": guid(rid, "identity"), "tenantId": TENANT},
+                    "properties": {**(inputs.get("properties") or {}),
+                                   "endpoint": f"https://{grafana}-{suffix}.eus.grafana.azure.com"}}
         if typ == "azure-native:managedidentity:UserAssignedIdentity":
             return {"clientId": guid(rid, "client"), "principalId": guid(rid, "principal"), "tenantId": TENANT}
         if typ == "azure-native:storage:StorageAccount":

@@ -1,4 +1,4 @@
-"""Files an offline render writes per stack: resources.json, manifests/, helm/, summary.md, graph.mmd."""
+"""Files an offline render writes per stack: resources.json, manifests/, patches/, helm/, summary.md, graph.mmd."""
 
 from __future__ import annotations
 
@@ -21,9 +21,15 @@ AGENT_POOL = "azure-native:containerservice:AgentPool"
 MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
 
 
+def is_patch(r: Resource) -> bool:
+    """A server-side-apply patch of an object someone else owns (an AKS add-on's): only the fields it sets."""
+    return r.type.startswith("kubernetes:") and r.type.endswith("Patch")
+
+
 def is_manifest(r: Resource) -> bool:
-    """A plain Kubernetes object (not a provider, Helm release or YAML group)."""
-    return r.type.startswith("kubernetes:") and r.type != HELM_RELEASE and "apiVersion" in r.inputs
+    """A whole Kubernetes object the program owns (not a provider, Helm release, YAML group or patch)."""
+    return (r.type.startswith("kubernetes:") and r.type != HELM_RELEASE and "apiVersion" in r.inputs
+            and not is_patch(r))
 
 
 def _slug(text: str) -> str:
@@ -62,14 +68,16 @@ def write_render(render: Render, out: Path) -> Path:
         shutil.rmtree(target)
     (target / "manifests").mkdir(parents=True)
     (target / "helm").mkdir()
+    (target / "patches").mkdir()
     (target / "resources.json").write_text(
         json.dumps([r.as_json() for r in render.resources], indent=2, sort_keys=False) + "\n")
     for r in render.resources:
-        if is_manifest(r):
+        if is_manifest(r) or is_patch(r):
             meta = r.inputs.get("metadata") or {}
             kind, namespace = _slug(r.inputs["kind"]), _slug(meta.get("namespace", "cluster"))
             name = f"{kind}-{namespace}-{_slug(meta.get('name', r.name))}"
-            (target / "manifests" / f"{name}.yaml").write_text(_dump(manifest(r)))
+            folder = "manifests" if is_manifest(r) else "patches"
+            (target / folder / f"{name}.yaml").write_text(_dump(manifest(r)))
         elif r.type == HELM_RELEASE:
             (target / "helm" / f"{_slug(r.name)}.yaml").write_text(_dump(helm_release(r)))
     prices, steps = load_prices(), schedule(render.resources, load_durations())

@@ -9,13 +9,25 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import authorization
 
+from components.autoscaling.keda import (
+    KEDA_NAMESPACE,
+    KEDA_OPERATOR,
+    SCALEDOBJECT_CRD,
+    TRIGGERAUTHENTICATION_CRD,
+)
+from components.azure import roles
 from components.azure.cluster import Cluster, ClusterArgs
 from components.azure.network import Network, NetworkArgs
 from components.azure.node_pools import CpuNodePool, GpuNodePool, NodePoolArgs
 from components.azure.registry import Registry, RegistryArgs
 from components.azure.storage import BlobStorage, BlobStorageArgs, DataGrant
 from components.gpu import sharing
+from components.identity.workload_identity import Grant, WorkloadIdentity, WorkloadIdentityArgs
 from components.kubernetes.access import KubernetesAccess, KubernetesAccessArgs
+from components.monitoring.alert_rules import gpu_alert_rules
+from components.monitoring.autoscaler_logs import AutoscalerLogs, AutoscalerLogsArgs
+from components.monitoring.gpu_scraping import PODMONITOR_CRD
+from components.monitoring.managed_prometheus import GrafanaAccess, ManagedPrometheus, ManagedPrometheusArgs
 from program import outputs
 from program.outputs import Outputs
 from stackconfig.schema import StackConfig
@@ -32,6 +44,12 @@ class AzureLayer:
     storage: dict[str, BlobStorage]
     """By storage role (``input``, ``output``, ``ckpt``)."""
     kubernetes: KubernetesAccess
+    metrics: ManagedPrometheus | None = None
+    """Managed Prometheus, its alert rules and Grafana (``monitoring.enabled``)."""
+    autoscaler_logs: AutoscalerLogs | None = None
+    """The cluster autoscaler's logs in Log Analytics (``monitoring.autoscalerLogs``)."""
+    keda_identity: WorkloadIdentity | None = None
+    """What the KEDA add-on reads the workspace's metrics as (``addons.keda``)."""
 
     @property
     def kubernetes_opts(self) -> pulumi.ResourceOptions:
@@ -70,7 +88,8 @@ def build_azure_layer(cfg: StackConfig, deployer_blob_access: Mapping[str, bool]
         resource_group_name=net.resource_group_name, location=cfg.location, cluster_name=n.cluster(),
         node_resource_group=n.node_resource_group(), dns_prefix=n.dns_prefix(),
         node_subnet_id=net.node_subnet_id, deployer_object_id=deployer.object_id, network=cfg.network,
-        settings=cfg.cluster, tags=tags,
+        settings=cfg.cluster, tags=tags, prometheus_metrics=cfg.monitoring.enabled,
+        keda=cfg.addons.keda,
     ))
     pool_args = dict(cluster_name=cluster.name, resource_group_name=net.resource_group_name,
                      subnet_id=net.node_subnet_id, tags=tags)
@@ -102,13 +121,57 @@ def build_azure_layer(cfg: StackConfig, deployer_blob_access: Mapping[str, bool]
         for a in cfg.storage.accounts
     }
 
+    metrics, autoscaler_logs, keda_identity = _monitoring(cfg, net, cluster, deployer)
+
     access = KubernetesAccess("k8s", KubernetesAccessArgs(
         cluster=cluster.managed_cluster, cluster_name=cluster.name, resource_group_name=net.resource_group_name,
         login_mode=cfg.cluster.login_mode, local_accounts=cfg.cluster.local_accounts,
         wait_for=[cluster.deployer_admin] if cluster.deployer_admin else None,
-        preflight=preflight, private=cfg.cluster.private,
+        preflight=preflight, private=cfg.cluster.private, add_on_crds=add_on_crds(cfg),
     ))
-    return AzureLayer(net, cluster, gpu_pools, cpu_pools, registry, storage, access)
+    return AzureLayer(net, cluster, gpu_pools, cpu_pools, registry, storage, access, metrics, autoscaler_logs,
+                      keda_identity)
+
+
+def add_on_crds(cfg: StackConfig) -> tuple[str, ...]:
+    """The add-on kinds this stack writes, which the cluster must serve before the first Kubernetes call."""
+    crds = []
+    if cfg.monitoring.enabled and cfg.addons.gpu_operator:
+        crds.append(PODMONITOR_CRD)
+    if cfg.addons.keda:
+        crds += [SCALEDOBJECT_CRD, TRIGGERAUTHENTICATION_CRD]
+    return tuple(crds)
+
+
+def _monitoring(cfg: StackConfig, net: Network, cluster: Cluster, deployer: authorization.GetClientConfigResult
+                ) -> tuple[ManagedPrometheus | None, AutoscalerLogs | None, WorkloadIdentity | None]:
+    """Managed Prometheus with the GPU alerts (and Grafana), the autoscaler's logs, KEDA's identity: each as
+    config asks."""
+    n, tags, group = cfg.naming, cfg.tags, net.resource_group_name
+    metrics = autoscaler_logs = keda_identity = None
+    if cfg.monitoring.enabled:
+        metrics = ManagedPrometheus("metrics", ManagedPrometheusArgs(
+            resource_group_name=group, location=cfg.location, workspace_name=n.monitor_workspace(),
+            cluster_id=cluster.id, cluster_name=n.cluster(),
+            rules=gpu_alert_rules(cfg.monitoring.idle_gpu_minutes, cfg.cluster.autoscaler.provision_minutes),
+            tags=tags, alert_email=cfg.monitoring.alert_email,
+            grafana_name=n.grafana() if cfg.monitoring.grafana else None,
+            grafana_admin=GrafanaAccess(deployer.object_id, cfg.cluster.deployer_principal_type)
+            if cfg.cluster.grant_deployer_admin else None,
+        ))
+    if cfg.monitoring.autoscaler_logs:
+        autoscaler_logs = AutoscalerLogs("autoscaler-logs", AutoscalerLogsArgs(
+            resource_group_name=group, location=cfg.location, workspace_name=n.log_workspace(),
+            cluster_id=cluster.id, tags=tags))
+    if cfg.addons.keda and metrics is not None:
+        # The KEDA add-on's operator (kube-system/keda-operator) reads GPU utilisation as this identity.
+        keda_identity = WorkloadIdentity("identity-keda", WorkloadIdentityArgs(
+            identity_name=n.identity("keda"), resource_group_name=group, location=cfg.location,
+            oidc_issuer_url=cluster.oidc_issuer_url, namespace_name=KEDA_NAMESPACE, service_account=KEDA_OPERATOR,
+            grants=[Grant("metrics-reader", roles.MONITORING_DATA_READER, metrics.workspace_id,
+                          "KEDA reads GPU utilisation from managed Prometheus to scale GPU workloads.")],
+            tags=tags))
+    return metrics, autoscaler_logs, keda_identity
 
 
 def azure_outputs(cfg: StackConfig, layer: AzureLayer) -> Outputs:

@@ -1,13 +1,16 @@
-"""In-cluster software every GPU scenario shares: NFD, the GPU operator, the Blob CSI driver, the smoke test."""
+"""In-cluster software every GPU scenario shares: NFD, the GPU operator, the Blob CSI driver, the smoke test, GPU
+metrics scraping and KEDA's access to them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.autoscaling.keda import KedaWorkloadIdentity, MetricsAccess
 from components.azure.node_pools import merged_tolerations
 from components.gpu.nfd import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
 from components.gpu.operator import GpuOperator, GpuOperatorArgs
 from components.gpu.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
+from components.monitoring.gpu_scraping import GpuMetricsScraping
 from components.volumes.blob_csi import BlobCsiDriver
 from program.azure_layer import AzureLayer
 from stackconfig.schema import StackConfig
@@ -19,6 +22,9 @@ class GpuSoftware:
     operator: GpuOperator | None
     blob_csi: BlobCsiDriver | None
     smoke_test: GpuSmokeTest | None
+    scraping: GpuMetricsScraping | None = None
+    metrics_access: MetricsAccess | None = None
+    """How a ScaledObject reads GPU utilisation (KEDA on, monitoring on)."""
 
 
 def build_gpu_software(cfg: StackConfig, layer: AzureLayer) -> GpuSoftware:
@@ -38,4 +44,10 @@ def build_gpu_software(cfg: StackConfig, layer: AzureLayer) -> GpuSoftware:
     if addons.smoke_test and operator is not None:
         smoke = GpuSmokeTest("gpu-smoke-test", GpuSmokeTestArgs(pools=pools, wait_for=[operator.release]),
                              opts=opts)
-    return GpuSoftware(nfd, operator, blob_csi, smoke)
+    scraping = access = None
+    if layer.metrics is not None and operator is not None:
+        scraping = GpuMetricsScraping("gpu-metrics", operator.namespace, operator.release, opts=opts)
+    if layer.metrics is not None and layer.keda_identity is not None:
+        keda = KedaWorkloadIdentity("keda", layer.keda_identity.client_id, opts=opts)
+        access = MetricsAccess(layer.metrics.query_endpoint, layer.keda_identity.client_id, keda.restart)
+    return GpuSoftware(nfd, operator, blob_csi, smoke, scraping, access)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from components.identity.workload_identity import ContainerGrant, WorkloadIdentity, WorkloadIdentityArgs
+from components.identity.workload_identity import WorkloadIdentity, WorkloadIdentityArgs, blob_grant
 from components.kubernetes.workspace import Workspace
 from components.volumes.blob_volume import BlobVolume, BlobVolumeArgs, WorkloadVolumes
 from program.azure_layer import AzureLayer
@@ -47,8 +47,8 @@ def build_workspace(cfg: StackConfig, layer: AzureLayer, software: GpuSoftware, 
                 resource_group_name=layer.network.resource_group_name, location=cfg.location,
                 oidc_issuer_url=layer.cluster.oidc_issuer_url,
                 namespace=ws.workspace.namespace, namespace_name=namespace, service_account=workload,
-                containers={c: ContainerGrant(layer.storage[role].container_ids[c], write)
-                            for (role, c), write in containers.items()},
+                grants=[blob_grant(c, layer.storage[role].container_ids[c], write, f"{workload} in {namespace}")
+                        for (role, c), write in containers.items()],
                 tags=cfg.tags,
             ), opts=opts)
         claims: dict[str, pulumi.Output[str]] = {}

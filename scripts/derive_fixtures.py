@@ -10,6 +10,8 @@ SOURCE is a folder laid out as::
     SOURCE/crds/<project>-v<version>/*.yaml          CRD manifests of an operator at a tag
     SOURCE/dcgm/dcgm-exporter-<version>_<name>.csv    the exporter's counter lists
     SOURCE/seeds/003/nfd-gpu-rule.yaml                seed 003's NodeFeatureRule (optional)
+    SOURCE/metrics/prometheus-metrics-scrape-configuration-minimal.md
+                                                      the managed Prometheus add-on's minimal ingestion keep lists
 
 On a machine with network access, fill it like this (versions from charts.py)::
 
@@ -20,6 +22,8 @@ On a machine with network access, fill it like this (versions from charts.py)::
     helm pull oci://registry.k8s.io/kueue/charts/kueue --version 0.19.2 --untar -d SOURCE/charts
     # operator CRDs at a tag, e.g. KEDA's: SOURCE/crds/keda-v2.16.1/ from kedacore/keda config/crd/bases/
     # DCGM counters: SOURCE/dcgm/ from NVIDIA/dcgm-exporter etc/*.csv at the exporter tag the operator names
+    # keep lists: SOURCE/metrics/ from MicrosoftDocs/azure-docs (commit 02d1d9c4956ab465e868375eca9dd7d9f964c42b)
+    #   articles/azure-monitor/essentials/prometheus-metrics-scrape-configuration-minimal.md
 
 then ``python scripts/derive_fixtures.py SOURCE``. Only the pinned chart versions are written; a chart whose
 Chart.yaml names another version is refused. The files written are JSON, sorted, so a refresh diffs cleanly.
@@ -119,6 +123,15 @@ def derive_dcgm(path: Path) -> None:
     write_json(FIXTURES / "dcgm" / version / f"{name}.json", counters)
 
 
+def derive_keep_lists(path: Path) -> None:
+    """Each default target's minimal-ingestion keep list: the series managed Prometheus keeps unless told more."""
+    lists = {target: sorted(set(names.split("|"))) for target, names in re.findall(
+        r'`default-targets-metrics-keep-list\.(\w+)` = `"([^"]+)"`', path.read_text())}
+    if not lists:
+        sys.exit(f"{path}: no default-targets-metrics-keep-list lines")
+    write_json(FIXTURES / "metrics" / "managed-prometheus-minimal-ingestion.json", lists)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("source", type=Path)
@@ -131,6 +144,9 @@ def main() -> None:
         derive_crds(folder)
     for path in sorted((args.source / "dcgm").glob("*.csv")):
         derive_dcgm(path)
+    keep_lists = args.source / "metrics" / "prometheus-metrics-scrape-configuration-minimal.md"
+    if keep_lists.is_file():
+        derive_keep_lists(keep_lists)
     rule = args.source / "seeds" / "003" / "nfd-gpu-rule.yaml"
     if rule.is_file():
         write_json(FIXTURES / "seeds" / "003-nfd-gpu-rule.json", yaml.safe_load(rule.read_text()))

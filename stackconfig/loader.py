@@ -30,6 +30,7 @@ from stackconfig.schema import (
     GpuDriver,
     GpuPoolConfig,
     LoginMode,
+    MonitoringConfig,
     NetworkConfig,
     NetworkPolicy,
     NodeOsUpgradeChannel,
@@ -106,6 +107,7 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str, scenarios: Col
     registry = _registry(top.section("registry"))
     storage = _storage(top.section("storage"), default_private=cluster.private)
     addons = _addons(top.section("addons"), default_blob_csi=bool(storage.accounts))
+    monitoring = _monitoring(top.section("monitoring"))
     build = _build(top.section("build"))
     function = _function(top.section("function"), gpu_pools, network)
     workloads = _workloads(top.section("workloads"))
@@ -115,12 +117,14 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str, scenarios: Col
     _check_driver_owner(top, gpu_pools, addons)
     _check_blob_driver(top, cluster, storage, addons)
     _check_build_reaches_registry(top, registry, build)
+    _check_keda_reads_metrics(top, addons, monitoring)
     _check_api_server_decision(top, cluster)
     return StackConfig(
         project=project, stack=stack, scenario=scenario, environment=environment, owner=owner,
         lifetime=lifetime, ttl_hours=ttl_hours, location=location, name_root=root, ci_runner=runner,
         network=network, cluster=cluster, gpu_pools=gpu_pools, cpu_pools=cpu_pools,
-        registry=registry, storage=storage, addons=addons, build=build, function=function, workloads=workloads,
+        registry=registry, storage=storage, addons=addons, monitoring=monitoring, build=build, function=function,
+        workloads=workloads,
     )
 
 
@@ -418,9 +422,34 @@ def _addons(s: Section, default_blob_csi: bool) -> AddonsConfig:
         gpu_operator=s.get("gpuOperator", bool, d.gpu_operator),
         blob_csi=s.get("blobCsi", bool, default_blob_csi),
         smoke_test=s.get("smokeTest", bool, d.smoke_test),
+        keda=s.get("keda", bool, d.keda),
+        kueue=s.get("kueue", bool, d.kueue),
     )
     s.done()
     return addons
+
+
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+
+
+def _monitoring(s: Section) -> MonitoringConfig:
+    d = MonitoringConfig()
+    email = s.optional_str("alertEmail")
+    if email is not None and not _EMAIL.fullmatch(email):
+        raise ConfigError(s.key("alertEmail"), email, "must be one e-mail address such as ml-team@example.com")
+    idle = s.get("idleGpuMinutes", int, d.idle_gpu_minutes)
+    if not 5 <= idle <= 1440:
+        raise ConfigError(s.key("idleGpuMinutes"), idle, "must be between 5 and 1440 (a day)")
+    monitoring = MonitoringConfig(
+        enabled=s.get("enabled", bool, d.enabled), grafana=s.get("grafana", bool, d.grafana), alert_email=email,
+        idle_gpu_minutes=idle, autoscaler_logs=s.get("autoscalerLogs", bool, d.autoscaler_logs),
+    )
+    s.done()
+    if not monitoring.enabled and (monitoring.grafana or monitoring.alert_email):
+        key = s.key("grafana") if monitoring.grafana else s.key("alertEmail")
+        raise ConfigError(key, monitoring.grafana or monitoring.alert_email,
+                          "needs monitoring.enabled (Grafana and alerts read the managed Prometheus workspace)")
+    return monitoring
 
 
 def _build(s: Section) -> BuildConfig:
@@ -462,7 +491,8 @@ def _function(s: Section, gpu_pools: tuple[GpuPoolConfig, ...], network: Network
 
 _IMAGE_REF = re.compile(r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
 _WORKLOAD_COUNTS = (("inferenceServices", "inference_services", 16), ("resimJobs", "resim_jobs", 1000),
-                    ("gpuTestJobs", "gpu_test_jobs", 100), ("trainingSteps", "training_steps", 1_000_000))
+                    ("gpuTestJobs", "gpu_test_jobs", 100), ("trainingSteps", "training_steps", 1_000_000),
+                    ("parallelTrainingRuns", "parallel_training_runs", 50))
 """(key, field, upper bound): the bounds keep a typo from asking for thousands of GPU pods."""
 
 
@@ -502,6 +532,13 @@ def _check_build_reaches_registry(top: Section, registry: RegistryConfig, build:
         raise ConfigError(f"{top.key('build')}.mode", build.mode,
                           "an ACR Task run cannot push into a private registry (registry.private); use build.mode "
                           "local from a machine in the VNet, which reaches the registry's private endpoint")
+
+
+def _check_keda_reads_metrics(top: Section, addons: AddonsConfig, monitoring: MonitoringConfig) -> None:
+    if addons.keda and not monitoring.enabled:
+        raise ConfigError(f"{top.key('addons')}.keda", True,
+                          "KEDA scales on GPU utilisation from managed Prometheus; enable monitoring or set "
+                          "addons.keda false")
 
 
 def _check_api_server_decision(top: Section, cluster: ClusterConfig) -> None:

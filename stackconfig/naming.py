@@ -92,6 +92,18 @@ class Naming:
     def registry(self) -> str:
         return f"cr{self._compact}{self._hash('acr', length=6)}"
 
+    def monitor_workspace(self) -> str:
+        """Azure Monitor workspace (managed Prometheus): ``amw-<root>``."""
+        return f"amw-{self.root}"
+
+    def log_workspace(self) -> str:
+        """Log Analytics workspace: ``log-<root>``."""
+        return f"log-{self.root}"
+
+    def grafana(self) -> str:
+        """Azure Managed Grafana: 2-23 letters, digits and hyphens, part of a DNS name: ``gr-<root>-<hash>``."""
+        return f"gr-{self.root[:13].rstrip('-')}-{self._hash('grafana', length=4)}"
+
     def identity(self, workload: str) -> str:
         """A workload's managed identity: ``id-<root>-<workload>`` (Azure: 3-128 letters, digits, - and _)."""
         return f"id-{self.root}-{workload}"

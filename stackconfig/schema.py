@@ -183,6 +183,11 @@ class AutoscalerConfig:
     skip_nodes_with_local_storage: bool = False
     """False so pods with emptyDir scratch space do not pin expensive GPU nodes."""
 
+    @property
+    def provision_minutes(self) -> int:
+        """``max_node_provision_time`` in minutes (the loader accepts whole minutes only, such as ``15m``)."""
+        return int(self.max_node_provision_time.rstrip("m"))
+
 
 @dataclass(frozen=True)
 class PoolConfig:
@@ -353,6 +358,26 @@ class AddonsConfig:
     """Helm-installed Azure Blob CSI driver."""
     smoke_test: bool = False
     """An nvidia-smi Job per GPU pool that proves GPUs are schedulable after ``pulumi up``."""
+    keda: bool = True
+    """The AKS KEDA add-on: the function and the inference services scale on their GPU utilisation read from
+    managed Prometheus (needs ``monitoring.enabled``)."""
+    kueue: bool = True
+    """Kueue queues the Job fan-outs of av-resim and training-autoscale within their GPU pools' capacity."""
+
+
+@dataclass(frozen=True)
+class MonitoringConfig:
+    enabled: bool = True
+    """Azure Monitor managed Prometheus: the GPU operator's DCGM metrics and the cluster's, and GPU alert rules
+    (off for the cheapest development stacks)."""
+    grafana: bool = False
+    """An Azure Managed Grafana reading the workspace, to import ``dashboards/gpu.json`` into."""
+    alert_email: str | None = None
+    """Who the alerts e-mail (an action group); unset: alerts only show in Azure Monitor."""
+    idle_gpu_minutes: int = 30
+    """A GPU that stays at 0 % utilisation this long raises the idle-GPU (cost) alert (5-1440)."""
+    autoscaler_logs: bool = False
+    """Send the cluster autoscaler's logs to a Log Analytics workspace (control-plane diagnostic settings)."""
 
 
 @dataclass(frozen=True)
@@ -392,6 +417,8 @@ class WorkloadsConfig:
     template."""
     training_steps: int = 2000
     """gpu-basics and training-autoscale: optimisation steps of the training Job (1-1000000)."""
+    parallel_training_runs: int = 3
+    """training-autoscale: training runs the ``submitTrainingRuns`` output starts at once (1-50)."""
 
 
 @dataclass(frozen=True)
@@ -433,7 +460,9 @@ class StackConfig:
     storage: StorageConfig = StorageConfig()
     """Blob storage accounts mounted as volumes."""
     addons: AddonsConfig = AddonsConfig()
-    """In-cluster software."""
+    """In-cluster software and AKS add-ons."""
+    monitoring: MonitoringConfig = MonitoringConfig()
+    """GPU metrics, alerts and the autoscaler's logs in Azure Monitor."""
     build: BuildConfig = BuildConfig()
     """How images under docker/ are built."""
     function: FunctionConfig = FunctionConfig()

@@ -84,7 +84,8 @@ def test_sas_mode_keeps_the_token_in_a_secret_never_in_helm_values():
                             "accounts": [{"role": "input"}, {"role": "output"}]})
     secrets = r.of_type("kubernetes:core/v1:Secret")
     assert len(secrets) == 2  # the shards' input and output volumes
-    assert not r.of_type("azure-native:managedidentity:UserAssignedIdentity")
+    identities = r.of_type("azure-native:managedidentity:UserAssignedIdentity")
+    assert [u.name for u in identities] == ["identity-keda-identity"]  # KEDA's, for metrics: none for data
     for s in secrets:
         # `data`: a renewed token updates the Secret in place (`stringData` would replace it).
         assert s.inputs["data"] == {"azurestorageaccountname": SECRET, "azurestorageaccountsastoken": SECRET}

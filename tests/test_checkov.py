@@ -49,7 +49,10 @@ def reports(renders, tmp_path_factory) -> dict[str, dict]:
     shutil.copytree(REPO_ROOT / ".github", root / ".github")
     result = subprocess.run(
         [str(CHECKOV), "--skip-download", "--compact", "--output", "json",
-         "--framework", *FRAMEWORKS, "--directory", str(root)],
+         "--framework", *FRAMEWORKS, "--directory", str(root),
+         # patches/ holds partial objects the program patches on AKS add-ons (a ServiceAccount annotation, a
+         # restart): checkov would judge them as whole workloads.
+         "--skip-path", "patches"],
         capture_output=True, text=True, timeout=300,
     )
     # checkov exits 1 when a check fails; anything else means it did not run.

@@ -14,6 +14,7 @@ from components.azure import roles
 from components.azure.node_pools import FIXED_AT_CREATION
 from components.gpu.operator import AKS_NVIDIA_RUNTIME
 from offline.mocks import DEPLOYER_OBJECT_ID
+from offline.report import is_manifest
 from program.pipeline import deploy
 from tests.conftest import STACKS
 from tests.helpers import render_with
@@ -35,7 +36,7 @@ def pod_spec(resource) -> dict:
 
 
 def workloads(render):
-    return [r for r in render.resources if r.type.startswith("kubernetes:") and r.inputs.get("kind") in WORKLOAD_KINDS]
+    return [r for r in render.resources if is_manifest(r) and r.inputs.get("kind") in WORKLOAD_KINDS]
 
 
 @pytest.mark.parametrize("stack", STACKS)

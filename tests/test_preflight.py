@@ -146,3 +146,64 @@ def test_the_access_review_asks_for_everything_with_the_token(api_server):
     assert path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and auth == "Bearer good"
     assert body["kind"] == "SelfSubjectAccessReview"
     assert body["spec"]["resourceAttributes"] == {"verb": "*", "group": "*", "resource": "*"}
+
+
+def test_add_on_kinds_are_polled_until_the_cluster_serves_them():
+    served = {"podmonitors.azmonitoring.coreos.com": iter([False, True, True]),
+              "scaledobjects.keda.sh": iter([True, True, True])}
+    clock = Clock()
+    result = preflight.wait_for_crds(AKS, list(served), token=lambda _: "t",
+                                     established=lambda _k, _t, name: next(served[name]),
+                                     sleep=clock.sleep, clock=clock)
+    assert result == AKS and clock.now == preflight.ACCESS_POLL_SECONDS
+
+
+def test_an_add_on_kind_that_never_comes_stops_with_one_line_naming_it():
+    clock = Clock()
+    with pytest.raises(pulumi.RunError) as error:
+        preflight.wait_for_crds(AKS, ["scaledobjects.keda.sh"], timeout=30, interval=15, token=lambda _: "t",
+                                established=lambda *_: False, sleep=clock.sleep, clock=clock)
+    message = str(error.value)
+    assert "does not serve scaledobjects.keda.sh after 30s" in message and "KEDA" in message
+    assert "\n" not in message
+
+
+@pytest.fixture
+def crd_server():
+    """A stand-in API server that knows one established CRD."""
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            name = self.path.rsplit("/", 1)[-1]
+            if not self.path.startswith("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/") or \
+                    name != "podmonitors.azmonitoring.coreos.com":
+                self.send_response(404)
+                self.end_headers()
+                return
+            answer = json.dumps({"status": {"conditions": [{"type": "Established", "status": "True"}]}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+    yield yaml.safe_dump({"clusters": [{"name": "aks", "cluster": {
+        "server": f"http://127.0.0.1:{server.server_address[1]}"}}]})
+    server.shutdown()
+
+
+def test_a_served_crd_is_established_and_an_unknown_one_is_not(crd_server):
+    assert preflight.crd_established(crd_server, "t", "podmonitors.azmonitoring.coreos.com") is True
+    assert preflight.crd_established(crd_server, "t", "scaledobjects.keda.sh") is False
+
+
+def test_the_stack_waits_for_the_add_on_kinds_it_writes():
+    from program.azure_layer import add_on_crds
+    from tests.test_config import load_config
+
+    assert add_on_crds(load_config({})) == ("podmonitors.azmonitoring.coreos.com", "scaledobjects.keda.sh",
+                                            "triggerauthentications.keda.sh")
+    assert add_on_crds(load_config({"monitoring": {"enabled": False}, "addons": {"keda": False}})) == ()

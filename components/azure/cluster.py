@@ -40,6 +40,10 @@ class ClusterArgs:
     """Cluster settings from config."""
     tags: Mapping[str, str]
     """Tags for every resource."""
+    prometheus_metrics: bool = False
+    """Run the managed Prometheus collector (``azureMonitorProfile.metrics``); its workspace is separate."""
+    keda: bool = False
+    """The KEDA add-on (``workloadAutoScalerProfile.keda``)."""
 
 
 class Cluster(pulumi.ComponentResource):
@@ -115,6 +119,11 @@ class Cluster(pulumi.ComponentResource):
             storage_profile=cs.ManagedClusterStorageProfileArgs(
                 blob_csi_driver=cs.ManagedClusterStorageProfileBlobCSIDriverArgs(enabled=s.managed_blob_csi_driver),
             ),
+            azure_monitor_profile=cs.ManagedClusterAzureMonitorProfileArgs(
+                metrics=cs.ManagedClusterAzureMonitorProfileMetricsArgs(enabled=True),
+            ) if args.prometheus_metrics else None,
+            workload_auto_scaler_profile=cs.ManagedClusterWorkloadAutoScalerProfileArgs(
+                keda=cs.ManagedClusterWorkloadAutoScalerProfileKedaArgs(enabled=True)) if args.keda else None,
             agent_pool_profiles=[system],
             tags={**args.tags, **({SECURITY_EXCEPTION: SecurityException.OPEN_API_SERVER.value}
                                   if s.open_api_server else {})},

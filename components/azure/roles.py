@@ -10,6 +10,9 @@ STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
 AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
 NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
+MONITORING_DATA_READER = "b0d8363b-8ddd-447d-831f-62ca05bff136"
+"""Query an Azure Monitor workspace's Prometheus metrics (Grafana, KEDA)."""
+GRAFANA_ADMIN = "22926164-76b3-42b3-bc55-97df8dab3e41"
 
 
 def subscription_of(resource_id: str) -> str:

@@ -69,6 +69,8 @@ class GpuOperatorArgs:
 
 class GpuOperator(pulumi.ComponentResource):
     release: pulumi.Resource
+    namespace: pulumi.Output[str]
+    """The operator's namespace (its DCGM exporter runs there)."""
 
     def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:gpu:GpuOperator", name, None, opts)
@@ -96,4 +98,5 @@ class GpuOperator(pulumi.ComponentResource):
         # --disable-openapi-validation so a chart bump is not refused before that Job runs.
         self.release = helm.release(f"{name}-release", "gpu-operator", charts.GPU_OPERATOR, ns.metadata["name"],
                                     values, self, timeout_seconds=900, upgrades_own_crds=True)
+        self.namespace = ns.metadata["name"]
         self.register_outputs({"release": self.release.id})

@@ -9,7 +9,7 @@ reads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -24,11 +24,21 @@ CLIENT_ID_ANNOTATION = "azure.workload.identity/client-id"
 
 
 @dataclass(frozen=True)
-class ContainerGrant:
+class Grant:
+    key: str
+    """Names the role assignment (``<component>-<key>``)."""
+    role: str
+    """Built-in role definition id (``components.azure.roles``)."""
     scope: pulumi.Input[str]
-    """The blob container's resource id."""
-    write: bool
-    """Storage Blob Data Contributor; else Storage Blob Data Reader."""
+    """What the role applies to: as narrow as the workload needs (a blob container, a workspace)."""
+    reason: str
+    """The assignment's description."""
+
+
+def blob_grant(container: str, scope: pulumi.Input[str], write: bool, who: str) -> Grant:
+    """Storage Blob Data Contributor (``write``) or Reader on one blob container."""
+    return Grant(f"{container}-data", roles.STORAGE_BLOB_DATA_CONTRIBUTOR if write else roles.STORAGE_BLOB_DATA_READER,
+                 scope, f"{who} {'writes' if write else 'reads'} blob container {container}.")
 
 
 @dataclass(frozen=True)
@@ -41,16 +51,17 @@ class WorkloadIdentityArgs:
     """Azure region."""
     oidc_issuer_url: pulumi.Input[str]
     """The cluster's OIDC issuer: the only issuer whose tokens the identity trusts."""
-    namespace: pulumi.Input[str]
-    """The ServiceAccount's namespace, as an output (the ServiceAccount waits for it)."""
     namespace_name: str
-    """The same namespace as a plain name, for the federated credential's subject."""
+    """The ServiceAccount's namespace, for the federated credential's subject."""
     service_account: str
     """Name of the ServiceAccount the workload's pods run as."""
-    containers: Mapping[str, ContainerGrant]
-    """Blob container name → where and how the identity may use it."""
+    grants: Sequence[Grant]
+    """The identity's roles."""
     tags: Mapping[str, str]
     """Tags of the identity."""
+    namespace: pulumi.Input[str] | None = None
+    """The namespace as an output, to create the ServiceAccount in (it waits for it); None: the ServiceAccount
+    exists already (an AKS add-on's) and only the federation is made."""
 
 
 class WorkloadIdentity(pulumi.ComponentResource):
@@ -83,23 +94,17 @@ class WorkloadIdentity(pulumi.ComponentResource):
             audiences=[TOKEN_AUDIENCE],
             opts=child,
         )
-        core.v1.ServiceAccount(
-            f"{name}-service-account",
-            metadata={"name": args.service_account, "namespace": args.namespace,
-                      "annotations": {CLIENT_ID_ANNOTATION: identity.client_id}},
-            # The pods mount blobs through the CSI driver and call no Azure API: no token in the pod.
-            automount_service_account_token=False,
-            opts=child,
-        )
-        self.grants = [
-            roles.assign(
-                f"{name}-{container}-data",
-                roles.STORAGE_BLOB_DATA_CONTRIBUTOR if grant.write else roles.STORAGE_BLOB_DATA_READER,
-                identity.principal_id, grant.scope,
-                f"{args.service_account} in {args.namespace_name} {'writes' if grant.write else 'reads'} blob "
-                f"container {container}.", self)
-            for container, grant in args.containers.items()
-        ]
+        if args.namespace is not None:
+            core.v1.ServiceAccount(
+                f"{name}-service-account",
+                metadata={"name": args.service_account, "namespace": args.namespace,
+                          "annotations": {CLIENT_ID_ANNOTATION: identity.client_id}},
+                # The pods mount blobs through the CSI driver and call no Azure API: no token in the pod.
+                automount_service_account_token=False,
+                opts=child,
+            )
+        self.grants = [roles.assign(f"{name}-{g.key}", g.role, identity.principal_id, g.scope, g.reason, self)
+                       for g in args.grants]
         self.client_id = identity.client_id
         self.principal_id = identity.principal_id
         self.service_account = args.service_account

@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 from pulumi_azure_native import containerservice as cs
 
 from components.kubernetes.kubeconfig import kubelogin_kubeconfig
-from components.kubernetes.preflight import require_reachable, wait_for_access
+from components.kubernetes.preflight import require_reachable, wait_for_access, wait_for_crds
 from stackconfig.schema import LoginMode
 
 
@@ -33,6 +33,9 @@ class KubernetesAccessArgs:
     preflight: bool = True
     """Before any Kubernetes resource is touched: check a private API server answers from here, and wait until
     the deployer's access works (role assignments take minutes to propagate). Off only without a cluster."""
+    add_on_crds: tuple[str, ...] = ()
+    """Custom resource kinds AKS add-ons install that the program writes (managed Prometheus's PodMonitor,
+    KEDA's ScaledObject): the preflight waits until the cluster serves them."""
 
 
 def _decode(credentials: cs.CredentialResultsResponse | cs.ListManagedClusterUserCredentialsResult) -> str:
@@ -63,6 +66,8 @@ class KubernetesAccess(pulumi.ComponentResource):
             kubeconfig = kubeconfig.apply(require_reachable)
         if args.preflight:
             kubeconfig = kubeconfig.apply(wait_for_access)
+        if args.preflight and args.add_on_crds:
+            kubeconfig = kubeconfig.apply(lambda k: wait_for_crds(k, args.add_on_crds))
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
         self.provider = k8s.Provider(
             f"{name}-provider",

@@ -4,7 +4,10 @@ at once with one line saying what to do instead of failing or timing out per res
 - ``require_reachable``: a private API server resolves and answers from this machine;
 - ``wait_for_access``: the deployer's Azure RBAC role has taken effect. A new role assignment "can take up to
   five minutes to propagate" (AKS, entra-id-authorization); the first `pulumi up` would otherwise get 403 on its
-  first namespaces and Helm releases and need a rerun.
+  first namespaces and Helm releases and need a rerun;
+- ``wait_for_crds``: the AKS add-ons (managed Prometheus, KEDA) have registered the custom resource kinds the
+  program writes. The add-ons install them after the cluster reports success; an object written before gets
+  "no matches for kind" and the first `pulumi up` fails.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
@@ -101,6 +104,50 @@ def may_do_everything(kubeconfig: str, token: str) -> bool:
         if error.code in (401, 403):
             return False
         raise
+
+
+CRD_TIMEOUT_SECONDS = 600
+"""Add-ons deploy within minutes of the cluster; ten minutes is generous."""
+
+
+def crd_established(kubeconfig: str, token: str | None, name: str) -> bool:
+    """Whether the API server serves the CustomResourceDefinition ``name`` (condition Established)."""
+    cluster = _cluster(kubeconfig)
+    context = ssl.create_default_context(
+        cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
+        if cluster.get("certificate-authority-data") else None)
+    request = urllib.request.Request(
+        f"{cluster['server'].rstrip('/')}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}",
+        headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=30) as response:
+            conditions = json.loads(response.read()).get("status", {}).get("conditions") or []
+    except urllib.error.HTTPError as error:
+        if error.code == 404:
+            return False
+        raise
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def wait_for_crds(kubeconfig: str, names: Sequence[str], timeout: float = CRD_TIMEOUT_SECONDS,
+                  interval: float = ACCESS_POLL_SECONDS, token: Callable[[str], str | None] = exec_token,
+                  established: Callable[[str, str | None, str], bool] = crd_established,
+                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> str:
+    """The kubeconfig unchanged once every CRD in ``names`` is served; one line naming the missing ones after
+    ``timeout`` seconds."""
+    if not names:
+        return kubeconfig
+    bearer = token(kubeconfig)
+    deadline = clock() + timeout
+    while missing := [n for n in names if not established(kubeconfig, bearer, n)]:
+        if clock() >= deadline:
+            raise pulumi.RunError(
+                f"the cluster still does not serve {', '.join(missing)} after {timeout:.0f}s: the AKS add-on that "
+                "installs it (managed Prometheus for azmonitoring.coreos.com, KEDA for keda.sh) is not running; "
+                "check `az aks show --query '[azureMonitorProfile, workloadAutoScalerProfile]'` and kube-system pods")
+        pulumi.log.info(f"waiting for the AKS add-ons to register {', '.join(missing)}")
+        sleep(interval)
+    return kubeconfig
 
 
 def wait_for_access(kubeconfig: str, timeout: float = ACCESS_TIMEOUT_SECONDS, interval: float = ACCESS_POLL_SECONDS,

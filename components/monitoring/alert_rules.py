@@ -1,0 +1,64 @@
+"""The GPU alert rules as data: PromQL over the series managed Prometheus collects (the DCGM exporter's, scraped
+by ``gpu_scraping.py``; kube-state-metrics' from the add-on's default targets), with how long each must hold.
+
+Label names: the DCGM exporter labels each GPU's series with ``Hostname`` (the node) and ``gpu`` (its index), and
+with the ``namespace`` and ``pod`` of the workload holding the GPU (the PodMonitor keeps them: ``honorLabels``).
+AKS names nodes ``aks-<pool>-<id>-vmss<n>``, so a node's pool is a regex away.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SPOT_TAINT_KEY = "kubernetes.azure.com/scalesetpriority"
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    name: str
+    """Alert name (Prometheus ``alert``)."""
+    expression: str
+    """PromQL; the alert fires for each series it returns."""
+    minutes: int
+    """How long the expression must hold before the alert fires (``for``)."""
+    severity: int
+    """Azure Monitor severity: 0 critical to 4 verbose."""
+    summary: str
+    """What it means and what to do, for the notification."""
+
+
+def gpu_alert_rules(idle_minutes: int, provision_minutes: int) -> list[AlertRule]:
+    """The rules every monitored GPU stack gets.
+
+    ``idle_minutes``: how long a GPU may sit at 0 % before it counts as a cost (``monitoring.idleGpuMinutes``).
+    ``provision_minutes``: the cluster autoscaler's ``maxNodeProvisionTime``: a GPU pod pending longer than that
+    will not get a node (quota, spot capacity, a pool at its maximum).
+    """
+    return [
+        AlertRule(
+            "GpuIdle",
+            "max by (Hostname, gpu) (max_over_time(DCGM_FI_DEV_GPU_UTIL[5m])) < 1",
+            idle_minutes, 3,
+            f"A GPU has done no work for {idle_minutes} minutes while its node runs (and costs): scale the pool "
+            "down (minCount) or give it work."),
+        AlertRule(
+            "GpuPodPending",
+            'max by (namespace, pod) (kube_pod_container_resource_requests{resource="nvidia_com_gpu"}) > 0 '
+            'and on (namespace, pod) max by (namespace, pod) (kube_pod_status_phase{phase="Pending"}) == 1',
+            provision_minutes, 2,
+            f"A pod has waited {provision_minutes} minutes for a GPU, longer than the autoscaler gives a node to "
+            "appear: check GPU quota and spot capacity in the region, and the pool's maxCount."),
+        AlertRule(
+            "GpuXidError",
+            "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS) > 0",
+            1, 1,
+            "The GPU driver reported an XID error (the value is its code): the GPU or its driver failed; drain "
+            "the node and look the code up in NVIDIA's XID catalogue."),
+        AlertRule(
+            "SpotNodeNotReady",
+            f'max by (node) (kube_node_spec_taint{{key="{SPOT_TAINT_KEY}", value="spot"}}) '
+            'and on (node) max by (node) (kube_node_status_condition{condition="Ready", status="true"}) == 0',
+            2, 2,
+            "A spot node is not ready: Azure is evicting it (or it failed). Its pods restart elsewhere; Jobs retry "
+            "without counting the eviction against their backoff limit."),
+    ]

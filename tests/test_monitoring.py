@@ -1,0 +1,194 @@
+"""GPU metrics, alerts and dashboards: managed Prometheus wired to the cluster, the DCGM exporter scraped, and every
+PromQL expression parsing and naming only series that managed Prometheus actually keeps."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import promql_parser
+import pytest
+
+from components.azure import roles
+from components.monitoring.alert_rules import gpu_alert_rules
+from components.monitoring.managed_prometheus import msprom_name
+from offline.mocks import azure_id
+from offline.report import manifest
+from tests import upstream
+from tests.conftest import STACKS
+from tests.helpers import render_with, stack_config_of
+
+MC = "azure-native:containerservice:ManagedCluster"
+AMW = "azure-native:monitor:AzureMonitorWorkspace"
+RULES = "azure-native:alertsmanagement:PrometheusRuleGroup"
+DASHBOARD = Path(__file__).resolve().parents[1] / "dashboards" / "gpu.json"
+PROMETHEUS_COLLECTOR = "7.1.1-main-07-21-2026-39583fd5"
+DCGM_EXPORTER = "4.6.0-4.8.3"
+"""The exporter GPU operator v26.7.0 runs; it collects dcp-metrics-included.csv (DCGM_EXPORTER_COLLECTORS)."""
+MONITORED = [s for s in STACKS if s != "dev"]
+"""The dev stack turns monitoring off (Pulumi.dev.yaml): the cheapest development cluster."""
+
+
+def metric_names(expression: str) -> set[str]:
+    """Every series name a PromQL expression selects, found by walking promql-parser's syntax tree."""
+    names: set[str] = set()
+
+    def walk(node) -> None:
+        if isinstance(node, promql_parser.VectorSelector):
+            names.add(node.name)
+        elif isinstance(node, promql_parser.MatrixSelector):
+            walk(node.vector_selector)
+        elif isinstance(node, promql_parser.BinaryExpr):
+            walk(node.lhs)
+            walk(node.rhs)
+        elif isinstance(node, promql_parser.AggregateExpr):
+            walk(node.expr)
+        elif isinstance(node, promql_parser.Call):
+            for arg in node.args:
+                walk(arg)
+        elif isinstance(node, (promql_parser.ParenExpr, promql_parser.UnaryExpr, promql_parser.SubqueryExpr)):
+            walk(node.expr)
+
+    walk(promql_parser.parse(expression))
+    return names
+
+
+def kept_series() -> set[str]:
+    """What managed Prometheus keeps: every DCGM counter the exporter collects, and kube-state-metrics' series in
+    the add-on's minimal ingestion profile."""
+    dcgm = {c["name"] for c in upstream.fixture("dcgm", DCGM_EXPORTER, "dcp-metrics-included.json")}
+    keep = upstream.fixture("metrics", "managed-prometheus-minimal-ingestion.json")
+    return dcgm | set(keep["kubestate"])
+
+
+def test_the_metric_walker_finds_every_selector_and_a_broken_expression_is_refused():
+    assert metric_names('sum(rate(a[5m])) / on (x) group_left() max by (x) (b{y="1"}) > bool 0') == {"a", "b"}
+    with pytest.raises(ValueError):
+        promql_parser.parse("sum(rate(a[5m])")
+
+
+@pytest.mark.parametrize("rule", gpu_alert_rules(30, 15), ids=lambda r: r.name)
+def test_every_alert_parses_and_names_only_series_managed_prometheus_keeps(rule):
+    names = metric_names(rule.expression)
+    assert names and names <= kept_series(), names - kept_series()
+    assert 0 <= rule.severity <= 4 and rule.minutes >= 1
+
+
+def test_the_alerts_cover_idle_gpus_pending_gpu_pods_xid_errors_and_spot_evictions():
+    rules = {r.name: r for r in gpu_alert_rules(idle_minutes=45, provision_minutes=20)}
+    assert set(rules) == {"GpuIdle", "GpuPodPending", "GpuXidError", "SpotNodeNotReady"}
+    assert rules["GpuIdle"].minutes == 45 and rules["GpuPodPending"].minutes == 20
+    assert "nvidia_com_gpu" in rules["GpuPodPending"].expression
+    assert "kubernetes.azure.com/scalesetpriority" in rules["SpotNodeNotReady"].expression
+
+
+@pytest.mark.parametrize("stack", MONITORED)
+def test_the_rule_group_fits_the_api_one_workspace_scope_few_rules_iso_durations(render_of, stack):
+    """Microsoft.AlertsManagement/prometheusRuleGroups 2023-03-01 (REST spec): scopes 1 item, rules 1-20,
+    interval 1-15 minutes, labels at most 10, severity 0-4, `for` an ISO 8601 duration."""
+    r = render_of(stack)
+    (group,) = r.of_type(RULES)
+    g = group.revealed
+    workspace = r.named("metrics-workspace", AMW)
+    assert g["scopes"] == [azure_id(AMW, workspace.name, workspace.inputs)]
+    assert g["clusterName"] == r.cfg.naming.cluster()
+    assert re.fullmatch(r"PT([1-9]|1[0-5])M", g["interval"])
+    assert 1 <= len(g["rules"]) <= 20
+    for rule in g["rules"]:
+        assert re.fullmatch(r"PT\d+M", rule["for"]) and 0 <= rule["severity"] <= 4
+        assert len(rule.get("labels", {})) <= 10
+        promql_parser.parse(rule["expression"])
+    assert re.fullmatch(r"[^:@/#{}%&+*<>?\\]+", g["ruleGroupName"])
+
+
+@pytest.mark.parametrize("stack", MONITORED)
+def test_the_cluster_sends_its_prometheus_metrics_to_its_workspace(render_of, stack):
+    r = render_of(stack)
+    cluster = r.named("aks-aks", MC)
+    assert cluster.inputs["azureMonitorProfile"]["metrics"]["enabled"] is True
+    workspace = r.named("metrics-workspace", AMW)
+    workspace_id = azure_id(AMW, workspace.name, workspace.inputs)
+    rule = r.named("metrics-rule").revealed
+    assert rule["kind"] == "Linux"
+    assert rule["dataSources"]["prometheusForwarder"][0]["streams"] == ["Microsoft-PrometheusMetrics"]
+    (account,) = rule["destinations"]["monitoringAccounts"]
+    assert account["accountResourceId"] == workspace_id
+    assert rule["dataFlows"] == [{"destinations": [account["name"]], "streams": ["Microsoft-PrometheusMetrics"]}]
+    endpoint = r.named("metrics-endpoint")
+    assert endpoint.inputs["kind"] == "Linux" and len(endpoint.inputs["dataCollectionEndpointName"]) <= 44
+    assert rule["dataCollectionEndpointId"].endswith("/dataCollectionEndpoints/" +
+                                                     endpoint.inputs["dataCollectionEndpointName"])
+    association = r.named("metrics-association").revealed
+    assert association["resourceUri"] == azure_id(MC, cluster.name, cluster.inputs)
+    assert association["dataCollectionRuleId"].endswith("/dataCollectionRules/" + rule["dataCollectionRuleName"])
+
+
+def test_add_on_names_are_cut_to_azures_limits():
+    assert msprom_name("eastus", "aks-" + "x" * 60, 44) == ("MSProm-eastus-aks-" + "x" * 60)[:44]
+
+
+@pytest.mark.parametrize("stack", MONITORED)
+def test_the_dcgm_exporter_is_scraped_through_the_add_ons_own_pod_monitor(render_of, stack):
+    r = render_of(stack)
+    monitor = manifest(r.named("gpu-metrics-podmonitor"))
+    upstream.validate_against_crd(monitor, upstream.operator_crd(
+        "prometheus-collector", PROMETHEUS_COLLECTOR, "podmonitors.azmonitoring.coreos.com"))
+    assert monitor["metadata"]["namespace"] == "gpu-operator"
+    assert monitor["spec"]["selector"] == {"matchLabels": {"app": "nvidia-dcgm-exporter"}}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == "metrics" and endpoint["honorLabels"] is True
+    assert "gpu-operator-release" in r.named("gpu-metrics-podmonitor").depends_on
+
+
+def test_the_cheapest_dev_stack_collects_nothing(render_of):
+    r = render_of("dev")
+    assert "azureMonitorProfile" not in r.named("aks-aks", MC).inputs
+    assert not [x for x in r.resources if x.type.startswith(("azure-native:monitor:", "azure-native:alertsmanag"))]
+
+
+def test_alerts_e_mail_only_when_an_address_is_configured(render_of):
+    assert not render_of("gpu-basics").of_type("azure-native:monitor:ActionGroup")
+    r = render_with(**{**stack_config_of("gpu-basics"), "monitoring": {"alertEmail": "ml-team@example.com"}})
+    (group,) = r.of_type("azure-native:monitor:ActionGroup")
+    assert group.inputs["emailReceivers"] == [{"emailAddress": "ml-team@example.com", "name": "email",
+                                               "useCommonAlertSchema": True}]
+    assert len(group.inputs["groupShortName"]) <= 12
+    for rule in r.named("metrics-gpu-alerts").revealed["rules"]:
+        assert rule["actions"] == [{"actionGroupId": azure_id(group.type, group.name, group.inputs)}]
+
+
+def test_grafana_reads_the_workspace_and_the_deployer_administers_it():
+    r = render_with(**{**stack_config_of("gpu-basics"), "monitoring": {"grafana": True}})
+    grafana = r.named("metrics-grafana")
+    assert re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,21}[A-Za-z0-9]", grafana.inputs["workspaceName"])
+    workspace = r.named("metrics-workspace", AMW)
+    workspace_id = azure_id(AMW, workspace.name, workspace.inputs)
+    integrations = grafana.inputs["properties"]["grafanaIntegrations"]["azureMonitorWorkspaceIntegrations"]
+    assert integrations == [{"azureMonitorWorkspaceResourceId": workspace_id}]
+    reader = r.named("metrics-grafana-reads-metrics").revealed
+    assert reader["scope"] == workspace_id and reader["roleDefinitionId"].endswith(roles.MONITORING_DATA_READER)
+    admin = r.named("metrics-grafana-admin").revealed
+    assert admin["roleDefinitionId"].endswith(roles.GRAFANA_ADMIN)
+
+
+def test_autoscaler_logs_go_to_log_analytics_when_asked(render_of):
+    assert not render_of("gpu-basics").of_type("azure-native:monitor:DiagnosticSetting")
+    r = render_of("training-autoscale")
+    (setting,) = r.of_type("azure-native:monitor:DiagnosticSetting")
+    assert setting.inputs["logs"] == [{"category": "cluster-autoscaler", "enabled": True}]
+    cluster = r.named("aks-aks", MC)
+    assert setting.revealed["resourceUri"] == azure_id(MC, cluster.name, cluster.inputs)
+    assert setting.revealed["workspaceId"].endswith("/workspaces/" + r.cfg.naming.log_workspace())
+
+
+def test_the_dashboard_queries_parse_and_name_only_kept_series():
+    dashboard = json.loads(DASHBOARD.read_text())
+    expressions = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert len(expressions) >= 8
+    for expression in expressions:
+        names = metric_names(expression)
+        assert names <= kept_series(), (expression, names - kept_series())
+    titles = " ".join(p["title"] for p in dashboard["panels"]).lower()
+    for view in ("per gpu", "node pool", "namespace", "pod", "memory"):
+        assert view in titles
