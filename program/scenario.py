@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 
 import pulumi
 
+from components.autoscaling.keda import MetricsAccess
 from components.azure.node_pools import GpuNodePool
 from components.build.image import ContainerImage
+from components.workloads.gpu_deployment import GpuScaling
 from program.azure_layer import AzureLayer
 from program.cluster_software import GpuSoftware
 from program.outputs import Outputs
@@ -47,6 +49,21 @@ class Platform:
     def image(self, repository: str) -> pulumi.Output[str]:
         """What pods pull for ``repository``: the pushed digest."""
         return self.images[repository].image_ref
+
+    @property
+    def metrics(self) -> MetricsAccess | None:
+        """How KEDA reads GPU utilisation, when the stack has managed Prometheus and the KEDA add-on."""
+        return self.software.metrics_access
+
+    def gpu_scaling(self, pool: GpuPoolConfig, target_percent: int, reserved: int = 0,
+                    sharers: int = 1) -> GpuScaling:
+        """Replica bounds for a GPU Deployment on ``pool`` (one GPU or GPU share per pod): at rest as many as the
+        pool's minimum nodes hold (at least 1), at most as many as its maximum holds. ``reserved`` shares go to
+        others (a notebook), and ``sharers`` Deployments split the rest."""
+        per_node = pool.schedulable_gpus_per_node
+        most = max(1, (per_node * pool.pool.max_count - reserved) // sharers)
+        least = min(most, max(1, (per_node * pool.pool.min_count - reserved) // sharers))
+        return GpuScaling(least, most, target_percent, self.metrics)
 
     @property
     def gpu_operator(self) -> list[pulumi.Resource]:

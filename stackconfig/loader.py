@@ -485,8 +485,12 @@ def _function(s: Section, gpu_pools: tuple[GpuPoolConfig, ...], network: Network
     max_context = s.get("maxContextChars", int, d.max_context_chars)
     if not 100 <= max_context <= 200_000:
         raise ConfigError(s.key("maxContextChars"), max_context, "must be between 100 and 200000")
+    target = s.get("targetGpuUtilisation", int, d.target_gpu_utilisation)
+    if not 10 <= target <= 100:
+        raise ConfigError(s.key("targetGpuUtilisation"), target, "must be a percentage between 10 and 100")
     s.done()
-    return FunctionConfig(pool=pool, exposure=exposure, allowed_source_ranges=ranges, max_context_chars=max_context)
+    return FunctionConfig(pool=pool, exposure=exposure, allowed_source_ranges=ranges, max_context_chars=max_context,
+                          target_gpu_utilisation=target)
 
 
 _IMAGE_REF = re.compile(r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")

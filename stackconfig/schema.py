@@ -400,6 +400,8 @@ class FunctionConfig:
     internal function called from outside its VNet."""
     max_context_chars: int = 20_000
     """Longest context ``/api/answer`` accepts (100-200000; longer gets a 400)."""
+    target_gpu_utilisation: int = 60
+    """With KEDA: each replica's GPU utilisation (%) to aim for; above it, more replicas and GPU nodes (10-100)."""
 
 
 @dataclass(frozen=True)

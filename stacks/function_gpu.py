@@ -11,6 +11,7 @@ from stackconfig.schema import StackConfig
 def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
     function = GpuFunction("function", GpuFunctionArgs(
         pool=platform.gpu_pool(cfg.function_pool),
+        scaling=platform.gpu_scaling(cfg.function_pool, cfg.function.target_gpu_utilisation),
         image=platform.image("function"),
         exposure=cfg.function.exposure,
         allowed_source_ranges=cfg.function.allowed_source_ranges,
@@ -24,7 +25,7 @@ def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
 SCENARIO = Scenario(
     name="function-gpu",
     summary="A PyTorch Azure Function (Functions v4) on a T4 spot pool, its image built in the stack's ACR, "
-            "served by a DaemonSet behind a LoadBalancer (internal by default)",
+            "scaled by KEDA on its GPUs' utilisation behind a LoadBalancer (internal by default)",
     seed="000 PyTorch Azure Function on a GPU",
     images={"function": "docker/function"},
     deploy=deploy,

@@ -33,8 +33,13 @@ def check(cfg: StackConfig) -> None:
 
 
 def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
+    pool = shared_pool(cfg)
     sharing = SharedGpuInference("sharing", SharedInferenceArgs(
-        pool=platform.gpu_pool(shared_pool(cfg)),
+        pool=platform.gpu_pool(pool),
+        # Each service scales on its GPU share's utilisation within the shares the pool offers at its maximum,
+        # leaving one to the notebook.
+        scaling=platform.gpu_scaling(pool, cfg.function.target_gpu_utilisation, reserved=int(cfg.workloads.notebook),
+                                     sharers=cfg.workloads.inference_services),
         function_image=platform.image("function"),
         jobs_image=platform.image("jobs"),
         services=cfg.workloads.inference_services,

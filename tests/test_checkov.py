@@ -76,7 +76,7 @@ def test_checkov_scans_every_framework_without_parsing_errors(reports):
         assert report["summary"]["passed"] > 0, f"checkov found nothing to check in {framework}"
     # Every stack's manifests were scanned: a workload of each scenario is among the passed resources.
     resources = {c["resource"] for c in reports["kubernetes"]["results"]["passed_checks"]}
-    for workload in ("DaemonSet.gpu-function.gpu-function", "Deployment.gpu-sharing.notebook",
+    for workload in ("Deployment.gpu-function.gpu-function", "Deployment.gpu-sharing.notebook",
                      "CronJob.av-resim.gpu-io", "Job.gpu-basics.train", "Deployment.training.predict"):
         assert workload in resources
 

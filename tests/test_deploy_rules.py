@@ -141,12 +141,16 @@ def test_gpu_deployments_never_surge_past_the_shares_their_pool_has(render_of, s
                                                       "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}, d.name
 
 
-def test_gpu_sharing_fills_its_pool_so_surging_would_deadlock(render_of):
+def test_gpu_sharing_fills_its_pool_at_rest_so_surging_would_wait_for_a_node(render_of):
     r = render_of("gpu-sharing")
     pool = r.cfg.gpu_pool("shared")
-    requested = sum(1 for d in r.of_type(DEPLOYMENT) for c in pod_spec(d)["containers"]
+    at_rest = {s.inputs["spec"]["scaleTargetRef"]["name"]: s.inputs["spec"]["minReplicaCount"]
+               for s in r.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")}
+    requested = sum(at_rest.get(d.inputs["metadata"]["name"], d.inputs["spec"].get("replicas", 1))
+                    for d in r.of_type(DEPLOYMENT) for c in pod_spec(d)["containers"]
                     if "nvidia.com/gpu" in c["resources"].get("limits", {}))
-    assert requested == pool.schedulable_gpus_per_node * pool.pool.max_count  # full: only maxSurge 0 can roll
+    # Full at the pool's minimum: a surge pod would wait for a second node, so only maxSurge 0 rolls promptly.
+    assert requested == pool.schedulable_gpus_per_node * pool.pool.min_count
 
 
 @pytest.mark.parametrize("stack", ["gpu-basics", "dev"])

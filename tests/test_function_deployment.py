@@ -1,4 +1,5 @@
-"""The function-gpu stack: image built into the stack's ACR, DaemonSet on the GPU pool, LoadBalancer on port 80."""
+"""The function-gpu stack: image built into the stack's ACR, a KEDA-scaled Deployment on the GPU pool, a
+LoadBalancer on port 80."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def r(render_of):
 
 @pytest.fixture(scope="module")
 def pod(r):
-    return r.named("function-daemonset").inputs["spec"]["template"]["spec"]
+    return r.named("function-deployment").inputs["spec"]["template"]["spec"]
 
 
 def test_acr_task_builds_the_function_folder_for_amd64_and_pushes_a_content_tag(r):
@@ -69,7 +70,7 @@ def test_registry_keeps_the_admin_user_off(r):
     assert registry["adminUserEnabled"] is False and registry["anonymousPullEnabled"] is False
 
 
-def test_daemonset_runs_on_the_gpu_pool_with_one_gpu_and_its_tolerations(r, pod):
+def test_pods_run_on_the_gpu_pool_with_one_gpu_and_its_tolerations(r, pod):
     pool = r.named("gpu-t4-pool").inputs
     assert pod["nodeSelector"] == {"kubernetes.azure.com/agentpool": pool["agentPoolName"]}
     tolerated = {(t["key"], t.get("value"), t["effect"]) for t in pod["tolerations"]}
@@ -83,14 +84,14 @@ def test_daemonset_runs_on_the_gpu_pool_with_one_gpu_and_its_tolerations(r, pod)
                                                    if k != "nvidia.com/gpu"}
 
 
-def test_daemonset_pulls_the_built_image_by_digest_from_the_stacks_registry(r, pod):
+def test_pods_pull_the_built_image_by_digest_from_the_stacks_registry(r, pod):
     image = pod["containers"][0]["image"]
     assert re.fullmatch(rf"{r.cfg.naming.registry()}\.azurecr\.io/function@sha256:[0-9a-f]{{64}}", image)
     assert r.outputs[outputs.FUNCTION_IMAGE] == image
 
 
-def test_daemonset_waits_for_the_gpu_operator(r):
-    assert "gpu-operator-release" in r.named("function-daemonset").depends_on
+def test_the_deployment_waits_for_the_gpu_operator(r):
+    assert "gpu-operator-release" in r.named("function-deployment").depends_on
 
 
 def test_probes_hit_the_health_route_on_the_port_the_image_exposes(pod):
@@ -128,10 +129,10 @@ def test_the_root_filesystem_is_read_only_with_empty_writable_home_and_tmp_besid
 
 def test_loadbalancer_serves_port_80_to_the_function_pods(r):
     service = r.named("function-service").inputs
-    daemonset = r.named("function-daemonset").inputs
+    deployment = r.named("function-deployment").inputs
     assert service["spec"]["type"] == "LoadBalancer"
     assert service["spec"]["ports"] == [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": "http"}]
-    assert service["spec"]["selector"] == daemonset["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     assert service["spec"]["externalTrafficPolicy"] == "Local"
 
 
@@ -175,7 +176,7 @@ def test_local_mode_builds_with_docker_for_amd64_without_registry_credentials(lo
 
 
 def test_local_mode_deploys_the_pushed_digest(local):
-    image = local.named("function-daemonset").inputs["spec"]["template"]["spec"]["containers"][0]["image"]
+    image = local.named("function-deployment").inputs["spec"]["template"]["spec"]["containers"][0]["image"]
     assert re.fullmatch(rf"{local.cfg.naming.registry()}\.azurecr\.io/function@sha256:[0-9a-f]{{64}}", image)
 
 

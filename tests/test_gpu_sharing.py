@@ -64,13 +64,13 @@ def test_shared_pool_nodes_select_their_entry_and_the_operator_reads_the_configm
     assert "gpu-operator-sharing-config" in r.named("gpu-operator-release").depends_on
 
 
-def test_gpu_sharing_stack_offers_four_shares_of_one_t4(render_of, tmp_path):
+def test_gpu_sharing_stack_offers_four_shares_per_t4(render_of, tmp_path):
     from offline.report import write_render
     r = render_of("gpu-sharing")
     (cm,) = r.of_type(CM)
     assert yaml.safe_load(cm.inputs["data"]["shared"])["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 4
     summary = (write_render(r, tmp_path) / "summary.md").read_text()
-    assert "| shared | User | Standard_NC4as_T4_v3 | T4 × 1 | yes | 1–1 |" in summary
+    assert "| shared | User | Standard_NC4as_T4_v3 | T4 × 1 | yes | 1–2 |" in summary
     assert "| time-slicing ×4 | 4 |" in summary
 
 

@@ -1,21 +1,25 @@
-"""Seed 000's deployment: the GPU function as a DaemonSet on a GPU pool behind a LoadBalancer on port 80.
+"""Seed 000's deployment: the GPU function on a GPU pool behind a LoadBalancer on port 80.
 
-A DaemonSet gives one pod per GPU node, each holding one GPU (``nvidia.com/gpu: 1``); scaling the pool
-scales the function. Probes hit ``/api/health``, which answers only once the model is on the device.
+Each pod holds one GPU (``nvidia.com/gpu: 1``). Where the stack has metrics, KEDA scales the Deployment on its
+GPUs' utilisation between the pool's bounds and the cluster autoscaler adds or removes GPU nodes for the pods;
+otherwise it runs a fixed number of replicas. (Seed 000 ran a DaemonSet: one pod per node, so load never grew the
+pool.) Probes hit ``/api/health``, which answers only once the model is on the device.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pulumi
-from pulumi_kubernetes import apps, core
+from pulumi_kubernetes import core
 
+from components.autoscaling.keda import trigger_authentication
 from components.azure.node_pools import GpuNodePool
 from components.kubernetes.network_policy import allow_ingress
-from components.kubernetes.pods import AWAIT_GPU_START, TMP_MOUNT, pod_spec
+from components.kubernetes.pods import TMP_MOUNT, pod_spec
 from components.kubernetes.security import container_security_context, resources, workload_namespace
+from components.workloads.gpu_deployment import GpuScaling, gpu_deployment
 from stackconfig.schema import Exposure
 
 FUNCTION_UID = 10001
@@ -45,6 +49,8 @@ class GpuFunctionArgs:
     """CPU request and limit: tokenising is CPU work (half of a Standard_NC4as_T4_v3)."""
     memory: str = "8Gi"
     """Memory request and limit: torch, CUDA libraries and the model."""
+    scaling: GpuScaling = GpuScaling(1, 1, 60)
+    """Replica bounds and how KEDA scales within them."""
     wait_for: Sequence[pulumi.Resource] = field(default_factory=list)
     """The GPU operator release: ``nvidia.com/gpu`` exists only once its device plugin runs."""
 
@@ -88,18 +94,13 @@ class GpuFunction(pulumi.ComponentResource):
         ns = workload_namespace(f"{name}-ns", args.namespace, self)
         labels = {"app.kubernetes.io/name": "gpu-function", "app.kubernetes.io/component": "inference"}
         container = function_container(args.image, args.cpu, args.memory, args.max_context_chars)
-        apps.v1.DaemonSet(
-            f"{name}-daemonset",
-            metadata={"name": "gpu-function", "namespace": ns.metadata["name"], "labels": labels,
-                      "annotations": AWAIT_GPU_START},
-            spec={
-                "selector": {"matchLabels": labels},
-                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
-                "template": {"metadata": {"labels": labels}, "spec": function_pod(args.pool, container)},
-            },
-            # The pool too: its nodes are chosen by label, an edge Pulumi cannot see, and the rollout awaits them.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, args.pool]),
-        )
+        scaling = args.scaling
+        if scaling.metrics is not None:
+            auth = trigger_authentication(f"{name}-keda-auth", ns.metadata["name"], scaling.metrics, self)
+            scaling = replace(scaling, auth=auth)
+        # The pool too: its nodes are chosen by label, an edge Pulumi cannot see, and the rollout awaits them.
+        gpu_deployment(f"{name}-deployment", "gpu-function", ns.metadata["name"], args.namespace, labels,
+                       function_pod(args.pool, container), scaling, [*args.wait_for, args.pool], self)
         # Load balancer clients reach the pods directly (externalTrafficPolicy Local keeps their addresses).
         allow_ingress(f"{name}-allow-http", "allow-http", ns.metadata["name"], labels, CONTAINER_PORT, self)
         annotations = {}

@@ -8,12 +8,13 @@ time-slicing (or MPS) advertises for the one physical GPU; a pod beyond the repl
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pulumi
 import pulumi_random as random
 from pulumi_kubernetes import apps, core
 
+from components.autoscaling.keda import trigger_authentication
 from components.azure.node_pools import GpuNodePool
 from components.kubernetes.network_policy import allow_egress_to_pods, allow_https_to_internet, allow_ingress
 from components.kubernetes.pods import (
@@ -27,6 +28,7 @@ from components.kubernetes.pods import (
 )
 from components.kubernetes.security import resources, workload_namespace
 from components.workloads.function import CONTAINER_PORT, SERVICE_PORT, function_container, function_pod
+from components.workloads.gpu_deployment import GpuScaling, gpu_deployment
 
 NOTEBOOK_IMAGE = ("quay.io/jupyter/pytorch-notebook:cuda12-2026-08-03"
                   "@sha256:69c72823a4e0dbee17114bbe44d0377bc9a39504a76f6314995f7d5bfaa98d60")
@@ -58,6 +60,8 @@ class SharedInferenceArgs:
     """The jobs image (docker/jobs) that holds the load test."""
     services: int = 3
     """Independent inference Deployments, each with its own Service."""
+    scaling: GpuScaling = GpuScaling(1, 1, 60)
+    """Each service's replica bounds within the GPU shares, and how KEDA scales it."""
     max_context_chars: int = 20_000
     """Passed to each service as the function's ``MRC_MAX_CONTEXT_CHARS``."""
     notebook: bool = True
@@ -77,6 +81,10 @@ class SharedGpuInference(pulumi.ComponentResource):
     def __init__(self, name: str, args: SharedInferenceArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:workloads:SharedGpuInference", name, None, opts)
         ns = workload_namespace(f"{name}-ns", args.namespace, self)
+        scaling = args.scaling
+        if scaling.metrics is not None:
+            auth = trigger_authentication(f"{name}-keda-auth", ns.metadata["name"], scaling.metrics, self)
+            scaling = replace(scaling, auth=auth)
         self.service_urls = []
         load_labels = {"app.kubernetes.io/name": "load-test"}
         service_labels = []
@@ -88,14 +96,8 @@ class SharedGpuInference(pulumi.ComponentResource):
                           CONTAINER_PORT, self, from_pods=load_labels)
             pod = function_pod(args.pool, function_container(args.function_image, SERVICE_CPU, SERVICE_MEMORY,
                                                              args.max_context_chars))
-            apps.v1.Deployment(
-                f"{name}-{app}",
-                metadata={"name": app, "namespace": ns.metadata["name"], "labels": labels,
-                          "annotations": AWAIT_GPU_START},
-                spec={"replicas": 1, "selector": {"matchLabels": labels}, "strategy": GPU_ROLLOUT,
-                      "template": {"metadata": {"labels": labels}, "spec": pod}},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, args.pool]),
-            )
+            gpu_deployment(f"{name}-{app}", app, ns.metadata["name"], args.namespace, labels, pod, scaling,
+                           [*args.wait_for, args.pool], self)
             service = core.v1.Service(
                 f"{name}-{app}-service",
                 metadata={"name": app, "namespace": ns.metadata["name"], "labels": labels},

@@ -1,0 +1,55 @@
+"""A Deployment of GPU pods, scaled by KEDA on its GPUs' utilisation when the stack has metrics to read, else a
+fixed number of replicas."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_kubernetes import apps
+
+from components.autoscaling.keda import MetricsAccess, gpu_scaled_object
+from components.kubernetes.pods import AWAIT_GPU_START, GPU_ROLLOUT
+
+
+@dataclass(frozen=True)
+class GpuScaling:
+    min_replicas: int
+    """Replicas at rest (at least 1: an idle GPU reports no load that could wake a workload from zero)."""
+    max_replicas: int
+    """At most as many as the pool's GPUs (or GPU shares) at its maximum size."""
+    target_percent: int
+    """Each replica's GPU utilisation KEDA aims for; above it, more replicas (and GPU nodes for them)."""
+    metrics: MetricsAccess | None = None
+    """How KEDA reads the utilisation; None: ``min_replicas`` replicas, unscaled."""
+    auth: pulumi.Resource | None = None
+    """The namespace's TriggerAuthentication (with ``metrics``)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_replicas <= self.max_replicas:
+            raise ValueError(f"GPU scaling needs 1 <= min <= max, got {self.min_replicas}..{self.max_replicas}")
+
+
+def gpu_deployment(name: str, deployment: str, namespace: pulumi.Input[str], namespace_name: str,
+                   labels: Mapping[str, str], pod: Mapping[str, Any], scaling: GpuScaling,
+                   depends_on: Sequence[pulumi.Resource], parent: pulumi.Resource) -> apps.v1.Deployment:
+    """``name``: the Deployment's resource name (its ScaledObject is ``<name>-scaler``); ``deployment``: its
+    Kubernetes name."""
+    spec: dict[str, Any] = {"selector": {"matchLabels": dict(labels)}, "strategy": GPU_ROLLOUT,
+                            "template": {"metadata": {"labels": dict(labels)}, "spec": dict(pod)}}
+    if scaling.metrics is None:
+        spec["replicas"] = scaling.min_replicas
+    # Scaled: no replicas here, or every `pulumi up` would reset what the HPA chose.
+    workload = apps.v1.Deployment(
+        name,
+        metadata={"name": deployment, "namespace": namespace, "labels": dict(labels), "annotations": AWAIT_GPU_START},
+        spec=spec,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+    )
+    if scaling.metrics is not None and scaling.auth is not None:
+        gpu_scaled_object(f"{name}-scaler", deployment, namespace, namespace_name, scaling.min_replicas,
+                          scaling.max_replicas, scaling.target_percent, scaling.metrics, scaling.auth, parent,
+                          labels=labels)
+    return workload

@@ -1,0 +1,120 @@
+"""KEDA scales the function and the shared inference services on their GPUs' utilisation from managed Prometheus,
+as a workload identity; their pools follow through the cluster autoscaler."""
+
+from __future__ import annotations
+
+import promql_parser
+import pytest
+
+from components.autoscaling.keda import KEDA_NAMESPACE, KEDA_OPERATOR, gpu_utilisation_query
+from components.azure import roles
+from components.workloads.gpu_deployment import GpuScaling
+from offline.mocks import azure_id, guid
+from offline.report import manifest
+from tests import upstream
+from tests.helpers import render_with, stack_config_of
+
+KEDA = "2.16.1"
+"""The KEDA add-on AKS runs on Kubernetes 1.33 (supported-kubernetes-versions.md; SOURCES-crds.md §1)."""
+SCALED = "kubernetes:keda.sh/v1alpha1:ScaledObject"
+AUTH = "kubernetes:keda.sh/v1alpha1:TriggerAuthentication"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+UAI = "azure-native:managedidentity:UserAssignedIdentity"
+AMW = "azure-native:monitor:AzureMonitorWorkspace"
+SCALED_STACKS = {"function-gpu": {"gpu-function": (1, 2)},
+                 "gpu-sharing": {"infer-1": (1, 2), "infer-2": (1, 2), "infer-3": (1, 2)}}
+"""Deployment → (min, max) replicas: function-gpu's T4 pool runs 1-2 nodes of one GPU; gpu-sharing's 1-2 nodes of
+four shares, one for the notebook, the rest split between three services."""
+
+
+def keda_client_id(render) -> str:
+    identity = render.named("identity-keda-identity", UAI)
+    return guid(azure_id(UAI, identity.name, identity.inputs), "client")
+
+
+@pytest.mark.parametrize("stack", sorted(SCALED_STACKS))
+def test_scaled_objects_and_their_authentication_fit_the_add_ons_crds(render_of, stack):
+    r = render_of(stack)
+    for kind, crd in ((SCALED, "scaledobjects.keda.sh"), (AUTH, "triggerauthentications.keda.sh")):
+        objects = r.of_type(kind)
+        assert objects
+        for obj in objects:
+            upstream.validate_against_crd(manifest(obj), upstream.operator_crd("keda", KEDA, crd))
+
+
+@pytest.mark.parametrize("stack", sorted(SCALED_STACKS))
+def test_each_gpu_deployment_scales_between_its_pools_bounds_on_its_gpu_utilisation(render_of, stack):
+    r = render_of(stack)
+    scaled = {s.revealed["spec"]["scaleTargetRef"]["name"]: s.revealed for s in r.of_type(SCALED)}
+    assert {name: (s["spec"]["minReplicaCount"], s["spec"]["maxReplicaCount"]) for name, s in scaled.items()} == \
+        SCALED_STACKS[stack]
+    workspace = r.named("metrics-workspace", AMW)
+    for name, obj in scaled.items():
+        deployment = next(d.revealed for d in r.of_type(DEPLOYMENT) if d.revealed["metadata"]["name"] == name)
+        namespace = deployment["metadata"]["namespace"]
+        assert obj["metadata"]["namespace"] == namespace
+        assert obj["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
+        # The HPA owns the replica count: a replicas field would be reset by every `pulumi up`.
+        assert "replicas" not in deployment["spec"]
+        assert deployment["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == 0
+        (trigger,) = obj["spec"]["triggers"]
+        assert trigger["type"] == "prometheus" and trigger["authenticationRef"] == {"name": "managed-prometheus"}
+        meta = trigger["metadata"]
+        assert meta["serverAddress"].startswith(f"https://{workspace.inputs['azureMonitorWorkspaceName']}-")
+        assert meta["serverAddress"].endswith(".prometheus.monitor.azure.com")
+        assert meta["query"] == gpu_utilisation_query(namespace, name)
+        assert 10 <= int(meta["threshold"]) <= 100
+
+
+def test_the_query_sums_the_deployments_gpus_so_replicas_follow_load():
+    expression = promql_parser.parse(gpu_utilisation_query("gpu-function", "gpu-function"))
+    assert isinstance(expression, promql_parser.AggregateExpr) and str(expression.op) == "sum"
+    assert 'pod=~"gpu-function-.*"' in gpu_utilisation_query("gpu-function", "gpu-function")
+
+
+@pytest.mark.parametrize("stack", sorted(SCALED_STACKS))
+def test_keda_reads_metrics_as_its_own_identity_with_read_only_access(render_of, stack):
+    r = render_of(stack)
+    client_id = keda_client_id(r)
+    for auth in r.of_type(AUTH):
+        assert auth.revealed["spec"]["podIdentity"] == {"provider": "azure-workload", "identityId": client_id}
+    federation = r.named("identity-keda-federation").revealed
+    assert federation["subject"] == f"system:serviceaccount:{KEDA_NAMESPACE}:{KEDA_OPERATOR}"
+    (grant,) = [a.revealed for a in r.of_type("azure-native:authorization:RoleAssignment")
+                if a.parent == "identity-keda"]
+    workspace = r.named("metrics-workspace", AMW)
+    assert grant["roleDefinitionId"].endswith(roles.MONITORING_DATA_READER)
+    assert grant["scope"] == azure_id(AMW, workspace.name, workspace.inputs)
+
+
+def test_the_add_ons_operator_is_bound_to_the_identity_and_restarted_as_the_aks_guide_does(render_of):
+    r = render_of("function-gpu")
+    client_id = keda_client_id(r)
+    account = r.named("keda-service-account").revealed
+    assert account["metadata"] == {"name": KEDA_OPERATOR, "namespace": KEDA_NAMESPACE,
+                                   "annotations": {"azure.workload.identity/client-id": client_id}}
+    restart = r.named("keda-restart").revealed
+    assert restart["spec"]["template"]["metadata"]["annotations"] == {"kubectl.kubernetes.io/restartedAt": client_id}
+    assert "keda-service-account" in r.named("keda-restart").depends_on
+    assert r.named("aks-aks").inputs["workloadAutoScalerProfile"] == {"keda": {"enabled": True}}
+
+
+def test_without_keda_the_deployments_run_their_minimum_replicas():
+    r = render_with(**{**stack_config_of("gpu-sharing"), "addons": {"keda": False}})
+    assert not r.of_type(SCALED) and not r.of_type(AUTH)
+    assert "workloadAutoScalerProfile" not in r.named("aks-aks").inputs
+    replicas = {d.revealed["metadata"]["name"]: d.revealed["spec"].get("replicas") for d in r.of_type(DEPLOYMENT)}
+    assert {replicas[f"infer-{i}"] for i in (1, 2, 3)} == {1}
+
+
+def test_keda_without_metrics_to_read_is_a_config_error():
+    from stackconfig.reader import ConfigError
+    with pytest.raises(ConfigError, match="addons.keda.*managed Prometheus"):
+        render_with(**{**stack_config_of("gpu-basics"), "monitoring": {"enabled": False}})
+
+
+def test_replica_bounds_must_hold_at_least_one_pod():
+    with pytest.raises(ValueError):
+        GpuScaling(0, 2, 60)
+    with pytest.raises(ValueError):
+        GpuScaling(3, 2, 60)
