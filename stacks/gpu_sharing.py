@@ -6,24 +6,25 @@ from components.workloads.shared_inference import SharedGpuInference, SharedInfe
 from program import outputs
 from program.scenario import Outputs, Platform, Scenario
 from stackconfig.reader import ConfigError
-from stackconfig.schema import PROJECT, GpuPoolConfig, StackConfig
+from stackconfig.schema import PROJECT, GpuPoolConfig, SharingMode, StackConfig
 
-MIN_SHARED_REPLICAS = 3
+MIN_SHARES = 3
 """Two inference services and a notebook each take one share of the GPU."""
 
 
 def shared_pool(cfg: StackConfig) -> GpuPoolConfig | None:
-    return next((g for g in cfg.gpu_pools if g.sharing.mode.has_replicas
-                 and g.sharing.replicas >= MIN_SHARED_REPLICAS), None)
+    """The first pool whose nodes offer several shares of a GPU: time-slicing or MPS replicas, or MIG instances."""
+    return next((g for g in cfg.gpu_pools if g.sharing.mode != SharingMode.NONE
+                 and g.schedulable_gpus_per_node >= MIN_SHARES), None)
 
 
 def check(cfg: StackConfig) -> None:
     pool = shared_pool(cfg)
     if pool is None:
-        have = {g.name: f"{g.sharing.mode} x{g.sharing.replicas}" for g in cfg.gpu_pools}
+        have = {g.name: f"{g.sharing.mode} x{g.schedulable_gpus_per_node}" for g in cfg.gpu_pools}
         raise ConfigError(f"{PROJECT}:gpuPools", have,
-                          f"scenario gpu-sharing needs a pool with sharing.mode time-slicing or mps and "
-                          f"sharing.replicas >= {MIN_SHARED_REPLICAS}")
+                          f"scenario gpu-sharing needs a pool whose nodes offer {MIN_SHARES} or more GPU shares "
+                          "(sharing.mode time-slicing or mps with replicas, or mig with a migProfile)")
     wanted = cfg.workloads.inference_services + int(cfg.workloads.notebook)
     shares = pool.schedulable_gpus_per_node * pool.pool.max_count
     if wanted > shares:

@@ -128,7 +128,7 @@ BAD_CONFIGS = [
     ({"scenario": "training-autoscale", "gpuPools": [{**T4, "minCount": 1}],
       "storage": {"accounts": [{"role": "ckpt"}]}, "cpuPools": [{"name": "cpu"}]},
      "aksgpu:gpuPools", "scales from 0"),
-    ({"scenario": "gpu-sharing"}, "aksgpu:gpuPools", "sharing.replicas >= 3"),
+    ({"scenario": "gpu-sharing"}, "aksgpu:gpuPools", "offer 3 or more GPU shares"),
     ({"scenario": "function-gpu", "registry": {"enabled": False}}, "aksgpu:registry.enabled", "builds images"),
     ({"gpuPools": []}, "aksgpu:gpuPools", "needs at least one GPU pool"),
     ({"ttlHours": 0}, "aksgpu:ttlHours", "between 1 and 720"),

@@ -44,10 +44,17 @@ def test_nfd_is_its_own_oci_release_with_nvidia_label_namespace(render_of):
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_nfd_worker_tolerates_gpu_spot_and_mig_taints(render_of, stack):
-    tolerations = release(render_of(stack), "nfd").inputs["values"]["worker"]["tolerations"]
-    for t in (SKU_GPU, SPOT, MIG):
-        assert t in tolerations
+def test_nfd_worker_tolerates_every_gpu_pools_taints_and_mig(render_of, stack):
+    r = render_of(stack)
+    tolerations = release(r, "nfd").inputs["values"]["worker"]["tolerations"]
+    for pool in r.of_type("azure-native:containerservice:AgentPool"):
+        for taint in pool.inputs.get("nodeTaints", []):
+            key_value, effect = taint.split(":")
+            key, value = key_value.split("=")
+            assert {"key": key, "operator": "Equal", "value": value, "effect": effect} in tolerations, taint
+    assert SKU_GPU in tolerations and MIG in tolerations
+    if any(p.inputs.get("scaleSetPriority") == "Spot" for p in r.of_type("azure-native:containerservice:AgentPool")):
+        assert SPOT in tolerations
 
 
 def test_gpu_node_rule_is_cluster_scoped_after_nfd_and_matches_the_crd(render_of):
