@@ -204,6 +204,8 @@ class AzureMocks(Mocks):
             return {"metrics": {"prometheusQueryEndpoint": f"https://{workspace}-{suffix}.{region}.prometheus.monitor."
                                                            "azure.com", "internalId": guid(rid, "metrics")},
                     "accountId": guid(rid, "account"), "provisioningState": "Succeeded"}
+        if typ == "azure-native:operationalinsights:Workspace":
+            return {"customerId": guid(rid, "customer")}
         if typ == "azure-native:dashboard:Grafana":
             grafana = inputs.get("workspaceName", name)
             suffix = hashlib.sha256(rid.encode()).hexdigest()[:6]

@@ -9,6 +9,7 @@ import pulumi
 from pulumi.runtime import config as runtime_config
 
 import stacks
+from components.autoscaling.kueue import Kueue, KueueArgs
 from program import outputs
 from program.azure_layer import azure_outputs, build_azure_layer
 from program.cluster_software import build_gpu_software
@@ -56,7 +57,13 @@ def deploy(cfg: StackConfig, preflight: bool = True) -> None:
     if scenario.namespace is not None:
         workspace = build_workspace(cfg, azure, software, scenario.namespace, scenario.data_access(cfg))
     images = build_images(cfg, azure, scenario.images)
-    platform = Platform(azure=azure, software=software, images=images, workspace=workspace)
+    queue = None
+    if scenario.job_fan_outs and cfg.addons.kueue and workspace is not None:
+        queue = Kueue("kueue", KueueArgs(
+            pools=[(g, azure.gpu_pools[g.name]) for g in cfg.gpu_pools], namespaces=[workspace.workspace.name],
+            namespace_outputs={workspace.workspace.name: workspace.workspace.namespace}), opts=azure.kubernetes_opts)
+    platform = Platform(azure=azure, software=software, images=images, workspace=workspace,
+                        job_queue=queue.queue if queue else None)
     values = {**azure_outputs(cfg, azure),
               **{outputs.image(repository): image.image_ref for repository, image in images.items()},
               **scenario.deploy(cfg, platform)}

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 
 from components.autoscaling.keda import MetricsAccess
+from components.autoscaling.kueue import JobQueue
 from components.azure.node_pools import GpuNodePool
 from components.build.image import ContainerImage
 from components.workloads.gpu_deployment import GpuScaling
@@ -36,6 +37,8 @@ class Platform:
     """The scenario's images by repository."""
     workspace: ScenarioWorkspace | None
     """The scenario's namespace and its workloads' identities and blob volumes, when it declares a namespace."""
+    job_queue: JobQueue | None = None
+    """Where the scenario's Job fan-outs queue (Kueue); None: Jobs start at once."""
 
     @property
     def opts(self) -> pulumi.ResourceOptions:
@@ -104,6 +107,8 @@ class Scenario:
     outputs (granted with ``cluster.grantDeployerAdmin``)."""
     check: Callable[[StackConfig], None] = no_checks
     """The scenario's own whole-config rules; each raises ``ConfigError``."""
+    job_fan_outs: bool = False
+    """Its workloads submit many GPU Jobs at once: Kueue (``addons.kueue``) queues them in its namespace."""
 
     def check_requirements(self, cfg: StackConfig) -> None:
         """What every scenario needs, then the scenario's own rules (one line per failure)."""

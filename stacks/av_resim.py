@@ -54,6 +54,7 @@ def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
         multi_gpu_pool=platform.gpu_pool(big) if big else None,
         large_model_image=cfg.workloads.large_model_image,
         large_model_volumes=platform.workspace.data.get(LARGE_MODEL),
+        queue=platform.job_queue,
     ), opts=platform.opts)
     values: dict[str, object] = {SUBMIT_OUTPUTS[t]: command for t, command in resim.submit_commands.items()}
     for key, role, verb in ((outputs.UPLOAD_INPUT, INPUT, "upload-batch -d {c} -s ./recordings"),
@@ -78,6 +79,7 @@ SCENARIO = Scenario(
     images={"jobs": "docker/jobs"},
     storage_roles=(INPUT, OUTPUT),
     data_access=data_access,
+    job_fan_outs=True,
     namespace="av-resim",
     deployer_blob_access={INPUT: True, OUTPUT: False},  # uploadInput writes recordings, downloadOutput reads
     check=check,

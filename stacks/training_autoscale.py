@@ -43,8 +43,21 @@ def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
         train_volumes=platform.workspace.data[TRAIN],
         predict_pool=platform.azure.cpu_pools[cfg.cpu_pools[0].name],
         predict_volumes=platform.workspace.data[PREDICT],
+        parallel_runs=cfg.workloads.parallel_training_runs,
+        queue=platform.job_queue,
     ), opts=platform.opts)
-    return {outputs.TRAINING_LOGS: training.logs_command,
+    pool = scaling_pool(cfg).name
+    namespace = platform.workspace.workspace.name
+    values = {outputs.SUBMIT_TRAINING_RUNS: training.submit_runs_command,
+              # Seed 004's demo, made visible: GPU nodes appear for the pending runs and go once they finish.
+              outputs.WATCH_GPU_NODES: f"kubectl get nodes -l kubernetes.azure.com/agentpool={pool} -w",
+              outputs.WATCH_TRAINING_RUNS: f"kubectl -n {namespace} get jobs,pods -l app.kubernetes.io/name=train -w"}
+    if platform.job_queue is not None:
+        values[outputs.WATCH_QUEUE] = f"kubectl -n {namespace} get workloads.kueue.x-k8s.io -w"
+    if platform.azure.autoscaler_logs is not None:
+        values[outputs.AUTOSCALER_LOGS] = platform.azure.autoscaler_logs.query_command
+    return {**values,
+            outputs.TRAINING_LOGS: training.logs_command,
             outputs.PREDICT_PORT_FORWARD: training.predict_port_forward,
             outputs.PREDICT_EXAMPLE: training.predict_example}
 
@@ -58,6 +71,7 @@ SCENARIO = Scenario(
     storage_roles=(CHECKPOINTS,),
     namespace="training",
     data_access=lambda cfg: {TRAIN: {CHECKPOINTS: True}, PREDICT: {CHECKPOINTS: False}},
+    job_fan_outs=True,
     check=check,
     deploy=deploy,
 )

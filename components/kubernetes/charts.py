@@ -21,7 +21,12 @@ class Chart:
 NFD = Chart("oci://registry.k8s.io/nfd/charts/node-feature-discovery", "0.19.0")
 GPU_OPERATOR = Chart("gpu-operator", "v26.7.0", "https://helm.ngc.nvidia.com/nvidia")
 BLOB_CSI = Chart("blob-csi-driver", "1.27.9", "https://kubernetes-sigs.github.io/blob-csi-driver")
-PINNED_CHARTS = (NFD, GPU_OPERATOR, BLOB_CSI)
+KUEUE = Chart("oci://registry.k8s.io/kueue/charts/kueue", "0.19.2")
+"""Published only as an OCI chart (the Kueue README's install command)."""
+PINNED_CHARTS = (NFD, GPU_OPERATOR, BLOB_CSI, KUEUE)
+
+KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
+"""Where Kueue's release images live; the chart in git names a staging registry that its release build rewrites."""
 
 BLOBFUSE2_VERSION = "2.5.4"
 """blobfuse2 the Blob CSI node plugin installs on hosts (the chart's default for 1.27.9, pinned here)."""

@@ -41,10 +41,12 @@ def submit_command(namespace: str, template: str) -> str:
 
 def container(name: str, image: pulumi.Input[str], command: Sequence[str] | None, resources: Mapping[str, Any],
               mounts: Sequence[Mapping[str, Any]] = (), env: Mapping[str, str] | None = None,
-              read_only_root: bool = True, tmp: bool = True, **extra: Any) -> dict[str, Any]:
+              read_only_root: bool = True, tmp: bool = True, env_from_fields: Mapping[str, str] | None = None,
+              **extra: Any) -> dict[str, Any]:
     """A container of the restricted kind; ``command`` None keeps the image's entrypoint.
 
     ``tmp`` mounts the pod's /tmp emptyDir (``pod_spec(tmp=True)``): this project's images keep HOME there.
+    ``env_from_fields``: variables from the pod's own fields (downward API), e.g. its Job's name.
     """
     all_mounts = [*([TMP_MOUNT] if tmp else []), *mounts]
     spec: dict[str, Any] = {
@@ -57,8 +59,11 @@ def container(name: str, image: pulumi.Input[str], command: Sequence[str] | None
     }
     if command is not None:
         spec["command"] = list(command)
-    if env:
-        spec["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    variables = [{"name": k, "value": v} for k, v in (env or {}).items()]
+    variables += [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+                  for k, path in (env_from_fields or {}).items()]
+    if variables:
+        spec["env"] = variables
     return spec
 
 
@@ -109,8 +114,13 @@ def job_spec(pod: Mapping[str, Any], labels: Mapping[str, str], *, completions: 
 
 
 def job_template(resource_name: str, name: str, namespace: pulumi.Input[str], labels: Mapping[str, str],
-                 spec: Mapping[str, Any], parent: pulumi.Resource) -> batch.v1.CronJob:
-    """A suspended CronJob holding ``spec``: the Job users submit with ``submit_command``."""
+                 spec: Mapping[str, Any], parent: pulumi.Resource, job_labels: Mapping[str, str] | None = None,
+                 job_annotations: Mapping[str, str] | None = None) -> batch.v1.CronJob:
+    """A suspended CronJob holding ``spec``: the Job users submit with ``submit_command``. ``job_labels`` and
+    ``job_annotations`` go on each Job (not its pods): a Kueue queue, say."""
+    job_metadata: dict[str, Any] = {"labels": {**labels, **(job_labels or {})}}
+    if job_annotations:
+        job_metadata["annotations"] = dict(job_annotations)
     return batch.v1.CronJob(
         resource_name,
         metadata={"name": name, "namespace": namespace, "labels": dict(labels)},
@@ -120,7 +130,7 @@ def job_template(resource_name: str, name: str, namespace: pulumi.Input[str], la
             "concurrencyPolicy": "Forbid",
             "successfulJobsHistoryLimit": 3,
             "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"metadata": {"labels": dict(labels)}, "spec": dict(spec)},
+            "jobTemplate": {"metadata": job_metadata, "spec": dict(spec)},
         },
         opts=pulumi.ResourceOptions(parent=parent),
     )

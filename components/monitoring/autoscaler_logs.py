@@ -35,6 +35,8 @@ class AutoscalerLogsArgs:
 class AutoscalerLogs(pulumi.ComponentResource):
     workspace_name: pulumi.Output[str]
     query: str
+    query_command: pulumi.Output[str]
+    """The ``az`` command that shows the autoscaler's latest decisions."""
 
     def __init__(self, name: str, args: AutoscalerLogsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:monitoring:AutoscalerLogs", name, None, opts)
@@ -49,4 +51,6 @@ class AutoscalerLogs(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self))
         self.workspace_name = workspace.name
         self.query = QUERY
+        self.query_command = pulumi.Output.concat(
+            "az monitor log-analytics query --workspace ", workspace.customer_id, f' --analytics-query "{QUERY}"')
         self.register_outputs({"workspace_name": self.workspace_name})

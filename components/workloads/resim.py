@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pulumi
 
+from components.autoscaling.kueue import JobQueue, partial_admission, queue_labels
 from components.azure.node_pools import GpuNodePool
 from components.kubernetes.pods import container, job_spec, job_template, pod_spec, submit_command
 from components.kubernetes.security import resources
@@ -54,6 +55,9 @@ class ResimArgs:
     """User-supplied image for the 2-GPU job; no template without one."""
     large_model_volumes: WorkloadVolumes | None = None
     """The 2-GPU job's own claims of both containers and ServiceAccount (a user image gets its own identity)."""
+    queue: JobQueue | None = None
+    """Kueue's queue: submitted batches wait there for GPU capacity (an Indexed Job larger than the pools runs
+    at the parallelism that fits)."""
 
 
 class ResimWorkloads(pulumi.ComponentResource):
@@ -75,12 +79,13 @@ class ResimWorkloads(pulumi.ComponentResource):
                   {"name": "output", "mountPath": OUTPUT_MOUNT}]
         gpu = resources("1", "4Gi", gpus=1)
 
+        queued = {"job_labels": queue_labels(args.queue), "job_annotations": partial_admission(args.queue)}
         labels = {"app.kubernetes.io/name": "gpu-test"}
         load = container("gpu-test", args.jobs_image, ["python", "gpu_load.py", "--seconds", str(GPU_TEST_SECONDS)],
                          gpu)
         job_template(f"{name}-gpu-test", "gpu-test", ns, labels, job_spec(
             pod_spec(args.gpu_pool, [load]), labels, completions=args.gpu_test_jobs, indexed=True,
-            backoff_limit=args.gpu_test_jobs, deadline_seconds=DEADLINES["gpu-test"]), self)
+            backoff_limit=args.gpu_test_jobs, deadline_seconds=DEADLINES["gpu-test"]), self, **queued)
 
         labels = {"app.kubernetes.io/name": "gpu-io"}
         shard = container("resim", args.jobs_image, [
@@ -91,7 +96,7 @@ class ResimWorkloads(pulumi.ComponentResource):
                      service_account=args.resim_volumes.service_account),
             labels, completions=args.resim_jobs, indexed=True,
             backoff_limit=2 * args.resim_jobs, deadline_seconds=DEADLINES["gpu-io"],
-            fail_on_exit_codes={"resim": [RESIM_USAGE_EXIT_CODE]}), self)
+            fail_on_exit_codes={"resim": [RESIM_USAGE_EXIT_CODE]}), self, **queued)
 
         self.submit_commands = {template: submit_command(args.workspace.name, template)
                                 for template in ("gpu-test", "gpu-io")}
@@ -104,6 +109,6 @@ class ResimWorkloads(pulumi.ComponentResource):
                 pod_spec(args.multi_gpu_pool, [big], volumes=volumes(args.large_model_volumes),
                          service_account=args.large_model_volumes.service_account),
                 labels, backoff_limit=3,
-                deadline_seconds=DEADLINES["large-model"]), self)
+                deadline_seconds=DEADLINES["large-model"]), self, job_labels=queue_labels(args.queue))
             self.submit_commands["large-model"] = submit_command(args.workspace.name, "large-model")
         self.register_outputs({"submit_commands": self.submit_commands})

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_kubernetes import apps, batch, core
 
+from components.autoscaling.kueue import JobQueue, queue_labels
 from components.azure.node_pools import CpuNodePool, GpuNodePool
 from components.kubernetes.network_policy import allow_https_to_internet, allow_ingress
-from components.kubernetes.pods import container, job_spec, pod_spec
+from components.kubernetes.pods import container, job_spec, job_template, pod_spec
 from components.kubernetes.security import resources
 from components.kubernetes.workspace import Workspace
 from components.volumes.blob_volume import WorkloadVolumes
@@ -22,6 +23,8 @@ from components.volumes.blob_volume import WorkloadVolumes
 CHECKPOINT_MOUNT = "/mnt/checkpoints"
 PREDICT_PORT = 8080
 SERVICE_PORT = 80
+RUN_TEMPLATE = "train-run"
+"""The Job template of parallel training runs."""
 TRAINING_DEADLINE_SECONDS = 4 * 3600
 """2000 DigitNet steps take minutes on a T4; four hours covers spot evictions and scale-ups from zero."""
 
@@ -44,11 +47,17 @@ class TrainingArgs:
     """CPU pool of the prediction service; none: no service."""
     predict_volumes: WorkloadVolumes | None = None
     """The prediction service's read-only claim of the container, and its ServiceAccount."""
+    parallel_runs: int = 0
+    """Runs the ``submit_runs_command`` starts at once from a Job template (seed 004's scale-out); 0: none."""
+    queue: JobQueue | None = None
+    """Kueue's queue: runs wait there for GPU capacity instead of all pending at once."""
 
 
 class TrainingWorkload(pulumi.ComponentResource):
     logs_command: str
     """Follows the training Job's log."""
+    submit_runs_command: str | None
+    """Starts ``parallel_runs`` training runs at once (with ``parallel_runs``)."""
     predict_port_forward: str | None
     """Forwards the prediction Service to localhost:8080 (with a predict pool)."""
     predict_example: str | None
@@ -73,20 +82,46 @@ class TrainingWorkload(pulumi.ComponentResource):
         allow_https_to_internet(f"{name}-train-allow-https", "train-https", args.workspace.namespace, labels, self)
         batch.v1.Job(
             f"{name}-job",
-            metadata={"name": "train", "namespace": args.workspace.namespace, "labels": labels,
+            metadata={"name": "train", "namespace": args.workspace.namespace,
+                      "labels": {**labels, **queue_labels(args.queue)},
                       # `pulumi up` does not wait for training: a pool scaled to zero needs minutes for a node.
                       "annotations": {"pulumi.com/skipAwait": "true"}},
             spec=job_spec(pod_spec(args.gpu_pool, [trainer], volumes=[volume],
                                    service_account=train.service_account if train else None),
                           labels, backoff_limit=6, deadline_seconds=TRAINING_DEADLINE_SECONDS),
             # A Job's pod template is immutable: a new image or argument replaces the Job under its fixed name.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            # Queued, it waits for Kueue's admission webhook, which suspends it until it fits.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
+                                        depends_on=[args.queue.ready] if args.queue else []),
         )
+        self.submit_runs_command = None
+        if args.parallel_runs:
+            self._run_template(name, args, volume, train, labels)
         self.logs_command = f"kubectl -n {args.workspace.name} logs -f job/train"
         self.predict_port_forward = self.predict_example = None
         if args.predict_pool is not None:
             self._predictor(name, args, folder)
         self.register_outputs({"logs_command": self.logs_command})
+
+    def _run_template(self, name: str, args: TrainingArgs, volume: dict, train: WorkloadVolumes | None,
+                      labels: dict[str, str]) -> None:
+        """Seed 004's scale-out: a template for independent training runs, each checkpointing under its own Job
+        name, so N of them at once ask for N GPUs and the pool grows from zero (and shrinks back after)."""
+        runner = container(
+            "train", args.jobs_image,
+            ["python", "train.py", "--checkpoints", f"{CHECKPOINT_MOUNT}/runs/$(RUN)", "--steps", str(args.steps),
+             "--data", "auto"],
+            resources("2", "8Gi", gpus=1), mounts=[{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}],
+            env_from_fields={"RUN": "metadata.labels['batch.kubernetes.io/job-name']"})
+        job_template(f"{name}-run-template", RUN_TEMPLATE, args.workspace.namespace, labels, job_spec(
+            pod_spec(args.gpu_pool, [runner], volumes=[volume],
+                     service_account=train.service_account if train else None),
+            labels, backoff_limit=6, deadline_seconds=TRAINING_DEADLINE_SECONDS), self,
+            job_labels=queue_labels(args.queue))
+        namespace = args.workspace.name
+        self.submit_runs_command = (
+            f"for i in $(seq 1 {args.parallel_runs}); do kubectl -n {namespace} create job "
+            f"--from=cronjob/{RUN_TEMPLATE} {RUN_TEMPLATE}-$(date +%s)-$i; done")
 
     def _predictor(self, name: str, args: TrainingArgs, folder: str) -> None:
         labels = {"app.kubernetes.io/name": "predict"}
