@@ -48,8 +48,10 @@ Every render writes two estimates beside the stack's resources (`make render`, t
 
 - `cost.md`: hourly cost per pool at idle (every pool at its minimum) and at full scale (every pool at its
   maximum), spot and on-demand side by side, plus the fixed parts (AKS tier, registry, load balancer, public IPs,
-  private endpoints, DNS zones). Prices come from the dated table `offline/estimates/prices.yaml`, transcribed by
-  hand from Azure's retail prices; spot is priced at on-demand minus a fixed discount. An estimate, not a quote.
+  private endpoints, DNS zones) and the monitoring usage (managed Prometheus ingestion, which grows with nodes and
+  GPUs, Managed Grafana, the autoscaler's logs) at the volumes the table assumes. Prices come from the dated table
+  `offline/estimates/prices.yaml`, transcribed by hand from Azure's retail prices; spot is priced at on-demand minus
+  a fixed discount. An estimate, not a quote.
 - `timeline.md`: the critical path through the render's real dependency graph, with the creation times in
   `offline/estimates/durations.yaml` (each with its source; none measured on Azure). Pulumi creates a resource as
   soon as what it depends on exists, so the image builds run beside the cluster, not after it.

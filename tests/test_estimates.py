@@ -15,9 +15,14 @@ PRICES = {
     "date": "2025-10", "currency": "USD", "source": "test table", "spot_discount": 0.8,
     "regions": {"eastus": {
         "vm": {"Standard_D4ds_v5": 0.2, "Standard_NC4as_T4_v3": 0.5},
-        "fixed": {"aks_tier": {"Free": 0.0, "Standard": 0.1}, "acr_sku": {"Standard": 0.03, "Premium": 0.07},
+        "fixed": {"aks_tier": {"Free": 0.0, "Standard": 0.1}, "acr_sku": {"Basic": 0.007, "Standard": 0.03, "Premium": 0.07},
                   "load_balancer": 0.025, "public_ip": 0.005, "private_endpoint": 0.01, "private_dns_zone": 0.001},
+        "monitoring": {"prometheus_per_10m_samples": 1.0, "grafana_standard_instance": 0.07,
+                       "grafana_active_user_month": 7.3, "log_analytics_per_gb": 2.4},
     }},
+    # 100 scrapes an hour: a series costs 1e-5 $/h.
+    "assumptions": {"prometheus_series_per_node": 1000, "prometheus_scrape_seconds": 36, "dcgm_series_per_gpu": 25,
+                    "autoscaler_log_gb_per_day": 0.1, "grafana_active_users": 2},
 }
 
 
@@ -47,10 +52,29 @@ def test_function_gpu_totals_add_pools_and_fixed_parts(render_of):
                      "Standard load balancer (internal Services)": 0.025,
                      "public IPs × 1": pytest.approx(0.005), "ACR Standard": 0.03}
     t = cost.totals(r, PRICES)
-    # fixed parts 0.085; system D4ds_v5 on-demand 2–3, t4 spot 1–2 at 0.1
-    assert t.idle == pytest.approx(0.085 + 0.2 * 2 + 0.1 * 1)
-    assert t.full == pytest.approx(0.085 + 0.2 * 3 + 0.1 * 2)
+    # fixed parts 0.085; system D4ds_v5 on-demand 2–3, t4 spot 1–2 at 0.1; metrics: 3 nodes and a T4 idle,
+    # 5 nodes and 2 T4s at full scale
+    assert t.idle == pytest.approx(0.085 + 0.2 * 2 + 0.1 * 1 + 3025e-5)
+    assert t.full == pytest.approx(0.085 + 0.2 * 3 + 0.1 * 2 + 5050e-5)
     assert t.idle_gpu == pytest.approx(0.1) and t.complete
+
+
+def test_metrics_ingestion_grows_with_nodes_and_gpus_and_grafana_and_logs_cost_when_on():
+    config = stack_namespace(stack_files()["training-autoscale"])
+    cfg = load_stack_config({**config, "monitoring": {**config["monitoring"], "grafana": True}}, "aksgpu", "t")
+    idle, full = cost.scales(cfg)
+    # system 2–3, cpu 1–3, gpu 0–3 NC4as_T4_v3 (one T4 each)
+    assert (idle, full) == (cost.Scale(nodes=3, gpus=0), cost.Scale(nodes=9, gpus=3))
+    rows = dict(cost.monitoring_costs(cfg, PRICES, full))
+    assert rows["managed Prometheus ingestion"] == pytest.approx((9 * 1000 + 3 * 25) * 100 / 1e7)
+    assert rows["Managed Grafana Standard (+2 active users)"] == pytest.approx(0.07 + 2 * 7.3 / 730)
+    assert rows["Log Analytics (cluster-autoscaler logs)"] == pytest.approx(0.1 / 24 * 2.4)
+
+
+def test_a_stack_without_monitoring_pays_nothing_for_it(render_of):
+    r = render_of("dev")
+    assert not r.cfg.monitoring.enabled and cost.monitoring_costs(r.cfg, PRICES, cost.scales(r.cfg)[1]) == []
+    assert "monitoring (usage" not in cost.cost_markdown(r, PRICES)
 
 
 def test_private_endpoints_and_zones_are_counted(render_of):

@@ -1,6 +1,7 @@
 """Hourly cost of a rendered stack: per pool at idle (min nodes) and at full scale (max nodes), spot
 priced as on-demand minus the table's discount, plus the fixed parts (AKS tier, ACR, load balancer,
-public IPs, private endpoints, DNS zones). Prices come from prices.yaml, a dated table.
+public IPs, private endpoints, DNS zones) and the monitoring usage (metrics ingested, Grafana, logs), which grows
+with the node count. Prices come from prices.yaml, a dated table; usage volumes from its stated assumptions.
 """
 
 from __future__ import annotations
@@ -92,6 +93,49 @@ def fixed_costs(render: Render, prices: dict[str, Any]) -> list[tuple[str, float
     return rows
 
 
+@dataclass(frozen=True)
+class Scale:
+    """How much of the cluster runs: every pool at its minimum (idle) or at its maximum (full)."""
+
+    nodes: int
+    gpus: int
+    """Physical GPUs: the DCGM exporter reports one set of series per GPU."""
+
+
+def scales(cfg: StackConfig) -> tuple[Scale, Scale]:
+    """(idle, full)."""
+    pools = [cfg.cluster.system_pool, *cfg.cpu_pools, *(g.pool for g in cfg.gpu_pools)]
+    return (Scale(sum(p.min_count for p in pools), sum(g.pool.min_count * g.size.gpus for g in cfg.gpu_pools)),
+            Scale(sum(p.max_count for p in pools), sum(g.pool.max_count * g.size.gpus for g in cfg.gpu_pools)))
+
+
+def metric_series(prices: dict[str, Any], scale: Scale) -> int:
+    assume = prices["assumptions"]
+    return scale.nodes * assume["prometheus_series_per_node"] + scale.gpus * assume["dcgm_series_per_gpu"]
+
+
+def monitoring_costs(cfg: StackConfig, prices: dict[str, Any], scale: Scale) -> list[tuple[str, float]]:
+    """(item, $/h) of the monitoring section at ``scale``: usage priced at the table's assumed volumes."""
+    monitoring = cfg.monitoring
+    if not monitoring.enabled:
+        return []
+    price = region_prices(prices, cfg.location)[1]["monitoring"]
+    assume = prices["assumptions"]
+    samples_per_hour = metric_series(prices, scale) * 3600 / assume["prometheus_scrape_seconds"]
+    rows = [("managed Prometheus ingestion", samples_per_hour / 1e7 * price["prometheus_per_10m_samples"])]
+    if monitoring.grafana:
+        users = assume["grafana_active_users"]
+        rows.append((f"Managed Grafana Standard (+{users} active users)",
+                     price["grafana_standard_instance"] + users * price["grafana_active_user_month"] / HOURS_A_MONTH))
+    if monitoring.autoscaler_logs:
+        rows.append(("Log Analytics (cluster-autoscaler logs)",
+                     assume["autoscaler_log_gb_per_day"] / 24 * price["log_analytics_per_gb"]))
+    return rows
+
+
+HOURS_A_MONTH = 730
+
+
 def _money(value: float | None) -> str:
     return "no price in table" if value is None else f"${value:,.3f}"
 
@@ -108,16 +152,26 @@ class Totals:
     """Every pool's size had a price."""
 
 
-def _totals(cfg: StackConfig, pools: list[PoolCost], fixed: list[tuple[str, float]]) -> Totals:
+def _totals(cfg: StackConfig, pools: list[PoolCost], fixed: list[tuple[str, float]],
+            usage: tuple[list[tuple[str, float]], list[tuple[str, float]]]) -> Totals:
+    """``usage``: the monitoring rows at idle and at full scale."""
     fixed_total = sum(v for _, v in fixed)
+    idle_usage, full_usage = (sum(v for _, v in rows) for rows in usage)
     known = [p for p in pools if p.node_hour is not None]
     gpu_names = {g.name for g in cfg.gpu_pools}
-    return Totals(idle=fixed_total + sum(p.idle for p in known), full=fixed_total + sum(p.full for p in known),
+    return Totals(idle=fixed_total + idle_usage + sum(p.idle for p in known),
+                  full=fixed_total + full_usage + sum(p.full for p in known),
                   idle_gpu=sum(p.idle for p in known if p.pool in gpu_names), complete=len(known) == len(pools))
 
 
+def _usage(cfg: StackConfig, prices: dict[str, Any]) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    idle, full = scales(cfg)
+    return monitoring_costs(cfg, prices, idle), monitoring_costs(cfg, prices, full)
+
+
 def totals(render: Render, prices: dict[str, Any]) -> Totals:
-    return _totals(render.cfg, pool_costs(render.cfg, prices), fixed_costs(render, prices))
+    cfg = render.cfg
+    return _totals(cfg, pool_costs(cfg, prices), fixed_costs(render, prices), _usage(cfg, prices))
 
 
 def cost_markdown(render: Render, prices: dict[str, Any] | None = None) -> str:
@@ -126,7 +180,8 @@ def cost_markdown(render: Render, prices: dict[str, Any] | None = None) -> str:
     region, _ = region_prices(prices, cfg.location)
     pools = pool_costs(cfg, prices)
     fixed = fixed_costs(render, prices)
-    total = _totals(cfg, pools, fixed)
+    usage = _usage(cfg, prices)
+    total = _totals(cfg, pools, fixed, usage)
     lines = [
         f"# Stack `{render.stack}`: hourly cost estimate",
         "",
@@ -148,6 +203,16 @@ def cost_markdown(render: Render, prices: dict[str, Any] | None = None) -> str:
                      f"{_money(p.full)} |")
     lines += ["", "| fixed | per hour |", "|---|---|"]
     lines += [f"| {item} | {_money(value)} |" for item, value in fixed]
+    if usage[0]:
+        assume = prices["assumptions"]
+        lines += ["", "| monitoring (usage, estimated) | idle | full scale |", "|---|---|---|"]
+        lines += [f"| {item} | {_money(idle)} | {_money(full)} |" for (item, idle), (_, full) in zip(*usage)]
+        series = [f"{metric_series(prices, s):,}" for s in scales(cfg)]
+        lines += ["", f"Metric series: {series[0]} idle, {series[1]} at full scale. Usage assumes {assume['prometheus_series_per_node']:,} metric series per node and "
+                      f"{assume['dcgm_series_per_gpu']} per GPU scraped every {assume['prometheus_scrape_seconds']} s"
+                      f", {assume['autoscaler_log_gb_per_day']} GB of autoscaler logs a day and "
+                      f"{assume['grafana_active_users']} Grafana users a month (prices.yaml); "
+                      "docs/observability.md says how to measure yours."]
     lines += ["", f"**Idle: {_money(total.idle)}/h (about ${total.idle * 24 * 30:,.0f} a month). "
                   f"Full scale: {_money(total.full)}/h.**"]
     if total.idle_gpu > 0:
