@@ -191,4 +191,9 @@ def azure_outputs(cfg: StackConfig, layer: AzureLayer) -> Outputs:
         values[outputs.REGISTRY_LOGIN_SERVER] = layer.registry.login_server
     if layer.storage:
         values[outputs.STORAGE_ACCOUNTS] = {role: s.account_name for role, s in layer.storage.items()}
+    if layer.metrics is not None:
+        values[outputs.PROMETHEUS_QUERY_ENDPOINT] = layer.metrics.query_endpoint
+        if layer.metrics.grafana_endpoint is not None:
+            values[outputs.GRAFANA_URL] = layer.metrics.grafana_endpoint
+            values[outputs.IMPORT_GPU_DASHBOARD] = layer.metrics.import_dashboard_command
     return values

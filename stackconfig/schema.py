@@ -390,7 +390,7 @@ class BuildConfig:
 @dataclass(frozen=True)
 class FunctionConfig:
     pool: str | None = field(default=None, metadata=default_text("the first GPU pool"))
-    """GPU pool the function's DaemonSet runs on."""
+    """GPU pool the function's Deployment runs on (one GPU per replica)."""
     exposure: Exposure = Exposure.INTERNAL
     """``internal``: a LoadBalancer IP in the VNet only (reach it from the VNet or with ``kubectl port-forward``);
     ``public``: a public IP as in seed 000, open only to ``allowedSourceRanges``."""

@@ -74,7 +74,7 @@ def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
 SCENARIO = Scenario(
     name="av-resim",
     summary="AV re-simulation on a private cluster: private ACR and blob storage, a time-sliced T4 spot pool "
-            "and an A100 pool, parallel GPU jobs reading and writing blobs",
+            "and an A100 pool, parallel GPU jobs reading and writing blobs, queued by Kueue",
     seed="003 AV re-simulation",
     images={"jobs": "docker/jobs"},
     storage_roles=(INPUT, OUTPUT),

@@ -57,8 +57,8 @@ def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
 
 SCENARIO = Scenario(
     name="gpu-sharing",
-    summary="One T4 time-sliced into shares: inference services and a Jupyter notebook each take one, with a "
-            "load-test template",
+    summary="One GPU shared (time-slicing, MPS or MIG, as the stack's pool says): inference services scaled by "
+            "KEDA and a Jupyter notebook each take a share, with a load-test template",
     seed="001 several workloads on one GPU",
     images={"function": "docker/function", "jobs": "docker/jobs"},
     check=check,

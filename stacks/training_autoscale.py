@@ -64,8 +64,8 @@ def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
 
 SCENARIO = Scenario(
     name="training-autoscale",
-    summary="Resumable GPU training on a pool that scales from zero, checkpoints in blob storage, a prediction "
-            "service on a CPU pool",
+    summary="Resumable GPU training on a pool that scales from zero and back, parallel runs queued by Kueue, "
+            "checkpoints in blob storage, a prediction service on a CPU pool",
     seed="004 training with GPU autoscaling",
     images={"jobs": "docker/jobs"},
     storage_roles=(CHECKPOINTS,),

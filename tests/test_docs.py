@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 import stacks
 from offline.docs import CONFIGURATION, ESTIMATES, README, write_docs
@@ -61,10 +62,19 @@ def test_the_readme_table_lists_every_stack_file():
         assert f"| `{path.name}` |" in text
 
 
-def test_docs_link_only_to_files_that_exist():
+def heading_anchors(page: Path) -> set[str]:
+    """The anchors GitHub makes of a page's headings: lower case, punctuation dropped, spaces to hyphens."""
+    return {re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            for line in page.read_text().splitlines() if line.startswith("#")}
+
+
+def test_docs_link_only_to_files_and_headings_that_exist():
     for page in [REPO_ROOT / README, *DOCS.rglob("*.md")]:
-        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
-            assert (page.parent / target).exists(), f"{page.relative_to(REPO_ROOT)} links to missing {target}"
+        for target, anchor in re.findall(r"\]\(([^)#:\s]*)(?:#([^)\s]*))?\)", page.read_text()):
+            where = page.parent / target if target else page
+            assert where.exists(), f"{page.relative_to(REPO_ROOT)} links to missing {target}"
+            if anchor and where.suffix == ".md":
+                assert anchor in heading_anchors(where), f"{page.relative_to(REPO_ROOT)} links to missing #{anchor}"
 
 
 def test_the_estimates_page_has_a_row_per_stack():

@@ -15,7 +15,8 @@ PRICES = {
     "date": "2025-10", "currency": "USD", "source": "test table", "spot_discount": 0.8,
     "regions": {"eastus": {
         "vm": {"Standard_D4ds_v5": 0.2, "Standard_NC4as_T4_v3": 0.5},
-        "fixed": {"aks_tier": {"Free": 0.0, "Standard": 0.1}, "acr_sku": {"Basic": 0.007, "Standard": 0.03, "Premium": 0.07},
+        "fixed": {"aks_tier": {"Free": 0.0, "Standard": 0.1},
+                  "acr_sku": {"Basic": 0.007, "Standard": 0.03, "Premium": 0.07},
                   "load_balancer": 0.025, "public_ip": 0.005, "private_endpoint": 0.01, "private_dns_zone": 0.001},
         "monitoring": {"prometheus_per_10m_samples": 1.0, "grafana_standard_instance": 0.07,
                        "grafana_active_user_month": 7.3, "log_analytics_per_gb": 2.4},

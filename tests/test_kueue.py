@@ -155,6 +155,7 @@ def test_the_train_job_waits_for_its_queue(render_of):
 def test_training_runs_checkpoint_under_their_own_job_name(render_of):
     r = render_of("training-autoscale")
     meta, spec = gpu_jobs(r)["train-run"]
+    assert meta["labels"]["app.kubernetes.io/component"] == "run"
     (trainer,) = spec["template"]["spec"]["containers"]
     command = trainer["command"]
     assert command[command.index("--checkpoints") + 1] == "/mnt/checkpoints/runs/$(RUN)"

@@ -15,6 +15,7 @@ from components.monitoring.alert_rules import gpu_alert_rules
 from components.monitoring.managed_prometheus import msprom_name
 from offline.mocks import azure_id
 from offline.report import manifest
+from program import outputs
 from tests import upstream
 from tests.conftest import STACKS
 from tests.helpers import render_with, stack_config_of
@@ -22,7 +23,8 @@ from tests.helpers import render_with, stack_config_of
 MC = "azure-native:containerservice:ManagedCluster"
 AMW = "azure-native:monitor:AzureMonitorWorkspace"
 RULES = "azure-native:alertsmanagement:PrometheusRuleGroup"
-DASHBOARD = Path(__file__).resolve().parents[1] / "dashboards" / "gpu.json"
+ROOT = Path(__file__).resolve().parents[1]
+DASHBOARD = ROOT / "dashboards" / "gpu.json"
 PROMETHEUS_COLLECTOR = "7.1.1-main-07-21-2026-39583fd5"
 DCGM_EXPORTER = "4.6.0-4.8.3"
 """The exporter GPU operator v26.7.0 runs; it collects dcp-metrics-included.csv (DCGM_EXPORTER_COLLECTORS)."""
@@ -170,6 +172,19 @@ def test_grafana_reads_the_workspace_and_the_deployer_administers_it():
     assert reader["scope"] == workspace_id and reader["roleDefinitionId"].endswith(roles.MONITORING_DATA_READER)
     admin = r.named("metrics-grafana-admin").revealed
     assert admin["roleDefinitionId"].endswith(roles.GRAFANA_ADMIN)
+    assert r.outputs[outputs.GRAFANA_URL].startswith("https://") and ".grafana.azure.com" in \
+        r.outputs[outputs.GRAFANA_URL]
+    command = r.outputs[outputs.IMPORT_GPU_DASHBOARD]
+    assert command.startswith("az grafana dashboard import --resource-group ")
+    assert f"--name {grafana.inputs['workspaceName']} --definition dashboards/gpu.json" in command
+    assert (ROOT / "dashboards/gpu.json").is_file()
+
+
+def test_the_query_endpoint_is_an_output_and_grafana_only_when_asked(render_of):
+    r = render_of("gpu-basics")
+    assert r.outputs[outputs.PROMETHEUS_QUERY_ENDPOINT].endswith(".prometheus.monitor.azure.com")
+    assert outputs.GRAFANA_URL not in r.outputs and outputs.IMPORT_GPU_DASHBOARD not in r.outputs
+    assert outputs.PROMETHEUS_QUERY_ENDPOINT not in render_of("dev").outputs
 
 
 def test_autoscaler_logs_go_to_log_analytics_when_asked(render_of):

@@ -3,8 +3,9 @@
 Pods that run as the ServiceAccount get Entra ID tokens for the identity through AKS workload identity (the
 cluster's OIDC issuer signs the ServiceAccount token; Entra ID trusts it through the federated credential). The
 Blob CSI driver uses exactly that to mount a workload's blob containers, so no other pod on the node, and not the
-node's kubelet identity, can read them. Roles are granted per blob container, read-only where the workload only
-reads.
+node's kubelet identity, can read them; KEDA's operator reads managed Prometheus the same way. Each role is a
+``Grant`` on the narrowest scope that works: a blob container (read-only where the workload only reads), the
+Azure Monitor workspace.
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ from components.azure import roles
 from components.monitoring.alert_rules import AlertRule
 
 PROMETHEUS_STREAM = "Microsoft-PrometheusMetrics"
+GPU_DASHBOARD = "dashboards/gpu.json"
+"""The committed dashboard, relative to the project (where ``pulumi`` runs)."""
 ACCOUNT_DESTINATION = "MonitoringAccount1"
 
 
@@ -69,6 +71,8 @@ class ManagedPrometheus(pulumi.ComponentResource):
     query_endpoint: pulumi.Output[str]
     """The workspace's Prometheus query endpoint (KEDA and Grafana read it)."""
     grafana_endpoint: pulumi.Output[str] | None
+    import_dashboard_command: pulumi.Output[str] | None
+    """The ``az grafana`` command that imports the committed GPU dashboard (with Grafana)."""
 
     def __init__(self, name: str, args: ManagedPrometheusArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:monitoring:ManagedPrometheus", name, None, opts)
@@ -119,7 +123,7 @@ class ManagedPrometheus(pulumi.ComponentResource):
             ) for r in args.rules],
             opts=child)
 
-        self.grafana_endpoint = None
+        self.grafana_endpoint = self.import_dashboard_command = None
         if args.grafana_name:
             grafana = dashboard.Grafana(
                 f"{name}-grafana", workspace_name=args.grafana_name, resource_group_name=group, location=region,
@@ -138,6 +142,9 @@ class ManagedPrometheus(pulumi.ComponentResource):
                              grafana.id, "The identity running pulumi up administers Grafana (dashboards).", self,
                              principal_type=args.grafana_admin.principal_type)
             self.grafana_endpoint = grafana.properties.apply(lambda p: p.endpoint)
+            self.import_dashboard_command = pulumi.Output.concat(
+                "az grafana dashboard import --resource-group ", group, " --name ", grafana.name,
+                f" --definition {GPU_DASHBOARD} --overwrite true")
 
         self.workspace_id = workspace.id
         self.query_endpoint = workspace.metrics.apply(lambda m: m.prometheus_query_endpoint)

@@ -25,6 +25,8 @@ PREDICT_PORT = 8080
 SERVICE_PORT = 80
 RUN_TEMPLATE = "train-run"
 """The Job template of parallel training runs."""
+RUN_LABEL = {"app.kubernetes.io/component": "run"}
+"""On each run's Job: what tells runs from the ``train`` Job (to list or delete them)."""
 TRAINING_DEADLINE_SECONDS = 4 * 3600
 """2000 DigitNet steps take minutes on a T4; four hours covers spot evictions and scale-ups from zero."""
 
@@ -117,7 +119,7 @@ class TrainingWorkload(pulumi.ComponentResource):
             pod_spec(args.gpu_pool, [runner], volumes=[volume],
                      service_account=train.service_account if train else None),
             labels, backoff_limit=6, deadline_seconds=TRAINING_DEADLINE_SECONDS), self,
-            job_labels=queue_labels(args.queue))
+            job_labels={**RUN_LABEL, **queue_labels(args.queue)})
         namespace = args.workspace.name
         self.submit_runs_command = (
             f"for i in $(seq 1 {args.parallel_runs}); do kubectl -n {namespace} create job "

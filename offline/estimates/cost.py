@@ -174,6 +174,26 @@ def totals(render: Render, prices: dict[str, Any]) -> Totals:
     return _totals(cfg, pool_costs(cfg, prices), fixed_costs(render, prices), _usage(cfg, prices))
 
 
+def _monitoring_lines(cfg: StackConfig, prices: dict[str, Any],
+                      usage: tuple[list[tuple[str, float]], list[tuple[str, float]]]) -> list[str]:
+    """The monitoring table (idle and full scale side by side) and the volumes it assumed."""
+    idle_rows, full_rows = usage
+    if not idle_rows:
+        return []
+    assume = prices["assumptions"]
+    series = [f"{metric_series(prices, s):,}" for s in scales(cfg)]
+    lines = ["", "| monitoring (usage, estimated) | idle | full scale |", "|---|---|---|"]
+    lines += [f"| {item} | {_money(idle)} | {_money(full)} |"
+              for (item, idle), (_, full) in zip(idle_rows, full_rows, strict=True)]
+    lines += ["", f"Metric series: {series[0]} idle, {series[1]} at full scale. Usage assumes "
+                  f"{assume['prometheus_series_per_node']:,} metric series per node and "
+                  f"{assume['dcgm_series_per_gpu']} per GPU scraped every {assume['prometheus_scrape_seconds']} s, "
+                  f"{assume['autoscaler_log_gb_per_day']} GB of autoscaler logs a day and "
+                  f"{assume['grafana_active_users']} Grafana users a month (prices.yaml); "
+                  "docs/observability.md says how to measure yours."]
+    return lines
+
+
 def cost_markdown(render: Render, prices: dict[str, Any] | None = None) -> str:
     prices = prices or load_prices()
     cfg = render.cfg
@@ -203,16 +223,7 @@ def cost_markdown(render: Render, prices: dict[str, Any] | None = None) -> str:
                      f"{_money(p.full)} |")
     lines += ["", "| fixed | per hour |", "|---|---|"]
     lines += [f"| {item} | {_money(value)} |" for item, value in fixed]
-    if usage[0]:
-        assume = prices["assumptions"]
-        lines += ["", "| monitoring (usage, estimated) | idle | full scale |", "|---|---|---|"]
-        lines += [f"| {item} | {_money(idle)} | {_money(full)} |" for (item, idle), (_, full) in zip(*usage)]
-        series = [f"{metric_series(prices, s):,}" for s in scales(cfg)]
-        lines += ["", f"Metric series: {series[0]} idle, {series[1]} at full scale. Usage assumes {assume['prometheus_series_per_node']:,} metric series per node and "
-                      f"{assume['dcgm_series_per_gpu']} per GPU scraped every {assume['prometheus_scrape_seconds']} s"
-                      f", {assume['autoscaler_log_gb_per_day']} GB of autoscaler logs a day and "
-                      f"{assume['grafana_active_users']} Grafana users a month (prices.yaml); "
-                      "docs/observability.md says how to measure yours."]
+    lines += _monitoring_lines(cfg, prices, usage)
     lines += ["", f"**Idle: {_money(total.idle)}/h (about ${total.idle * 24 * 30:,.0f} a month). "
                   f"Full scale: {_money(total.full)}/h.**"]
     if total.idle_gpu > 0:
