@@ -174,3 +174,13 @@ def test_without_kueue_jobs_start_at_once():
     assert all(QUEUE_LABEL not in meta.get("labels", {}) for meta, _ in gpu_jobs(r).values())
     assert outputs.WATCH_QUEUE not in r.outputs
     assert "seq 1 3" in r.outputs[outputs.SUBMIT_TRAINING_RUNS]
+
+
+@pytest.mark.parametrize("stack", QUEUED_STACKS)
+def test_kueues_objects_wait_for_the_release_that_defines_their_kinds(render_of, stack):
+    r = render_of(stack)
+    queued = [x for x in r.resources if x.type.startswith("kubernetes:kueue.x-k8s.io/")]
+    assert queued
+    for obj in queued:
+        # The ClusterQueue also waits for its flavors, the LocalQueue for the ClusterQueue (and so the release).
+        assert "kueue-release" in obj.depends_on or "kueue-cluster-queue" in obj.depends_on, obj.name
