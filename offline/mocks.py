@@ -243,6 +243,10 @@ class AzureMocks(Mocks):
             kubeconfig = aad_kubeconfig(cluster, group, cluster_fqdn(cluster))
             return {"kubeconfigs": [{"name": "clusterUser",
                                      "value": base64.b64encode(kubeconfig.encode()).decode()}]}
+        if token == "docker:index/getRegistryImage:getRegistryImage":
+            # The registry's answer for a tag: its manifest digest (a deterministic stand-in).
+            return {"name": a.get("name"), "sha256Digest": "sha256:" + hashlib.sha256(
+                str(a.get("name")).encode()).hexdigest(), "id": a.get("name")}
         if token == "azure-native:storage:listStorageAccountServiceSAS":
             return {"serviceSasToken": f"sv=2022-11-02&sr={a.get('resource')}&sp={a.get('permissions')}&se="
                                        f"{a.get('sharedAccessExpiryTime')}&sig=MOCKSIGNATURE"}

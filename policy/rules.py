@@ -34,12 +34,14 @@ SECURITY_EXCEPTION = "security-exception"
 """Tag naming a resource's one deliberate departure from these rules (stackconfig/schema.py, same name)."""
 OPEN_API_SERVER = "open-api-server"
 SHARED_KEY_BUILD_CONTEXT = "shared-key-build-context"
+BASELINE_OPERATOR_PODS = "baseline-operator-pods"
 EXCEPTIONS = {
     OPEN_API_SERVER: "apiServerAccessProfile",
     SHARED_KEY_BUILD_CONTEXT: "allowSharedKeyAccess",
+    BASELINE_OPERATOR_PODS: "pod-security.kubernetes.io/enforce",
 }
 """Each exception the rules accept, and the property it excuses: on a resource without that property the tag
-means nothing, so it is a mistake."""
+means nothing, so it is a mistake. The namespace one is a label, not a tag: a workload namespace at baseline."""
 HOLDS_DATA = "holds-data"
 OPERATOR_NAMESPACES = frozenset({"gpu-operator", "node-feature-discovery", "kube-system"})
 """Where privileged pods may run: the GPU driver, toolkit and NFD load kernel modules and read host devices."""
@@ -415,8 +417,12 @@ def load_balancers_have_source_ranges(p: Mapping[str, Any]) -> Iterator[str]:
 def restricted_namespaces(p: Mapping[str, Any]) -> Iterator[str]:
     name = at(p, "metadata", "name")
     level = at(p, "metadata", "labels", "pod-security.kubernetes.io/enforce")
-    if name not in OPERATOR_NAMESPACES and level != "restricted":
-        yield f"namespace {name} must enforce the restricted Pod Security Standard (got {level})"
+    exception = at(p, "metadata", "labels", SECURITY_EXCEPTION)
+    if name in OPERATOR_NAMESPACES or level == "restricted":
+        return
+    if level == "baseline" and exception == BASELINE_OPERATOR_PODS:
+        return  # pods an operator writes without a security context (KAITO's); never privileged
+    yield f"namespace {name} must enforce the restricted Pod Security Standard (got {level})"
 
 
 def helm_pinned_and_atomic(p: Mapping[str, Any]) -> Iterator[str]:

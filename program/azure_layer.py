@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -24,10 +24,11 @@ from components.azure.storage import BlobStorage, BlobStorageArgs, DataGrant
 from components.gpu import sharing
 from components.identity.workload_identity import Grant, WorkloadIdentity, WorkloadIdentityArgs
 from components.kubernetes.access import KubernetesAccess, KubernetesAccessArgs
-from components.monitoring.alert_rules import gpu_alert_rules
+from components.monitoring.alert_rules import AlertRule, gpu_alert_rules
 from components.monitoring.autoscaler_logs import AutoscalerLogs, AutoscalerLogsArgs
 from components.monitoring.gpu_scraping import PODMONITOR_CRD
 from components.monitoring.managed_prometheus import GrafanaAccess, ManagedPrometheus, ManagedPrometheusArgs
+from components.workloads.llm_serving import KAITO_WORKSPACE_CRD
 from program import outputs
 from program.outputs import Outputs
 from stackconfig.schema import StackConfig
@@ -67,11 +68,12 @@ def private_services(cfg: StackConfig) -> list[str]:
     return services
 
 
-def build_azure_layer(cfg: StackConfig, deployer_blob_access: Mapping[str, bool], preflight: bool = True
-                      ) -> AzureLayer:
+def build_azure_layer(cfg: StackConfig, deployer_blob_access: Mapping[str, bool], preflight: bool = True,
+                      alert_rules: Sequence[AlertRule] = (), ai_toolchain_operator: bool = False) -> AzureLayer:
     """Declare the Azure resources of ``cfg``.
 
     ``deployer_blob_access``: storage role → write (True) or read access for whoever runs ``pulumi up``.
+    ``alert_rules``: the scenario's own, beside the GPU rules. ``ai_toolchain_operator``: the KAITO add-on.
     ``preflight``: check the API server answers and the deployer's access works before any Kubernetes call; off
     only where no cluster exists (the offline render).
     """
@@ -89,7 +91,7 @@ def build_azure_layer(cfg: StackConfig, deployer_blob_access: Mapping[str, bool]
         node_resource_group=n.node_resource_group(), dns_prefix=n.dns_prefix(),
         node_subnet_id=net.node_subnet_id, deployer_object_id=deployer.object_id, network=cfg.network,
         settings=cfg.cluster, tags=tags, prometheus_metrics=cfg.monitoring.enabled,
-        keda=cfg.addons.keda,
+        keda=cfg.addons.keda, ai_toolchain_operator=ai_toolchain_operator,
     ))
     pool_args = dict(cluster_name=cluster.name, resource_group_name=net.resource_group_name,
                      subnet_id=net.node_subnet_id, tags=tags)
@@ -121,21 +123,21 @@ def build_azure_layer(cfg: StackConfig, deployer_blob_access: Mapping[str, bool]
         for a in cfg.storage.accounts
     }
 
-    metrics, autoscaler_logs, keda_identity = _monitoring(cfg, net, cluster, deployer)
+    metrics, autoscaler_logs, keda_identity = _monitoring(cfg, net, cluster, deployer, alert_rules)
 
     access = KubernetesAccess("k8s", KubernetesAccessArgs(
         cluster=cluster.managed_cluster, cluster_name=cluster.name, resource_group_name=net.resource_group_name,
         login_mode=cfg.cluster.login_mode, local_accounts=cfg.cluster.local_accounts,
         wait_for=[cluster.deployer_admin] if cluster.deployer_admin else None,
-        preflight=preflight, private=cfg.cluster.private, add_on_crds=add_on_crds(cfg),
+        preflight=preflight, private=cfg.cluster.private, add_on_crds=add_on_crds(cfg, ai_toolchain_operator),
     ))
     return AzureLayer(net, cluster, gpu_pools, cpu_pools, registry, storage, access, metrics, autoscaler_logs,
                       keda_identity)
 
 
-def add_on_crds(cfg: StackConfig) -> tuple[str, ...]:
+def add_on_crds(cfg: StackConfig, ai_toolchain_operator: bool = False) -> tuple[str, ...]:
     """The add-on kinds this stack writes, which the cluster must serve before the first Kubernetes call."""
-    crds = []
+    crds = [KAITO_WORKSPACE_CRD] if ai_toolchain_operator else []
     if cfg.monitoring.enabled and cfg.addons.gpu_operator:
         crds.append(PODMONITOR_CRD)
     if cfg.addons.keda:
@@ -143,7 +145,8 @@ def add_on_crds(cfg: StackConfig) -> tuple[str, ...]:
     return tuple(crds)
 
 
-def _monitoring(cfg: StackConfig, net: Network, cluster: Cluster, deployer: authorization.GetClientConfigResult
+def _monitoring(cfg: StackConfig, net: Network, cluster: Cluster, deployer: authorization.GetClientConfigResult,
+                scenario_rules: Sequence[AlertRule]
                 ) -> tuple[ManagedPrometheus | None, AutoscalerLogs | None, WorkloadIdentity | None]:
     """Managed Prometheus with the GPU alerts (and Grafana), the autoscaler's logs, KEDA's identity: each as
     config asks."""
@@ -153,7 +156,8 @@ def _monitoring(cfg: StackConfig, net: Network, cluster: Cluster, deployer: auth
         metrics = ManagedPrometheus("metrics", ManagedPrometheusArgs(
             resource_group_name=group, location=cfg.location, workspace_name=n.monitor_workspace(),
             cluster_id=cluster.id, cluster_name=n.cluster(),
-            rules=gpu_alert_rules(cfg.monitoring.idle_gpu_minutes, cfg.cluster.autoscaler.provision_minutes),
+            rules=[*gpu_alert_rules(cfg.monitoring.idle_gpu_minutes, cfg.cluster.autoscaler.provision_minutes),
+                   *scenario_rules],
             tags=tags, alert_email=cfg.monitoring.alert_email,
             grafana_name=n.grafana() if cfg.monitoring.grafana else None,
             grafana_admin=GrafanaAccess(deployer.object_id, cfg.cluster.deployer_principal_type)

@@ -51,11 +51,14 @@ def deploy(cfg: StackConfig, preflight: bool = True) -> None:
     the deployer's access has taken effect; the offline render, which has no cluster, turns it off.
     """
     scenario = stacks.load(cfg.scenario)
-    azure = build_azure_layer(cfg, scenario.deployer_blob_access, preflight=preflight)
+    azure = build_azure_layer(cfg, scenario.deployer_blob_access, preflight=preflight,
+                              alert_rules=scenario.alert_rules(cfg),
+                              ai_toolchain_operator=scenario.ai_toolchain_operator(cfg))
     software = build_gpu_software(cfg, azure)
     workspace = None
     if scenario.namespace is not None:
-        workspace = build_workspace(cfg, azure, software, scenario.namespace, scenario.data_access(cfg))
+        workspace = build_workspace(cfg, azure, software, scenario.namespace, scenario.data_access(cfg),
+                                    scenario.namespace_exception(cfg))
     images = build_images(cfg, azure, scenario.images)
     queue = None
     if scenario.job_fan_outs and cfg.addons.kueue and workspace is not None:

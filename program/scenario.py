@@ -7,7 +7,7 @@ images, then calls the scenario's ``deploy``, which declares its workloads and r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -16,13 +16,14 @@ from components.autoscaling.keda import MetricsAccess
 from components.autoscaling.kueue import JobQueue
 from components.azure.node_pools import GpuNodePool
 from components.build.image import ContainerImage
+from components.monitoring.alert_rules import AlertRule
 from components.workloads.gpu_deployment import GpuScaling
 from program.azure_layer import AzureLayer
 from program.cluster_software import GpuSoftware
 from program.outputs import Outputs
 from program.workspace import DataAccess, ScenarioWorkspace
 from stackconfig.reader import ConfigError
-from stackconfig.schema import PROJECT, GpuPoolConfig, StackConfig
+from stackconfig.schema import PROJECT, GpuPoolConfig, SecurityException, StackConfig
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,20 @@ def no_data_access(cfg: StackConfig) -> DataAccess:
     return {}
 
 
+def no_alert_rules(cfg: StackConfig) -> Sequence[AlertRule]:
+    """A scenario whose workloads need no alerts beyond the GPU ones."""
+    return ()
+
+
+def never(cfg: StackConfig) -> bool:
+    return False
+
+
+def restricted(cfg: StackConfig) -> SecurityException | None:
+    """The workspace namespace enforces the restricted Pod Security Standard."""
+    return None
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -109,6 +124,12 @@ class Scenario:
     """The scenario's own whole-config rules; each raises ``ConfigError``."""
     job_fan_outs: bool = False
     """Its workloads submit many GPU Jobs at once: Kueue (``addons.kueue``) queues them in its namespace."""
+    alert_rules: Callable[[StackConfig], Sequence[AlertRule]] = no_alert_rules
+    """Alert rules on its workloads' own metrics, added to the stack's rule group (with ``monitoring.enabled``)."""
+    ai_toolchain_operator: Callable[[StackConfig], bool] = never
+    """Whether its cluster runs the AKS AI toolchain operator add-on (KAITO)."""
+    namespace_exception: Callable[[StackConfig], SecurityException | None] = restricted
+    """A stated departure from restricted Pod Security for the workspace namespace (pods an operator writes)."""
 
     def check_requirements(self, cfg: StackConfig) -> None:
         """What every scenario needs, then the scenario's own rules (one line per failure)."""

@@ -18,7 +18,7 @@ from components.kubernetes.workspace import Workspace
 from components.volumes.blob_volume import BlobVolume, BlobVolumeArgs, WorkloadVolumes
 from program.azure_layer import AzureLayer
 from program.cluster_software import GpuSoftware
-from stackconfig.schema import StackConfig, StorageAuth
+from stackconfig.schema import SecurityException, StackConfig, StorageAuth
 
 DataAccess = Mapping[str, Mapping[str, bool]]
 """Workload (also its ServiceAccount's name) → storage role → write (True) or read only (False)."""
@@ -32,10 +32,11 @@ class ScenarioWorkspace:
 
 
 def build_workspace(cfg: StackConfig, layer: AzureLayer, software: GpuSoftware, namespace: str,
-                    access: DataAccess) -> ScenarioWorkspace:
-    """The namespace, then per workload of ``access`` its identity (identity mode) and a volume per container."""
+                    access: DataAccess, exception: SecurityException | None = None) -> ScenarioWorkspace:
+    """The namespace, then per workload of ``access`` its identity (identity mode) and a volume per container.
+    ``exception``: the namespace's stated departure from restricted Pod Security, if any."""
     opts = layer.kubernetes_opts
-    ws = ScenarioWorkspace(Workspace("workspace", namespace, opts=opts))
+    ws = ScenarioWorkspace(Workspace("workspace", namespace, opts=opts, exception=exception))
     driver = [software.blob_csi.release] if software.blob_csi else []
     accounts = {a.role: a for a in cfg.storage.accounts}
     for workload, roles in access.items():

@@ -12,6 +12,7 @@ SOURCE is a folder laid out as::
     SOURCE/seeds/003/nfd-gpu-rule.yaml                seed 003's NodeFeatureRule (optional)
     SOURCE/metrics/prometheus-metrics-scrape-configuration-minimal.md
                                                       the managed Prometheus add-on's minimal ingestion keep lists
+    SOURCE/metrics/vllm-<version>-loggers.py          vLLM's vllm/v1/metrics/loggers.py at a version
 
 On a machine with network access, fill it like this (versions from charts.py)::
 
@@ -24,6 +25,8 @@ On a machine with network access, fill it like this (versions from charts.py)::
     # DCGM counters: SOURCE/dcgm/ from NVIDIA/dcgm-exporter etc/*.csv at the exporter tag the operator names
     # keep lists: SOURCE/metrics/ from MicrosoftDocs/azure-docs (commit 02d1d9c4956ab465e868375eca9dd7d9f964c42b)
     #   articles/azure-monitor/essentials/prometheus-metrics-scrape-configuration-minimal.md
+    # vLLM metrics: SOURCE/metrics/vllm-0.10-loggers.py from vllm-project/vllm
+    #   (commit 005a810bc40faa25b8870fbc8559c3462581eee3) vllm/v1/metrics/loggers.py
 
 then ``python scripts/derive_fixtures.py SOURCE``. Only the pinned chart versions are written; a chart whose
 Chart.yaml names another version is refused. The files written are JSON, sorted, so a refresh diffs cleanly.
@@ -132,6 +135,26 @@ def derive_keep_lists(path: Path) -> None:
     write_json(FIXTURES / "metrics" / "managed-prometheus-minimal-ingestion.json", lists)
 
 
+VLLM_SUFFIXES = {"gauge": ("",), "counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
+"""The series prometheus_client exposes per metric kind (a counter ``vllm:x`` is scraped as ``vllm:x_total``)."""
+
+
+def vllm_series(source: str) -> dict[str, list[str]]:
+    """Metric name → the series it is scraped as, from vLLM's Prometheus logger source (the
+    ``self._gauge_cls(name="vllm:...")`` constructors of ``vllm/v1/metrics/loggers.py``)."""
+    found = re.findall(r'_(gauge|counter|histogram)_cls\(\s*name="(vllm:\w+)"', source)
+    return {name: [name + suffix for suffix in VLLM_SUFFIXES[kind]] for kind, name in sorted(set(found),
+                                                                                         key=lambda k: k[1])}
+
+
+def derive_vllm_metrics(path: Path, version: str) -> None:
+    series = vllm_series(path.read_text())
+    if not series:
+        sys.exit(f"{path}: no vLLM metric constructors")
+    write_json(FIXTURES / "metrics" / f"vllm-{version}.json",
+               {"source": f"vllm-project/vllm vllm/v1/metrics/loggers.py ({version})", "series": series})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("source", type=Path)
@@ -147,6 +170,8 @@ def main() -> None:
     keep_lists = args.source / "metrics" / "prometheus-metrics-scrape-configuration-minimal.md"
     if keep_lists.is_file():
         derive_keep_lists(keep_lists)
+    for path in sorted((args.source / "metrics").glob("vllm-*-loggers.py")):
+        derive_vllm_metrics(path, path.name.removeprefix("vllm-").removesuffix("-loggers.py"))
     rule = args.source / "seeds" / "003" / "nfd-gpu-rule.yaml"
     if rule.is_file():
         write_json(FIXTURES / "seeds" / "003-nfd-gpu-rule.json", yaml.safe_load(rule.read_text()))

@@ -27,6 +27,8 @@ class GpuSize:
     """vCPUs per VM."""
     memory_gib: int
     """VM memory."""
+    compute_capability: float = 0.0
+    """CUDA compute capability of the GPU (https://developer.nvidia.com/cuda-gpus): bfloat16 needs 8.0 or more."""
     mig: bool = False
     """The GPU supports Multi-Instance GPU partitioning (A100, H100)."""
     grid: bool = False
@@ -34,13 +36,13 @@ class GpuSize:
 
 
 # https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ncast4v3-series
-_T4 = dict(series="NCasT4_v3", gpu_model="T4", gpu_memory_gib=16)
+_T4 = dict(series="NCasT4_v3", gpu_model="T4", gpu_memory_gib=16, compute_capability=7.5)
 # https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nca100v4-series
-_A100 = dict(series="NC A100 v4", gpu_model="A100", gpu_memory_gib=80, mig=True)
+_A100 = dict(series="NC A100 v4", gpu_model="A100", gpu_memory_gib=80, compute_capability=8.0, mig=True)
 # https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ncadsh100v5-series
-_H100 = dict(series="NCads H100 v5", gpu_model="H100 NVL", gpu_memory_gib=94, mig=True)
+_H100 = dict(series="NCads H100 v5", gpu_model="H100 NVL", gpu_memory_gib=94, compute_capability=9.0, mig=True)
 # https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nvadsa10v5-series (GRID licensed)
-_A10 = dict(series="NVadsA10 v5", gpu_model="A10", gpu_memory_gib=24, grid=True)
+_A10 = dict(series="NVadsA10 v5", gpu_model="A10", gpu_memory_gib=24, compute_capability=8.6, grid=True)
 
 GPU_SIZES: dict[str, GpuSize] = {
     s.name: s
@@ -58,10 +60,10 @@ GPU_SIZES: dict[str, GpuSize] = {
         GpuSize("Standard_NV72ads_A10_v5", gpus=2, vcpus=72, memory_gib=880, **_A10),
         # https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nda100v4-series
         GpuSize("Standard_ND96asr_v4", series="ND A100 v4", gpu_model="A100", gpus=8, gpu_memory_gib=40,
-                vcpus=96, memory_gib=900, mig=True),
+                vcpus=96, memory_gib=900, compute_capability=8.0, mig=True),
         # https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndh100v5-series
         GpuSize("Standard_ND96isr_H100_v5", series="ND H100 v5", gpu_model="H100", gpus=8, gpu_memory_gib=80,
-                vcpus=96, memory_gib=1900, mig=True),
+                vcpus=96, memory_gib=1900, compute_capability=9.0, mig=True),
     )
 }
 

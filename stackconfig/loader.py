@@ -6,12 +6,14 @@ error is one line naming the key, the bad value and what is allowed (``ConfigErr
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from stackconfig import naming
+from stackconfig import settings as scenario_settings
 from stackconfig.expiry import Lifetime
 from stackconfig.gpu_sizes import GpuSize, lookup_gpu_size
 from stackconfig.reader import ConfigError, Section
@@ -111,21 +113,24 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str, scenarios: Col
     build = _build(top.section("build"))
     function = _function(top.section("function"), gpu_pools, network)
     workloads = _workloads(top.section("workloads"))
-    top.done()
-
     _check_unique_pool_names(top, cluster.system_pool, gpu_pools, cpu_pools)
-    _check_driver_owner(top, gpu_pools, addons)
-    _check_blob_driver(top, cluster, storage, addons)
-    _check_build_reaches_registry(top, registry, build)
-    _check_keda_reads_metrics(top, addons, monitoring)
-    _check_api_server_decision(top, cluster)
-    return StackConfig(
+    cfg = StackConfig(
         project=project, stack=stack, scenario=scenario, environment=environment, owner=owner,
         lifetime=lifetime, ttl_hours=ttl_hours, location=location, name_root=root, ci_runner=runner,
         network=network, cluster=cluster, gpu_pools=gpu_pools, cpu_pools=cpu_pools,
         registry=registry, storage=storage, addons=addons, monitoring=monitoring, build=build, function=function,
         workloads=workloads,
     )
+    # The scenario's own section, read against the rest; on another scenario's stack the key stays unknown.
+    cfg = dataclasses.replace(cfg, settings=scenario_settings.read(top, cfg))
+    top.done()
+
+    _check_driver_owner(top, gpu_pools, addons)
+    _check_blob_driver(top, cluster, storage, addons)
+    _check_build_reaches_registry(top, registry, build)
+    _check_keda_reads_metrics(top, addons, monitoring)
+    _check_api_server_decision(top, cluster)
+    return cfg
 
 
 def _cidr(s: Section, name: str, default: str) -> ipaddress.IPv4Network:

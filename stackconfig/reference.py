@@ -21,6 +21,7 @@ from functools import cache
 from typing import Any
 
 from stackconfig import schema
+from stackconfig import settings as scenario_settings
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,25 @@ def reference() -> list[KeyDoc]:
     return list(walk(schema.StackConfig, defaults))
 
 
+def scenario_sections() -> dict[str, list[KeyDoc]]:
+    """Scenario → the keys of the section it owns (``stackconfig/settings/``), the section's own row first."""
+    sections = {}
+    for scenario, module in sorted(scenario_settings.all_modules().items()):
+        summary = " ".join(inspect.cleandoc(module.__doc__ or "").split("\n\n")[0].split()).replace("``", "`")
+        head = KeyDoc(module.SECTION, "object", "see below", f"Only on `{scenario}` stacks. {summary}", section=True)
+        sections[scenario] = [head, *walk(module.Settings, module.Settings(), f"{module.SECTION}.")]
+    return sections
+
+
+def _rows(keys: list[KeyDoc]) -> list[str]:
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for k in keys:
+        key = f"**`{k.key}`**" if k.section else f"`{k.key}`"
+        doc = k.doc.replace("|", "\\|")
+        rows.append(f"| {key} | {k.type} | {k.default} | {doc} |")
+    return rows
+
+
 def markdown() -> str:
     """docs/configuration.md."""
     lines = [
@@ -161,13 +181,8 @@ def markdown() -> str:
         "value is checked before any resource is declared; an unknown key is an error, and each error is one line "
         "naming the key, the value and what is allowed.",
         "",
-        "| key | type | default | meaning |",
-        "|---|---|---|---|",
+        *_rows(reference()),
     ]
-    for k in reference():
-        key = f"**`{k.key}`**" if k.section else f"`{k.key}`"
-        doc = k.doc.replace("|", "\\|")
-        lines.append(f"| {key} | {k.type} | {k.default} | {doc} |")
     lines += [
         "",
         "Pool defaults differ by kind: `cluster.systemPool` is "
@@ -177,5 +192,12 @@ def markdown() -> str:
         f"`{schema.GPU_POOL_DEFAULTS.vm_size}` {schema.GPU_POOL_DEFAULTS.priority.value} "
         f"{schema.GPU_POOL_DEFAULTS.min_count}–{schema.GPU_POOL_DEFAULTS.max_count}.",
         "",
+        "## Scenario sections",
+        "",
+        "A scenario with keys of its own keeps them in one section (`stackconfig/settings/<scenario>.py`), read and "
+        "checked with the rest; on a stack of another scenario the section is an unknown key.",
+        "",
     ]
+    for scenario, keys in scenario_sections().items():
+        lines += [f"### `{scenario}`", "", *_rows(keys), ""]
     return "\n".join(lines)

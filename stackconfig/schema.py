@@ -146,6 +146,9 @@ class SecurityException(StrEnum):
     """A public API server without authorized IP ranges (Entra ID still required): ``cluster.openApiServer``."""
     SHARED_KEY_BUILD_CONTEXT = "shared-key-build-context"
     """The build-context account keeps shared keys and public access: ACR Tasks fetch contexts by SAS URL."""
+    BASELINE_OPERATOR_PODS = "baseline-operator-pods"
+    """A workload namespace at the baseline Pod Security level, not restricted: KAITO 0.6.0's inference pods (which
+    its controller writes) set no security context, so restricted admission would refuse them."""
 
 
 # Sections ---------------------------------------------------------------------------------------------------
@@ -471,6 +474,9 @@ class StackConfig:
     """The GPU function (function-gpu)."""
     workloads: WorkloadsConfig = WorkloadsConfig()
     """Knobs of the scenarios' workloads."""
+    settings: Any = field(default=None, metadata=DERIVED)
+    """The scenario's own section (``stackconfig/settings/<scenario>.py``), read by the loader; None when the
+    scenario has none."""
 
     @property
     def naming(self) -> Naming:

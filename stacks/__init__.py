@@ -2,8 +2,8 @@
 
 ``REGISTRY`` is the one list of scenario names, the values of ``aksgpu:scenario``. Reading it imports no
 scenario, so tools can check a stack's config without loading the program. Adding a scenario: its module
-here, one line below, its stack file ``Pulumi.<name>.yaml``, its workload component and its docs page
-(docs/development.md).
+here, one line below, its stack file ``Pulumi.<name>.yaml``, its workload component, its docs page, and its own
+config section if it has keys of its own (``stackconfig/settings/``; docs/development.md).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ REGISTRY: dict[str, str] = {
     "gpu-basics": "stacks.gpu_basics",
     "av-resim": "stacks.av_resim",
     "training-autoscale": "stacks.training_autoscale",
+    "llm-serving": "stacks.llm_serving",
 }
 """Scenario name → the module that defines it."""
 

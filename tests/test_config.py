@@ -225,8 +225,9 @@ def _every_key_set() -> dict:
     }
 
 
-def test_the_reference_documents_exactly_the_keys_the_loader_reads(monkeypatch):
-    read = set()
+def _keys_read(monkeypatch) -> set[str]:
+    """Every key path the loader reads from now on (``gpuPools[].name``), filled as it reads."""
+    read: set[str] = set()
     original_get, original_section = Section.get, Section.section
 
     def path(section, name):
@@ -243,5 +244,18 @@ def test_the_reference_documents_exactly_the_keys_the_loader_reads(monkeypatch):
 
     monkeypatch.setattr(Section, "get", get)
     monkeypatch.setattr(Section, "section", section)
+    return read
+
+
+def test_the_reference_documents_exactly_the_keys_the_loader_reads(monkeypatch):
+    read = _keys_read(monkeypatch)
     load_config(_every_key_set())
     assert read == {k.key for k in reference.reference()}
+
+
+def test_each_scenario_section_is_documented_key_for_key(monkeypatch):
+    sections = reference.scenario_sections()
+    assert set(sections) == {"llm-serving"}
+    read = _keys_read(monkeypatch)
+    load_config({"scenario": "llm-serving", "storage": {"accounts": [{"role": "models"}]}, "llm": {}})
+    assert {k for k in read if k == "llm" or k.startswith("llm.")} == {k.key for k in sections["llm-serving"]}

@@ -119,19 +119,29 @@ network, and the controller calls the API server."""
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_workload_namespace_denies_all_traffic_but_dns(render_of, stack):
     r = render_of(stack)
-    restricted = {ns["metadata"]["name"] for ns in objects(r, "Namespace")
-                  if ns["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") == "restricted"
+    # Workload namespaces: restricted ones, and the one baseline exception (pods KAITO writes).
+    workloads = {ns["metadata"]["name"] for ns in objects(r, "Namespace")
+                  if (ns["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") == "restricted"
+                      or "security-exception" in ns["metadata"]["labels"])
                   and ns["metadata"]["name"] not in ADD_ON_NAMESPACES}
     deny = {p["metadata"]["namespace"]: p["spec"] for p in objects(r, "NetworkPolicy")
             if p["metadata"]["name"] == "default-deny"}
-    assert restricted and set(deny) == restricted
+    assert workloads and set(deny) == workloads
     for spec in deny.values():
         assert spec["podSelector"] == {} and spec["policyTypes"] == ["Ingress", "Egress"] and spec["ingress"] == []
     for name, pod in pods(r).items():
-        if pod.namespace in restricted:
+        if pod.namespace in workloads:
             assert allowed(r, name, KUBE_DNS, 53, "UDP") and allowed(r, name, KUBE_DNS, 53, "TCP"), name
             assert not allowed(r, name, IMDS, 80), f"{name} must not reach the node's identity endpoint"
             assert not allowed(r, name, VNET, 443), f"{name} must not reach the VNet"
+
+
+def test_the_llm_server_takes_only_its_load_test(render_of):
+    r = render_of("llm-serving")
+    assert allowed(r, "llm-load-test", "llm", 8000)
+    assert not allowed(r, "llm-load-test", "llm", 22) and not allowed(r, PUBLIC, "llm", 8000)
+    assert allowed(r, "llm", PUBLIC, 443), "the pinned hub download"
+    assert not allowed(r, "llm", VNET, 443) and not allowed(r, "llm", IMDS, 80)
 
 
 def test_the_function_takes_http_from_its_load_balancer_and_calls_nothing(render_of):

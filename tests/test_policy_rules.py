@@ -103,6 +103,11 @@ NEGATIVE = [
      "needs spec.loadBalancerSourceRanges"),
     ("restricted-pod-security", "gpu-basics", "workspace-ns",
      "metadata.labels.pod-security.kubernetes.io/enforce", "baseline", "restricted"),
+    # The KAITO namespace's exception covers baseline, never privileged, and only with its label.
+    ("restricted-pod-security", "llm-serving-kaito", "workspace-ns",
+     "metadata.labels.pod-security.kubernetes.io/enforce", "privileged", "restricted"),
+    ("restricted-pod-security", "llm-serving-kaito", "workspace-ns", "metadata.labels.security-exception", ...,
+     "restricted"),
     ("helm-pinned-and-atomic", "gpu-basics", "gpu-operator-release", "atomic", False, "atomic"),
     ("helm-pinned-and-atomic", "gpu-basics", "gpu-operator-release", "version", ">=26", "pin one chart version"),
     ("helm-pinned-and-atomic", "gpu-basics", "gpu-operator-release", "timeout", 300, "at least 600"),

@@ -86,11 +86,16 @@ def gpu_utilisation_query(namespace: str, pod_prefix: str) -> str:
     return f'sum(DCGM_FI_DEV_GPU_UTIL{{namespace="{namespace}", pod=~"{pod_prefix}-.*"}})'
 
 
-def gpu_scaled_object(name: str, deployment: str, namespace: pulumi.Input[str], namespace_name: str,
-                      min_replicas: int, max_replicas: int, target_percent: int, access: MetricsAccess,
-                      auth: pulumi.Resource, parent: pulumi.Resource,
-                      labels: Mapping[str, str] | None = None) -> apiextensions.CustomResource:
-    """Scale ``deployment`` between its bounds to keep each of its GPUs near ``target_percent`` busy."""
+def queue_length_query(namespace: str, pod_prefix: str) -> str:
+    """Requests waiting in the vLLM servers whose pods start with ``pod_prefix``: summed, like the GPU query, so
+    the HPA divides by the per-replica target."""
+    return f'sum(vllm:num_requests_waiting{{namespace="{namespace}", pod=~"{pod_prefix}-.*"}})'
+
+
+def scaled_object(name: str, deployment: str, namespace: pulumi.Input[str], min_replicas: int, max_replicas: int,
+                  query: str, target: int, access: MetricsAccess, auth: pulumi.Resource, parent: pulumi.Resource,
+                  labels: Mapping[str, str] | None = None) -> apiextensions.CustomResource:
+    """Scale ``deployment`` between its bounds to keep ``query`` near ``target`` per replica."""
     return apiextensions.CustomResource(
         name, api_version=KEDA_API, kind="ScaledObject",
         metadata={"name": deployment, "namespace": namespace, "labels": dict(labels or {})},
@@ -100,12 +105,15 @@ def gpu_scaled_object(name: str, deployment: str, namespace: pulumi.Input[str], 
             "maxReplicaCount": max_replicas,
             "pollingInterval": POLLING_SECONDS,
             "cooldownPeriod": COOLDOWN_SECONDS,
+            # The HPA scales in only after this long of lower recommendations: a GPU pod is slow to bring back.
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {"scaleDown": {
+                "stabilizationWindowSeconds": COOLDOWN_SECONDS}}}},
             "triggers": [{
                 "type": "prometheus",
                 "metadata": {
                     "serverAddress": access.query_endpoint,
-                    "query": gpu_utilisation_query(namespace_name, deployment),
-                    "threshold": str(target_percent),
+                    "query": query,
+                    "threshold": str(target),
                     # No data (pods still starting) is no load, not an error that freezes scaling.
                     "ignoreNullValues": "true",
                 },

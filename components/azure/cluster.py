@@ -44,6 +44,9 @@ class ClusterArgs:
     """Run the managed Prometheus collector (``azureMonitorProfile.metrics``); its workspace is separate."""
     keda: bool = False
     """The KEDA add-on (``workloadAutoScalerProfile.keda``)."""
+    ai_toolchain_operator: bool = False
+    """The AI toolchain operator add-on (KAITO, ``aiToolchainOperatorProfile``); it needs the OIDC issuer, which
+    every cluster here has."""
 
 
 class Cluster(pulumi.ComponentResource):
@@ -124,6 +127,8 @@ class Cluster(pulumi.ComponentResource):
             ) if args.prometheus_metrics else None,
             workload_auto_scaler_profile=cs.ManagedClusterWorkloadAutoScalerProfileArgs(
                 keda=cs.ManagedClusterWorkloadAutoScalerProfileKedaArgs(enabled=True)) if args.keda else None,
+            ai_toolchain_operator_profile=cs.ManagedClusterAIToolchainOperatorProfileArgs(enabled=True)
+            if args.ai_toolchain_operator else None,
             agent_pool_profiles=[system],
             tags={**args.tags, **({SECURITY_EXCEPTION: SecurityException.OPEN_API_SERVER.value}
                                   if s.open_api_server else {})},

@@ -67,3 +67,16 @@ def allow_https_to_internet(resource_name: str, name: str, namespace: pulumi.Inp
     rule = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(PRIVATE_RANGES)}}],
             "ports": [{"protocol": "TCP", "port": 443}]}
     return _policy(resource_name, name, namespace, pods, {"policyTypes": ["Egress"], "egress": [rule]}, parent)
+
+
+METRICS_SCRAPER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                   "podSelector": {"matchLabels": {"rsName": "ama-metrics"}}}
+"""The managed Prometheus add-on's replica pods, which scrape PodMonitor targets (its per-node DaemonSet scrapes
+only the default node targets)."""
+
+
+def allow_scraping(resource_name: str, name: str, namespace: pulumi.Input[str], pods: Mapping[str, str],
+                   port: int | str, parent: pulumi.Resource) -> networking.v1.NetworkPolicy:
+    """TCP ``port`` into ``pods`` from the managed Prometheus collector, so a PodMonitor's target is reachable."""
+    rule = {"from": [METRICS_SCRAPER], "ports": [{"protocol": "TCP", "port": port}]}
+    return _policy(resource_name, name, namespace, pods, {"policyTypes": ["Ingress"], "ingress": [rule]}, parent)

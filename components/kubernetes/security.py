@@ -9,6 +9,7 @@ import pulumi
 from pulumi_kubernetes import core
 
 from components.kubernetes.network_policy import deny_all_but_dns
+from stackconfig.schema import SECURITY_EXCEPTION, SecurityException
 
 NONROOT_UID = 65532
 """An unprivileged UID that exists in distroless images and works as a bare number everywhere else."""
@@ -16,6 +17,12 @@ NONROOT_UID = 65532
 RESTRICTED_NAMESPACE_LABELS = {
     "pod-security.kubernetes.io/enforce": "restricted",
     "pod-security.kubernetes.io/enforce-version": "latest",
+}
+BASELINE_NAMESPACE_LABELS = {
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+    # Restricted stays the warning level: kubectl shows what these pods would need to meet it.
+    "pod-security.kubernetes.io/warn": "restricted",
 }
 PRIVILEGED_NAMESPACE_LABELS = {
     # Driver, toolkit and NFD pods load kernel modules and read host devices; nothing else runs here.
@@ -62,8 +69,15 @@ def namespace(name: str, namespace_name: str, labels: Mapping[str, str], parent:
     )
 
 
-def workload_namespace(name: str, namespace_name: str, parent: pulumi.Resource) -> core.v1.Namespace:
-    """A namespace for workloads: restricted Pod Security, and no traffic but DNS until a workload opens more."""
-    ns = namespace(name, namespace_name, RESTRICTED_NAMESPACE_LABELS, parent)
+def workload_namespace(name: str, namespace_name: str, parent: pulumi.Resource,
+                       exception: SecurityException | None = None) -> core.v1.Namespace:
+    """A namespace for workloads: restricted Pod Security, and no traffic but DNS until a workload opens more.
+    ``exception`` (``baseline-operator-pods`` only) lowers enforcement to baseline and says why on the namespace."""
+    labels = RESTRICTED_NAMESPACE_LABELS
+    if exception is not None:
+        if exception != SecurityException.BASELINE_OPERATOR_PODS:
+            raise ValueError(f"{exception} is not a namespace exception")
+        labels = {**BASELINE_NAMESPACE_LABELS, SECURITY_EXCEPTION: exception.value}
+    ns = namespace(name, namespace_name, labels, parent)
     deny_all_but_dns(f"{name}-default-deny", ns.metadata["name"], parent)
     return ns

@@ -5,6 +5,7 @@ it depends on exists, so the estimate is the longest path through the graph: the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,16 +33,26 @@ class Step:
     finish: float
 
 
+def _image_row(inputs: Mapping[str, Any], table: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``images`` row of the first container image in a workload's pod template, if the table has one."""
+    template = ((inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for c in template.get("containers") or []:
+        repository = re.split(r"[@]|:(?=[^/]*$)", str(c.get("image", "")))[0]
+        if row := (table.get("images") or {}).get(repository):
+            return row
+    return None
+
+
 def duration(resource: Resource, table: Mapping[str, Any]) -> tuple[float, str]:
     """Seconds to create ``resource`` and where that number comes from. Components take no time themselves.
 
-    A Helm release is looked up by its chart first; everything else by its type.
+    A Helm release is looked up by its chart first, a workload by its image, everything else by its type.
     """
     if not resource.custom:
         return 0.0, "component: finishes with its children"
     inputs = resource.inputs
-    row = ((table.get("charts") or {}).get(inputs.get("chart")) or table["types"].get(resource.type)
-           or table["default"])
+    row = ((table.get("charts") or {}).get(inputs.get("chart")) or _image_row(inputs, table)
+           or table["types"].get(resource.type) or table["default"])
     annotations = (inputs.get("metadata") or {}).get("annotations") or {}
     if "empty_pool_seconds" in row and inputs.get("count") == 0:
         return row["empty_pool_seconds"], row["source"]
