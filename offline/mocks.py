@@ -156,6 +156,11 @@ class AzureMocks(Mocks):
             return rid, outputs
         if typ.startswith("kubernetes:"):
             return self._kubernetes(typ, name, inputs, outputs)
+        if typ == "command:local:Command":
+            # The import prints the digest the registry holds (a deterministic stand-in of its script).
+            outputs["stdout"] = "sha256:" + hashlib.sha256(str(inputs.get("create")).encode()).hexdigest() + "\n"
+            outputs["stderr"] = ""
+            return f"{name}-id", outputs
         if typ == "random:index/randomPassword:RandomPassword":
             outputs["result"] = hashlib.sha256(f"{self.stack}/{name}".encode()).hexdigest()[: int(inputs["length"])]
             return f"{name}-id", outputs
@@ -243,10 +248,6 @@ class AzureMocks(Mocks):
             kubeconfig = aad_kubeconfig(cluster, group, cluster_fqdn(cluster))
             return {"kubeconfigs": [{"name": "clusterUser",
                                      "value": base64.b64encode(kubeconfig.encode()).decode()}]}
-        if token == "docker:index/getRegistryImage:getRegistryImage":
-            # The registry's answer for a tag: its manifest digest (a deterministic stand-in).
-            return {"name": a.get("name"), "sha256Digest": "sha256:" + hashlib.sha256(
-                str(a.get("name")).encode()).hexdigest(), "id": a.get("name")}
         if token == "azure-native:storage:listStorageAccountServiceSAS":
             return {"serviceSasToken": f"sv=2022-11-02&sr={a.get('resource')}&sp={a.get('permissions')}&se="
                                        f"{a.get('sharedAccessExpiryTime')}&sig=MOCKSIGNATURE"}

@@ -4,8 +4,8 @@ load-tested like the other scenarios (docs/scenarios/llm-serving.md)."""
 from __future__ import annotations
 
 import pulumi
-import pulumi_docker as docker
 
+from components.build.imported_image import ImportedImage, ImportedImageArgs
 from components.monitoring.alert_rules import AlertRule
 from components.workloads.gpu_deployment import GpuScaling
 from components.workloads.llm_serving import LlmServing, LlmServingArgs
@@ -51,16 +51,18 @@ def alert_rules(cfg: StackConfig) -> list[AlertRule]:
         "are saturated and cannot grow (the pool's maxCount, GPU quota or spot capacity), or a replica is stuck.")]
 
 
-def server_image(cfg: StackConfig) -> pulumi.Input[str]:
-    """The vLLM image by digest: a configured digest as is, a tag resolved through the registry at deploy time
-    (the digest is what the Deployment and Pulumi's state record)."""
+def server_image(cfg: StackConfig, platform: Platform) -> pulumi.Input[str]:
+    """The vLLM image by digest: a configured digest as is; a tag copied into the stack's registry and pulled
+    from there by the digest the registry records."""
     st = llm.of(cfg)
     reference = llm.image_reference(st, cfg.gpu_pool(st.pool))
     if "@sha256:" in reference:
         return reference
-    repository = reference.rsplit(":", 1)[0]
-    digest = docker.get_registry_image_output(name=reference).sha256_digest
-    return pulumi.Output.concat(repository, "@", digest)
+    registry = platform.azure.registry
+    return ImportedImage("vllm-image", ImportedImageArgs(
+        source=reference, registry_name=registry.name, login_server=registry.login_server,
+        pull_access=registry.kubelet_pull),
+        opts=platform.opts).image_ref
 
 
 def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
@@ -71,7 +73,7 @@ def deploy(cfg: StackConfig, platform: Platform) -> Outputs:
     serving = LlmServing("llm", LlmServingArgs(
         pool=platform.gpu_pool(pool), pool_config=pool, settings=st, workspace=ws.workspace,
         jobs_image=platform.image("jobs"),
-        image=server_image(cfg) if vllm else None,
+        image=server_image(cfg, platform) if vllm else None,
         weights=ws.data.get(SERVER),
         scaling=GpuScaling(1, st.max_replicas, st.waiting_per_replica, platform.metrics) if vllm else None,
         scrape=cfg.monitoring.enabled,

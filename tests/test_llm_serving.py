@@ -9,6 +9,7 @@ import promql_parser
 import pytest
 
 from components.azure.node_pools import GPU_TAINT
+from components.build import imported_image
 from offline.estimates import timeline
 from offline.report import manifest
 from program import outputs
@@ -61,6 +62,7 @@ def flags(render) -> dict[str, str]:
     ({"maxModelLen": 65536}, [T4], "aksgpu:llm.maxModelLen", "must be 256-32768"),
     ({"maxReplicas": 3}, [T4], "aksgpu:llm.maxReplicas", "must be 1-2: one replica per node of pool 'llm'"),
     ({"image": "docker.io/vllm/vllm-openai:latest"}, [T4], "aksgpu:llm.image", "not latest"),
+    ({"image": "docker.io/vllm/vllm-openai"}, [T4], "aksgpu:llm.image", "registry/repository:tag or a @sha256:"),
     ({"pool": "nope"}, [T4], "aksgpu:llm.pool", "not a GPU pool of this stack; allowed: llm"),
     ({}, [{**T4, "sharing": {"mode": "time-slicing", "replicas": 2}}], "aksgpu:gpuPools", "sharing mode none"),
     ({"runtime": "kaito"}, [{**T4, "priority": "regular"}], "aksgpu:lifetime", "runtime: kaito may leave node pools"),
@@ -124,10 +126,33 @@ def test_the_server_runs_the_configured_model_with_every_flag_explicit(render_of
     assert r.outputs[outputs.LLM_MODEL] == "qwen2.5-1.5b-instruct"
 
 
-def test_the_server_image_is_vllms_release_pinned_by_digest(render_of):
-    (c,) = server(render_of("llm-serving"))["spec"]["template"]["spec"]["containers"]
-    assert re.fullmatch(r"docker\.io/vllm/vllm-openai@sha256:[0-9a-f]{64}", c["image"])
-    assert "docker:index/getRegistryImage:getRegistryImage" in render_of("llm-serving").invokes
+def test_the_server_image_is_vllms_release_copied_into_the_stacks_registry_and_run_by_digest(render_of):
+    r = render_of("llm-serving")
+    (c,) = server(r)["spec"]["template"]["spec"]["containers"]
+    login_server = r.outputs[outputs.REGISTRY_LOGIN_SERVER]
+    assert re.fullmatch(rf"{re.escape(login_server)}/vllm/vllm-openai@sha256:[0-9a-f]{{64}}", c["image"])
+    (command,) = r.of_type("command:local:Command")
+    script = command.inputs["create"]
+    assert script.startswith(f"az acr import --name {r.cfg.registry_name} --source docker.io/vllm/vllm-openai:v0.33.0 "
+                             "--image vllm/vllm-openai:v0.33.0 --force")
+    assert script.endswith("--image vllm/vllm-openai:v0.33.0 --query digest --output tsv")
+    assert command.inputs["triggers"] == ["docker.io/vllm/vllm-openai:v0.33.0"]
+    # The import needs the registry: its name is an output of it, so Pulumi orders them.
+    assert "registry-acr" in command.depends_on
+
+
+@pytest.mark.parametrize("source, image", [("docker.io/vllm/vllm-openai:v0.33.0", "vllm/vllm-openai:v0.33.0"),
+                                           ("vllm/vllm-openai:v0.33.0-cu129", "vllm/vllm-openai:v0.33.0-cu129"),
+                                           ("ghcr.io/org/team/server:1.2", "org/team/server:1.2")])
+def test_an_imported_image_keeps_its_repository_and_tag(source, image):
+    assert imported_image.target(source) == image
+
+
+def test_a_configured_digest_is_run_as_given():
+    digest = "docker.io/vllm/vllm-openai@sha256:" + "a" * 64
+    r = render_with("llm-digest", **{**llm_config(weights="hub", revision="0" * 40, image=digest), "storage": {}})
+    assert server(r)["spec"]["template"]["spec"]["containers"][0]["image"] == digest
+    assert not r.of_type("command:local:Command")
 
 
 def test_a_hub_download_is_pinned_waited_for_and_may_reach_only_https(render_of):

@@ -34,10 +34,14 @@ class Step:
 
 
 def _image_row(inputs: Mapping[str, Any], table: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ``images`` row of the first container image in a workload's pod template, if the table has one."""
+    """The ``images`` row of a container image in a workload's pod template (by repository, whatever registry
+    serves it), if the table has one."""
     template = ((inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
     for c in template.get("containers") or []:
         repository = re.split(r"[@]|:(?=[^/]*$)", str(c.get("image", "")))[0]
+        host, _, path = repository.partition("/")
+        if "." in host or ":" in host:  # a registry host: the same image copied into the stack's ACR
+            repository = path
         if row := (table.get("images") or {}).get(repository):
             return row
     return None

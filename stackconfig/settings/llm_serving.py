@@ -133,7 +133,8 @@ class Settings:
     """``auto``: the model's, except float16 for bfloat16 models on GPUs without bfloat16 (T4)."""
     image: str | None = field(default=None, metadata=default_text(f"{VLLM_IMAGE}:{VLLM_VERSION}, -cu129 on AKS "
                                                                    "drivers"))
-    """vllm: the server image, a tag (resolved to its digest at ``pulumi up``) or ``@sha256:`` digest."""
+    """vllm: the server image: a public tag, copied into the stack's registry at ``pulumi up`` (``az acr import``)
+    and run by the digest recorded there, or an ``@sha256:`` reference run as it is."""
     max_replicas: int | None = field(default=None, metadata=default_text("the pool's maxCount"))
     """vllm: most replicas KEDA may run (one per node)."""
     waiting_per_replica: int = 4
@@ -200,8 +201,9 @@ def _check_vllm(s: Section, st: Settings, pool: GpuPoolConfig) -> None:
     if st.dtype == Dtype.BFLOAT16 and not supports_bf16(pool.size):
         raise ConfigError(s.key("dtype"), st.dtype.value, f"{pool.size.gpu_model} (compute capability "
                           f"{pool.size.compute_capability}) has no bfloat16; use half or auto")
-    if st.image is not None and not re.fullmatch(r"[\w.\-/:]+(:[\w.\-]+)?(@sha256:[0-9a-f]{64})?", st.image):
-        raise ConfigError(s.key("image"), st.image, "must be an image reference: registry/name:tag or @sha256:")
+    if st.image is not None and not re.fullmatch(r"[\w.\-/:]+@sha256:[0-9a-f]{64}|(?:[^/]+\.[^/]+/)?[\w./-]+:[\w.-]+",
+                                                 st.image):
+        raise ConfigError(s.key("image"), st.image, "must be registry/repository:tag or a @sha256: digest")
     if st.image is not None and st.image.endswith(":latest"):
         raise ConfigError(s.key("image"), st.image, "pin a release tag or a digest, not latest")
     if not 1 <= st.max_replicas <= pool.pool.max_count:

@@ -1,0 +1,60 @@
+"""A public image copied into the stack's ACR (``az acr import``) and referenced there by digest.
+
+Nodes then pull from the registry they already may pull from (AcrPull), inside Azure, instead of from Docker Hub
+with its anonymous pull limits; and the workload gets the digest the registry recorded, so a moved tag upstream
+changes nothing until the next import. The copy runs registry to registry in Azure: no Docker engine where
+``pulumi up`` runs, only the Azure CLI the deploy already needs, signed in as someone with push rights on the
+registry. (pulumi-docker's registry lookup would need a Docker engine: pulumi/pulumi-docker#1106.)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_command import local
+
+
+@dataclass(frozen=True)
+class ImportedImageArgs:
+    source: str
+    """The public image, ``registry/repository:tag`` (``docker.io/vllm/vllm-openai:v0.33.0``)."""
+    registry_name: pulumi.Input[str]
+    """The stack's ACR (its name, an output: the import waits for the registry)."""
+    login_server: pulumi.Input[str]
+    """The registry's login server, for the reference pods pull."""
+    pull_access: pulumi.Resource | None = None
+    """The kubelet's AcrPull assignment: pulls before it exists fail, so the reference waits for it."""
+
+
+def target(source: str) -> str:
+    """Where the copy lands in the registry: the source's repository and tag, without its registry host."""
+    match = re.fullmatch(r"(?:[^/]+\.[^/]+/)?([\w./-]+):([\w.-]+)", source)
+    if not match:
+        raise ValueError(f"{source}: expected registry/repository:tag")
+    return f"{match[1]}:{match[2]}"
+
+
+class ImportedImage(pulumi.ComponentResource):
+    image_ref: pulumi.Output[str]
+    """``<login server>/<repository>@sha256:...``: what pods run."""
+
+    def __init__(self, name: str, args: ImportedImageArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:build:ImportedImage", name, None, opts)
+        image = target(args.source)
+        repository = image.split(":")[0]
+        # Re-running with --force is a no-op for an unchanged tag; the digest is what the registry now holds.
+        script = pulumi.Output.concat(
+            "az acr import --name ", args.registry_name, f" --source {args.source} --image {image} --force",
+            " >&2 && az acr repository show --name ", args.registry_name,
+            f" --image {image} --query digest --output tsv")
+        command = local.Command(
+            f"{name}-import", create=script, triggers=[args.source],
+            opts=pulumi.ResourceOptions(parent=self))
+        self.image_ref = pulumi.Output.concat(
+            args.login_server, "/", repository, "@", command.stdout.apply(lambda out: out.strip()))
+        if args.pull_access is not None:
+            # As for built images: Pulumi cannot see that pulling needs the role assignment.
+            self.image_ref = pulumi.Output.all(self.image_ref, args.pull_access.id).apply(lambda v: v[0])
+        self.register_outputs({"image_ref": self.image_ref})
