@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pulumi
 import pytest
@@ -15,6 +13,7 @@ import yaml
 from components.kubernetes import preflight
 from components.kubernetes.kubeconfig import kubelogin_kubeconfig
 from offline.mocks import aad_kubeconfig
+from tests.local_http import QuietHandler, base_url, serving
 
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -104,36 +103,28 @@ def test_a_missing_kubelogin_is_one_line_with_the_install_hint():
         preflight.exec_token(yaml.safe_dump(config))
 
 
+def kubeconfig_for(server) -> str:
+    return yaml.safe_dump({"clusters": [{"name": "aks", "cluster": {"server": base_url(server)}}]})
+
+
 @pytest.fixture
 def api_server():
     """A plain-HTTP stand-in for the API server that answers access reviews with ``allowed``."""
     seen = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         allowed = False
 
         def do_POST(self):  # noqa: N802 (http.server's name)
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append((self.path, self.headers["Authorization"], body))
             if self.headers["Authorization"] != "Bearer good":
-                self.send_response(401)
-                self.end_headers()
+                self.reply(401)
                 return
-            answer = json.dumps({**body, "status": {"allowed": Handler.allowed}}).encode()
-            self.send_response(201)
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+            self.reply(201, json.dumps({**body, "status": {"allowed": Handler.allowed}}).encode())
 
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    config = yaml.safe_dump({"clusters": [{"name": "aks", "cluster": {
-        "server": f"http://127.0.0.1:{server.server_address[1]}"}}]})
-    yield config, Handler, seen
-    server.shutdown()
+    with serving(Handler) as server:
+        yield kubeconfig_for(server), Handler, seen
 
 
 def test_the_access_review_asks_for_everything_with_the_token(api_server):
@@ -171,28 +162,18 @@ def test_an_add_on_kind_that_never_comes_stops_with_one_line_naming_it():
 @pytest.fixture
 def crd_server():
     """A stand-in API server that knows one established CRD."""
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self):  # noqa: N802 (http.server's name)
             name = self.path.rsplit("/", 1)[-1]
             if not self.path.startswith("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/") or \
                     name != "podmonitors.azmonitoring.coreos.com":
-                self.send_response(404)
-                self.end_headers()
+                self.reply(404)
                 return
-            answer = json.dumps({"status": {"conditions": [{"type": "Established", "status": "True"}]}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+            established = {"status": {"conditions": [{"type": "Established", "status": "True"}]}}
+            self.reply(200, json.dumps(established).encode())
 
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
-    yield yaml.safe_dump({"clusters": [{"name": "aks", "cluster": {
-        "server": f"http://127.0.0.1:{server.server_address[1]}"}}]})
-    server.shutdown()
+    with serving(Handler) as server:
+        yield kubeconfig_for(server)
 
 
 def test_a_served_crd_is_established_and_an_unknown_one_is_not(crd_server):

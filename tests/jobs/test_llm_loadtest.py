@@ -4,32 +4,31 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from tests.docker_modules import import_from
+from tests.local_http import QuietHandler, base_url, serving
 
 llm_loadtest = import_from("jobs", "llm_loadtest")
 
 FIRST_TOKEN_S, TOKEN_S, TOKENS = 0.05, 0.005, 9
 
 
-class StreamingChat(BaseHTTPRequestHandler):
+class StreamingChat(QuietHandler):
     """Answers /v1/chat/completions as vLLM streams: a role event, content events, a usage event, [DONE]."""
 
     seen: list = []
 
     def do_GET(self):  # noqa: N802
-        self._reply(200, b'{"data": [{"id": "tiny"}]}' if self.path == "/v1/models" else b"{}")
+        self.reply(200, b'{"data": [{"id": "tiny"}]}' if self.path == "/v1/models" else b"{}")
 
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.seen.append((self.path, body))
         if body["model"] != "tiny":
-            self._reply(404, b'{"error": "model not found"}')
+            self.reply(404, b'{"error": "model not found"}')
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -48,22 +47,11 @@ class StreamingChat(BaseHTTPRequestHandler):
         self.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
         self.wfile.flush()
 
-    def _reply(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
 
 @pytest.fixture(scope="module")
 def server_url():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StreamingChat)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+    with serving(StreamingChat) as server:
+        yield f"{base_url(server)}/v1"
 
 
 def test_every_request_streams_and_reports_first_token_and_decode_speed(server_url):

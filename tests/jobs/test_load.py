@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
 
 import pytest
 import torch
 
 from tests.docker_modules import import_from
+from tests.local_http import QuietHandler, base_url, serving
 
 gpu_load = import_from("jobs", "gpu_load")
 loadtest = import_from("jobs", "loadtest")
@@ -21,7 +22,7 @@ def test_gpu_load_reports_its_matrix_throughput():
     assert report["matmuls"] >= 10 and report["tflops"] >= 0 and report["device"] == "cpu"
 
 
-class SlowAnswer(BaseHTTPRequestHandler):
+class SlowAnswer(QuietHandler):
     """Stands in for one inference service: 10 ms per request, one request at a time."""
 
     lock = None
@@ -32,30 +33,18 @@ class SlowAnswer(BaseHTTPRequestHandler):
         with self.lock:
             time.sleep(0.01)
         self.seen.append(body)
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"{}")
-
-    def log_message(self, *args):
-        pass
+        self.reply(200, b"{}")
 
 
 @pytest.fixture
 def services():
-    servers = []
-    for _ in range(3):
-        handler = type("Handler", (SlowAnswer,), {"lock": threading.Lock(), "seen": []})
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
-        servers.append(server)
-    yield servers
-    for server in servers:
-        server.shutdown()
+    with ExitStack() as stack:
+        yield [stack.enter_context(serving(type("Handler", (SlowAnswer,), {"lock": threading.Lock(), "seen": []})))
+               for _ in range(3)]
 
 
 def test_load_test_sends_the_same_batch_to_each_service_and_times_both_ways(services):
-    urls = [f"http://127.0.0.1:{s.server_address[1]}/api/answer" for s in services]
+    urls = [f"{base_url(s)}/api/answer" for s in services]
     report = loadtest.run(urls, count=8)
     assert report["services"] == 3 and report["requests_per_service"] == 8
     # Independent services run side by side: all at once takes about as long as one alone.

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 
 import pytest
 
 from tests.docker_modules import import_from
+from tests.local_http import base_url, running
 
 train = import_from("jobs", "train")
 predict = import_from("jobs", "predict")
@@ -33,12 +33,6 @@ def get(url):
         return error.code, json.loads(error.read())
 
 
-def start(folder):
-    server = predict.serve(folder, port=0, poll_seconds=0)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
-
-
 def train_to(folder, steps):
     train.train(train.parse_args(["--checkpoints", str(folder), "--steps", str(steps), "--checkpoint-every", "20",
                                   "--batch-size", "64", "--data", "synthetic", "--device", "cpu"]))
@@ -46,9 +40,8 @@ def train_to(folder, steps):
 
 @pytest.fixture
 def service(tmp_path):
-    server, url = start(tmp_path)
-    yield tmp_path, url
-    server.shutdown()
+    with running(predict.serve(tmp_path, port=0, poll_seconds=0)) as server:
+        yield tmp_path, base_url(server)
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +49,8 @@ def ready_url(tmp_path_factory):
     """One service over a model trained once (80 steps), for the tests that only read."""
     folder = tmp_path_factory.mktemp("trained")
     train_to(folder, 80)
-    server, url = start(folder)
-    yield url
-    server.shutdown()
+    with running(predict.serve(folder, port=0, poll_seconds=0)) as server:
+        yield base_url(server)
 
 
 def test_service_is_unready_until_training_writes_a_checkpoint(service):
