@@ -28,3 +28,13 @@ def render_with(stack: str = "t", **config: Any) -> Render:
 def stack_config_of(stack: str) -> dict[str, Any]:
     """A committed stack's config namespace, to render variants of it with ``render_with``."""
     return stack_namespace(stack_files()[stack])
+
+
+def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec of a workload object (a manifest, or a resource's revealed inputs): a Pod's own, a CronJob's
+    Job template's, any other kind's template's."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return obj["spec"]
+    spec = obj["spec"]["jobTemplate"]["spec"] if kind == "CronJob" else obj["spec"]
+    return spec["template"]["spec"]

@@ -17,7 +17,7 @@ from offline.mocks import DEPLOYER_OBJECT_ID
 from offline.report import is_manifest
 from program.pipeline import deploy
 from tests.conftest import STACKS
-from tests.helpers import render_with
+from tests.helpers import pod_spec, render_with
 
 ROLE = "azure-native:authorization:RoleAssignment"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -26,13 +26,6 @@ WORKLOAD_KINDS = ("Deployment", "DaemonSet", "Job", "CronJob", "StatefulSet")
 
 def role_id(guid: str) -> str:
     return f"/providers/Microsoft.Authorization/roleDefinitions/{guid}"
-
-
-def pod_spec(resource) -> dict:
-    spec = resource.revealed["spec"]
-    if "jobTemplate" in spec:
-        spec = spec["jobTemplate"]["spec"]
-    return spec["template"]["spec"]
 
 
 def workloads(render):
@@ -115,7 +108,7 @@ def test_workloads_that_pull_from_the_registry_wait_for_the_pull_grant(render_of
     if r.cfg.registry.enabled:
         login = f"{r.cfg.registry_name}.azurecr.io/"
         for w in workloads(r):
-            if any(c["image"].startswith(login) for c in pod_spec(w)["containers"]):
+            if any(c["image"].startswith(login) for c in pod_spec(w.revealed)["containers"]):
                 assert "registry-acrpull" in w.depends_on, w.name
 
 
@@ -135,7 +128,7 @@ def test_gpu_deployments_never_surge_past_the_shares_their_pool_has(render_of, s
     """K1: a surge pod needs one more GPU share than a full pool at max has; the rollout would never finish."""
     r = render_of(stack)
     for d in r.of_type(DEPLOYMENT):
-        pod = pod_spec(d)
+        pod = pod_spec(d.revealed)
         if any("nvidia.com/gpu" in c["resources"].get("limits", {}) for c in pod["containers"]):
             assert d.revealed["spec"]["strategy"] == {"type": "RollingUpdate",
                                                       "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}, d.name
@@ -147,7 +140,7 @@ def test_gpu_sharing_fills_its_pool_at_rest_so_surging_would_wait_for_a_node(ren
     at_rest = {s.inputs["spec"]["scaleTargetRef"]["name"]: s.inputs["spec"]["minReplicaCount"]
                for s in r.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")}
     requested = sum(at_rest.get(d.inputs["metadata"]["name"], d.inputs["spec"].get("replicas", 1))
-                    for d in r.of_type(DEPLOYMENT) for c in pod_spec(d)["containers"]
+                    for d in r.of_type(DEPLOYMENT) for c in pod_spec(d.revealed)["containers"]
                     if "nvidia.com/gpu" in c["resources"].get("limits", {}))
     # Full at the pool's minimum: a surge pod would wait for a second node, so only maxSurge 0 rolls promptly.
     assert requested == pool.schedulable_gpus_per_node * pool.pool.min_count

@@ -8,6 +8,7 @@ import pytest
 from offline.report import is_manifest, manifest
 from stackconfig.schema import SECURITY_EXCEPTION, SecurityException
 from tests.conftest import STACKS
+from tests.helpers import pod_spec
 
 K8S_VERSION = "1.33.0"
 """A version AKS supports today; kubernetes-validate ships its schemas."""
@@ -22,13 +23,6 @@ def is_builtin(api_version: str) -> bool:
 
 def objects(render):
     return [r for r in render.resources if is_manifest(r)]
-
-
-def pod_spec(obj):
-    spec = obj["spec"]
-    if obj["kind"] == "CronJob":
-        spec = spec["jobTemplate"]["spec"]
-    return spec if obj["kind"] == "Pod" else spec["template"]["spec"]
 
 
 def sent(r):

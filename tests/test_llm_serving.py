@@ -18,7 +18,7 @@ from stackconfig.schema import SECURITY_EXCEPTION, SecurityException
 from stackconfig.settings import llm_serving as llm
 from stacks import llm_serving
 from tests import upstream
-from tests.helpers import render_with, stack_config_of
+from tests.helpers import pod_spec, render_with, stack_config_of
 from tests.test_config import load_config
 
 KEDA, KAITO, PROMETHEUS_COLLECTOR = "2.16.1", "0.6.0", "7.1.1-main-07-21-2026-39583fd5"
@@ -40,7 +40,7 @@ def server(render) -> dict:
 
 
 def flags(render) -> dict[str, str]:
-    args = server(render)["spec"]["template"]["spec"]["containers"][0]["args"]
+    args = pod_spec(server(render))["containers"][0]["args"]
     return dict(zip(args[::2], args[1::2], strict=True))
 
 
@@ -128,7 +128,7 @@ def test_the_server_runs_the_configured_model_with_every_flag_explicit(render_of
 
 def test_the_server_image_is_vllms_release_copied_into_the_stacks_registry_and_run_by_digest(render_of):
     r = render_of("llm-serving")
-    (c,) = server(r)["spec"]["template"]["spec"]["containers"]
+    (c,) = pod_spec(server(r))["containers"]
     login_server = r.outputs[outputs.REGISTRY_LOGIN_SERVER]
     assert re.fullmatch(rf"{re.escape(login_server)}/vllm/vllm-openai@sha256:[0-9a-f]{{64}}", c["image"])
     (command,) = r.of_type("command:local:Command")
@@ -151,7 +151,7 @@ def test_an_imported_image_keeps_its_repository_and_tag(source, image):
 def test_a_configured_digest_is_run_as_given():
     digest = "docker.io/vllm/vllm-openai@sha256:" + "a" * 64
     r = render_with("llm-digest", **{**llm_config(weights="hub", revision="0" * 40, image=digest), "storage": {}})
-    assert server(r)["spec"]["template"]["spec"]["containers"][0]["image"] == digest
+    assert pod_spec(server(r))["containers"][0]["image"] == digest
     assert not r.of_type("command:local:Command")
 
 
@@ -160,7 +160,7 @@ def test_a_hub_download_is_pinned_waited_for_and_may_reach_only_https(render_of)
     deployment = server(r)
     # The weights come with the first deploy, so pulumi up waits for a server that answers.
     assert deployment["metadata"]["annotations"] == {"pulumi.com/timeoutSeconds": "1800"}
-    pod = deployment["spec"]["template"]["spec"]
+    pod = pod_spec(deployment)
     assert "weights" not in {v["name"] for v in pod["volumes"]} and "initContainers" not in pod
     cache = next(v for v in pod["volumes"] if v["name"] == "cache")
     assert int(cache["emptyDir"]["sizeLimit"].removesuffix("Gi")) >= llm.MODELS[
@@ -172,7 +172,7 @@ def test_a_hub_download_is_pinned_waited_for_and_may_reach_only_https(render_of)
 
 def test_blob_weights_are_read_only_with_the_servers_own_identity_and_never_downloaded(blob):
     deployment = server(blob)
-    pod = deployment["spec"]["template"]["spec"]
+    pod = pod_spec(deployment)
     (c,) = pod["containers"]
     assert dict(zip(c["args"][::2], c["args"][1::2], strict=True))["--model"] == "/models/Qwen--Qwen2.5-1.5B-Instruct"
     env = {e["name"]: e["value"] for e in c["env"]}
@@ -194,7 +194,7 @@ def test_blob_weights_arrive_after_the_first_deploy_so_the_server_waits_for_them
     deployment = server(blob)
     # pulumi up cannot wait for a server whose weights are uploaded after it: it would time out.
     assert deployment["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
-    (wait,) = deployment["spec"]["template"]["spec"]["initContainers"]
+    (wait,) = pod_spec(deployment)["initContainers"]
     script = wait["command"][-1]
     assert "/models/Qwen--Qwen2.5-1.5B-Instruct/config.json" in script and "time.sleep" in script
     compile(script, "wait-for-weights", "exec")
@@ -203,7 +203,7 @@ def test_blob_weights_arrive_after_the_first_deploy_so_the_server_waits_for_them
 
 
 def test_the_server_is_restricted_and_gets_the_nodes_gpus_shm_and_time_to_load(render_of):
-    pod = server(render_of("llm-serving"))["spec"]["template"]["spec"]
+    pod = pod_spec(server(render_of("llm-serving")))
     (c,) = pod["containers"]
     assert c["securityContext"]["readOnlyRootFilesystem"] is True and pod["securityContext"]["runAsUser"] >= 10000
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
@@ -267,7 +267,7 @@ def test_an_alert_fires_when_requests_wait_longer_than_the_threshold(render_of):
 def test_the_load_test_reaches_only_the_server(render_of):
     r = render_of("llm-serving")
     cron = manifest(r.named("llm-load-test", "kubernetes:batch/v1:CronJob"))
-    (c,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    (c,) = pod_spec(cron)["containers"]
     assert c["command"][:2] == ["python", "llm_loadtest.py"]
     args = dict(zip(c["command"][2::2], c["command"][3::2], strict=True))
     assert args["--url"] == "http://llm.llm-serving.svc.cluster.local/v1" and args["--model"] == "qwen2.5-1.5b-instruct"

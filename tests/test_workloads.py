@@ -8,17 +8,10 @@ import pytest
 
 from components.kubernetes.pods import NEVER
 from program import outputs
-from tests.helpers import render_with, stack_config_of
+from tests.helpers import pod_spec, render_with, stack_config_of
 
 DEPLOYMENT, JOB, CRONJOB, SERVICE = ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job",
                                      "kubernetes:batch/v1:CronJob", "kubernetes:core/v1:Service")
-
-
-def pod_of(resource):
-    spec = resource.revealed["spec"]
-    if "jobTemplate" in spec:
-        spec = spec["jobTemplate"]["spec"]
-    return spec["template"]["spec"]
 
 
 def gpus(pod):
@@ -33,7 +26,7 @@ def job_of(template):
 
 def test_every_sharing_pod_asks_the_scheduler_for_a_gpu_share_instead_of_nvidia_visible_devices(render_of):
     r = render_of("gpu-sharing")
-    deployments = {d.revealed["metadata"]["name"]: pod_of(d) for d in r.of_type(DEPLOYMENT)}
+    deployments = {d.revealed["metadata"]["name"]: pod_spec(d.revealed) for d in r.of_type(DEPLOYMENT)}
     assert sorted(deployments) == ["infer-1", "infer-2", "infer-3", "notebook"]
     for pod in deployments.values():
         assert gpus(pod) == 1
@@ -57,7 +50,7 @@ def test_inference_services_are_independent_and_run_the_function_image(render_of
 
 def test_notebook_is_pinned_by_digest_reads_its_token_from_a_file_and_has_no_public_address(render_of):
     r = render_of("gpu-sharing")
-    pod = pod_of(r.named("sharing-notebook", DEPLOYMENT))
+    pod = pod_spec(r.named("sharing-notebook", DEPLOYMENT).revealed)
     (notebook,) = pod["containers"]
     assert re.fullmatch(r"quay\.io/jupyter/pytorch-notebook:cuda12-\d{4}-\d{2}-\d{2}@sha256:[0-9a-f]{64}",
                         notebook["image"])
@@ -91,7 +84,7 @@ def test_load_test_template_targets_every_service(render_of):
 def test_training_job_runs_on_the_gpu_pool_without_host_driver_mounts(render_of):
     r = render_of("gpu-basics")
     job = r.named("training-job", JOB)
-    pod = pod_of(job)
+    pod = pod_spec(job.revealed)
     assert gpus(pod) == 1 and pod["nodeSelector"] == {"kubernetes.azure.com/agentpool": "t4"}
     assert not [v for v in pod["volumes"] if "hostPath" in v]
     assert {v["name"]: v for v in pod["volumes"]}["checkpoints"] == {"name": "checkpoints",
@@ -127,7 +120,7 @@ def test_resim_retries_spot_evictions_for_free_and_stops_on_unretryable_errors(r
 
 def test_resim_reads_input_read_only_and_writes_output_through_the_blob_claims(render_of):
     r = render_of("av-resim")
-    pod = pod_of(r.named("resim-gpu-io", CRONJOB))
+    pod = pod_spec(r.named("resim-gpu-io", CRONJOB).revealed)
     volumes = {v["name"]: v for v in pod["volumes"]}
     claims = {c.revealed["metadata"]["name"] for c in r.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
     assert volumes["input"]["persistentVolumeClaim"]["readOnly"] is True
@@ -151,7 +144,7 @@ def test_two_gpu_job_is_off_until_an_image_is_configured(render_of, tmp_path):
     assert "submitLargeModel" not in render_of("av-resim").outputs
     config = stack_config_of("av-resim")
     r = render_with(**config, workloads={"largeModelImage": "myregistry.azurecr.io/metaseq:2024.1"})
-    pod = pod_of(r.named("resim-large-model", CRONJOB))
+    pod = pod_spec(r.named("resim-large-model", CRONJOB).revealed)
     assert gpus(pod) == 2 and pod["nodeSelector"] == {"kubernetes.azure.com/agentpool": "nc48a100"}
     assert "command" not in pod["containers"][0]  # the user's image keeps its entrypoint
     assert "create job --from=cronjob/large-model" in r.outputs["submitLargeModel"]
@@ -168,7 +161,7 @@ def test_resim_outputs_say_how_to_move_data_and_submit_work(render_of):
 
 def test_training_checkpoints_to_blob_on_the_pool_that_scales_from_zero(render_of):
     r = render_of("training-autoscale")
-    pod = pod_of(r.named("training-job", JOB))
+    pod = pod_spec(r.named("training-job", JOB).revealed)
     assert pod["nodeSelector"] == {"kubernetes.azure.com/agentpool": "gpu"}
     assert r.cfg.gpu_pool("gpu").pool.min_count == 0
     volumes = {v["name"]: v for v in pod["volumes"]}
