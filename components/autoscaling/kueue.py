@@ -17,7 +17,7 @@ import pulumi
 import yaml
 from pulumi_kubernetes import apiextensions
 
-from components.azure.node_pools import GpuNodePool
+from components.azure.node_pools import GpuNodePool, taint_fields
 from components.kubernetes import charts, helm
 from components.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, namespace
 from stackconfig.schema import GpuPoolConfig
@@ -93,12 +93,6 @@ def flavor_quota(pool: GpuPoolConfig) -> dict[str, str]:
             "nvidia.com/gpu": str(nodes * pool.schedulable_gpus_per_node)}
 
 
-def _taint(text: str) -> dict[str, str]:
-    key_value, effect = text.split(":")
-    key, value = key_value.split("=")
-    return {"key": key, "value": value, "effect": effect}
-
-
 @dataclass(frozen=True)
 class KueueArgs:
     pools: Sequence[tuple[GpuPoolConfig, GpuNodePool]]
@@ -127,7 +121,7 @@ class Kueue(pulumi.ComponentResource):
                 metadata={"name": config.name},
                 spec={"nodeLabels": dict(pool.node_selector),
                       # Only Jobs that tolerate the pool's taints are given its capacity.
-                      "nodeTaints": [_taint(t) for t in pool.taints]},
+                      "nodeTaints": [taint_fields(t) for t in pool.taints]},
                 opts=after_release)
             flavors.append((config, flavor))
         cluster_queue = apiextensions.CustomResource(

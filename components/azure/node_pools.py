@@ -31,11 +31,17 @@ spot-node-pool: priority and max price; use-nvidia-gpu: VM size; gpu-multi-insta
 to one replaces the pool instead of failing as an update."""
 
 
-def toleration(taint: str) -> dict[str, str]:
-    """The Kubernetes toleration matching an AKS taint string ``key=value:Effect``."""
+def taint_fields(taint: str) -> dict[str, str]:
+    """An AKS taint string ``key=value:Effect`` as Kubernetes writes a taint: key, value, effect."""
     key_value, effect = taint.rsplit(":", 1)
     key, value = key_value.split("=", 1)
-    return {"key": key, "operator": "Equal", "value": value, "effect": effect}
+    return {"key": key, "value": value, "effect": effect}
+
+
+def toleration(taint: str) -> dict[str, str]:
+    """The Kubernetes toleration matching an AKS taint string ``key=value:Effect``."""
+    fields = taint_fields(taint)
+    return {"key": fields["key"], "operator": "Equal", "value": fields["value"], "effect": fields["effect"]}
 
 
 def merged_tolerations(*groups: list[dict[str, str]]) -> list[dict[str, str]]:
