@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from pathlib import Path
 
 import promql_parser
@@ -59,14 +60,15 @@ def metric_names(expression: str) -> set[str]:
     return names
 
 
-def kept_series() -> set[str]:
+@cache
+def kept_series() -> frozenset[str]:
     """What managed Prometheus keeps: every DCGM counter the exporter collects and every vLLM series (PodMonitor
     targets, which the minimal ingestion profile does not filter), and kube-state-metrics' series in the add-on's
     minimal ingestion profile."""
     dcgm = {c["name"] for c in upstream.fixture("dcgm", DCGM_EXPORTER, "dcp-metrics-included.json")}
     vllm = {s for series in upstream.fixture("metrics", f"vllm-{VLLM}.json")["series"].values() for s in series}
     keep = upstream.fixture("metrics", "managed-prometheus-minimal-ingestion.json")
-    return dcgm | vllm | set(keep["kubestate"])
+    return frozenset(dcgm | vllm | set(keep["kubestate"]))
 
 
 def test_the_metric_walker_finds_every_selector_and_a_broken_expression_is_refused():
