@@ -1,5 +1,7 @@
-"""Entry point for `pulumi up`: read and check the stack's config once, then run its scenario's pipeline."""
+"""Entry point for `pulumi up`, and the one place that joins the platform and the scenarios: read and check the
+stack's config once, then run its scenario on the platform."""
 
-from program.pipeline import main
+from aksgpu.pipeline import run
+from scenarios import REGISTRY
 
-main()
+run(REGISTRY)

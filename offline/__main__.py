@@ -21,8 +21,8 @@ import json
 import sys
 from pathlib import Path
 
-from stackconfig.reader import ConfigError
-from stackconfig.schema import PROJECT
+from aksgpu.config.errors import ConfigError
+from aksgpu.config.types import PROJECT
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("no replacement or deletion of the cluster or data storage")
             return 0
         if args.command == "expired-stacks":
-            from stackconfig.expiry import expired_stacks
+            from aksgpu.config.expiry import expired_stacks
             print(json.dumps(expired_stacks(json.load(sys.stdin), dt.datetime.now(dt.UTC), args.project)))
             return 0
     except ConfigError as error:

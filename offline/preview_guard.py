@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stackconfig.schema import HOLDS_DATA
+from aksgpu.config.types import HOLDS_DATA
 
 GUARDED_TYPES = ("azure-native:containerservice:ManagedCluster", "azure-native:storage:StorageAccount")
 DESTRUCTIVE_OPS = ("replace", "create-replacement", "delete-replaced", "delete")

@@ -1,6 +1,6 @@
 """Run the Pulumi program offline under mocks and record every resource it registers.
 
-The program runs exactly as under ``pulumi up`` (``program.pipeline``), with the stack's config encoded the way
+The program runs exactly as under ``pulumi up`` (``aksgpu.pipeline``), with the stack's config encoded the way
 the CLI encodes it; only the engine is replaced, and the private-cluster reachability check is off (there is
 no cluster to reach). Each stack runs in a fresh ``contextvars.Context`` because the
 SDK keeps the root stack and the config in context variables.
@@ -16,15 +16,15 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
-from pulumi.runtime import rpc, settings
-from pulumi.runtime.config import set_all_config
-from pulumi.runtime.stack import run_pulumi_func
-from pulumi.runtime.sync_await import _sync_await
+from pulumi.runtime import rpc
 
+from aksgpu.config.schema import StackConfig
+from aksgpu.config.types import PROJECT
+from aksgpu.pipeline import deploy, load_stack_config, read_stack_config
 from offline.mocks import AzureMocks
+from offline.sdk import resolve, root_outputs, run_program, set_all_config
 from offline.stack_files import REPO_ROOT, cli_encoded, stack_files, stack_namespace
-from program.pipeline import deploy, load_stack_config, read_stack_config
-from stackconfig.schema import PROJECT, StackConfig
+from scenarios import REGISTRY
 
 __all__ = ["REPO_ROOT", "SECRET", "Render", "Resource", "check_stack", "render_stack", "stack_files"]
 
@@ -155,9 +155,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 def _resolve_outputs(raw: dict[str, Any]) -> dict[str, Any]:
     resolved = {}
     for key in sorted(raw):
-        out = pulumi.Output.from_input(raw[key])
-        value = _sync_await(out.future())
-        resolved[key] = SECRET if _sync_await(out.is_secret()) else value
+        value, secret = resolve(pulumi.Output.from_input(raw[key]))
+        resolved[key] = SECRET if secret else value
     return resolved
 
 
@@ -178,11 +177,11 @@ def _run_program(stack: str, encoded: dict[str, str]) -> tuple[StackConfig, Reco
 
     def program() -> None:
         pulumi.runtime.register_stack_transformation(_without_aliases)
-        holder["cfg"] = cfg = read_stack_config()
-        deploy(cfg, preflight=False)
+        holder["cfg"] = cfg = read_stack_config(REGISTRY)
+        deploy(cfg, REGISTRY, preflight=False)
 
-    _sync_await(run_pulumi_func(program))
-    outputs = _resolve_outputs(dict(settings.get_root_resource().outputs))
+    run_program(program)
+    outputs = _resolve_outputs(root_outputs())
     return holder["cfg"], monitor, outputs
 
 
@@ -190,9 +189,7 @@ def check_stack(stack: str, config_file: Path | None = None) -> StackConfig:
     """Validate a stack's config and its scenario's requirements without declaring anything; raises
     ``ConfigError``."""
     namespace = stack_namespace(config_file or stack_files()[stack])
-    return load_stack_config(namespace, PROJECT, stack)
-
-
+    return load_stack_config(namespace, PROJECT, stack, REGISTRY)
 
 
 def render_stack(stack: str, config_file: Path | None = None) -> Render:
@@ -202,7 +199,7 @@ def render_stack(stack: str, config_file: Path | None = None) -> Render:
 
 def render_namespace(stack: str, namespace: dict[str, Any]) -> Render:
     """Render a stack from its config namespace (keys without ``aksgpu:``, Pulumi.yaml defaults applied)."""
-    load_stack_config(namespace, PROJECT, stack)
+    load_stack_config(namespace, PROJECT, stack, REGISTRY)
     cfg, monitor, outputs = contextvars.Context().run(_run_program, stack, cli_encoded(namespace))
     resources = sorted(monitor.recorded, key=lambda r: (r.type, r.name))
     return Render(stack, cfg, resources, outputs, sorted(monitor.mocks.invokes))

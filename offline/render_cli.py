@@ -6,10 +6,10 @@ import sys
 import time
 from pathlib import Path
 
+from aksgpu.config.errors import ConfigError
 from offline.render import check_stack, render_stack
 from offline.report import write_render
 from offline.stack_files import stack_files
-from stackconfig.reader import ConfigError
 
 
 def render(stack: str | None, config: Path | None, out: Path) -> int:

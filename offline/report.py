@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
+from aksgpu.config.gpu_sizes import GPU_SIZES
 from offline.estimates.cost import Totals, cost_markdown, load_prices, totals
 from offline.estimates.timeline import load_durations, schedule, timeline_markdown, total_seconds
 from offline.render import Render, Resource
-from stackconfig.gpu_sizes import GPU_SIZES
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 AGENT_POOL = "azure-native:containerservice:AgentPool"
@@ -107,7 +107,7 @@ def node_pool_rows(render: Render) -> list[dict[str, Any]]:
             "min": p.get("minCount"), "max": p.get("maxCount"),
             "taints": p.get("nodeTaints") or [],
             "gpusPerNode": g.schedulable_gpus_per_node if g else 0,
-            "sharing": (f"{g.sharing.mode} ×{g.sharing.replicas}" if g and g.sharing.mode.has_replicas
+            "sharing": (f"{g.sharing.mode} ×{g.sharing.shares}" if g and g.sharing.mode.has_replicas
                         else g.sharing.mode.value if g else "-"),
             "driver": ((p.get("gpuProfile") or {}).get("driver") or "-") if size else "-",
         })

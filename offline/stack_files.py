@@ -11,10 +11,11 @@ from typing import Any
 
 import yaml
 
-import stacks
-from stackconfig.loader import load_config
-from stackconfig.reader import ConfigError
-from stackconfig.schema import PROJECT, StackConfig
+from aksgpu.config.errors import StackFileError
+from aksgpu.config.loader import load_config
+from aksgpu.config.schema import StackConfig
+from aksgpu.config.types import PROJECT
+from scenarios import REGISTRY
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,24 +25,39 @@ def stack_files(root: Path = REPO_ROOT) -> dict[str, Path]:
     return {p.name[len("Pulumi."):-len(".yaml")]: p for p in sorted(root.glob("Pulumi.*.yaml"))}
 
 
+SECRET_PLACEHOLDER = "[secret]"
+"""What an encrypted value (``key: {secure: ...}``) reads as offline: only ``pulumi up`` can decrypt it."""
+
+
 def _mapping(path: Path, where: str, value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ConfigError(f"{path.name}:{where}", type(value).__name__, "must be a mapping of keys to values")
+        kind = {list: "a list", str: "a string", bool: "a boolean"}.get(type(value), "a number")
+        raise StackFileError(f"{path.name}: {where}", f"must be a mapping of keys to values, not {kind}")
     return value
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """A YAML file that must hold a mapping (or nothing)."""
+    """A YAML file that must hold a mapping (or nothing); a syntax error is ``FILE:LINE:COLUMN: problem``."""
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(path.name, f"{getattr(error, 'problem', None) or 'unreadable'}{where}",
-                          "must be valid YAML") from None
-    return _mapping(path, "(top level)", data)
+        where = f"{path.name}:{mark.line + 1}:{mark.column + 1}" if mark else path.name
+        raise StackFileError(where, f"{getattr(error, 'problem', None) or 'unreadable'} (not valid YAML)") from None
+    return _mapping(path, "the top level", data)
+
+
+def _plain(value: Any) -> Any:
+    """A stack file value with each ``{secure: ...}`` replaced by a placeholder (the render cannot decrypt)."""
+    if isinstance(value, dict):
+        if set(value) == {"secure"}:
+            return SECRET_PLACEHOLDER
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def project_defaults(root: Path = REPO_ROOT) -> dict[str, Any]:
@@ -58,7 +74,7 @@ def stack_namespace(config_file: Path, root: Path = REPO_ROOT) -> dict[str, Any]
     prefix = f"{PROJECT}:"
     for key, value in _mapping(config_file, "config", data.get("config")).items():
         if key.startswith(prefix):
-            values[key[len(prefix):]] = value
+            values[key[len(prefix):]] = _plain(value)
     return values
 
 
@@ -74,4 +90,4 @@ def cli_encoded(namespace: dict[str, Any]) -> dict[str, str]:
 def stack_config(stack: str, config_file: Path | None = None) -> StackConfig:
     """A stack's parsed config, without loading its scenario (for tools that only read it)."""
     namespace = stack_namespace(config_file or stack_files()[stack])
-    return load_config(namespace, PROJECT, stack, scenarios=stacks.REGISTRY)
+    return load_config(namespace, PROJECT, stack, scenarios=REGISTRY)

@@ -31,7 +31,7 @@ UNKNOWN_VALUES = frozenset({
 })
 
 SECURITY_EXCEPTION = "security-exception"
-"""Tag naming a resource's one deliberate departure from these rules (stackconfig/schema.py, same name)."""
+"""Tag naming a resource's one deliberate departure from these rules (aksgpu/config/schema.py, same name)."""
 OPEN_API_SERVER = "open-api-server"
 SHARED_KEY_BUILD_CONTEXT = "shared-key-build-context"
 BASELINE_OPERATOR_PODS = "baseline-operator-pods"

@@ -38,3 +38,11 @@ def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
         return obj["spec"]
     spec = obj["spec"]["jobTemplate"]["spec"] if kind == "CronJob" else obj["spec"]
     return spec["template"]["spec"]
+
+
+def load(raw: dict[str, Any], stack: str = "test"):
+    """A stack's config loaded with the registered scenarios (``cluster.openApiServer: true`` unless ``raw``
+    decides how the API server is reached); raises ``ConfigError``."""
+    from aksgpu.config.loader import load_config
+    from scenarios import REGISTRY
+    return load_config(with_api_server_decision(raw), "aksgpu", stack, REGISTRY)

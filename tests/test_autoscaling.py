@@ -1,14 +1,14 @@
-"""KEDA scales the function and the shared inference services on their GPUs' utilisation from managed Prometheus,
-as a workload identity; their pools follow through the cluster autoscaler."""
+"""KEDA scales GPU Deployments on what managed Prometheus reads (GPU utilisation, a server's queue), as a workload
+identity of its own; their pools follow through the cluster autoscaler."""
 
 from __future__ import annotations
 
 import promql_parser
 import pytest
 
-from components.autoscaling.keda import KEDA_NAMESPACE, KEDA_OPERATOR, gpu_utilisation_query
-from components.azure import roles
-from components.workloads.gpu_deployment import GpuScaling
+from aksgpu.autoscaling.gpu_deployment import GpuScaling
+from aksgpu.autoscaling.keda import KEDA_NAMESPACE, KEDA_OPERATOR, gpu_utilisation_query, queue_length_query
+from aksgpu.azure import roles
 from offline.mocks import azure_id, guid
 from offline.report import manifest
 from tests import upstream
@@ -21,10 +21,13 @@ AUTH = "kubernetes:keda.sh/v1alpha1:TriggerAuthentication"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 UAI = "azure-native:managedidentity:UserAssignedIdentity"
 AMW = "azure-native:monitor:AzureMonitorWorkspace"
-SCALED_STACKS = {"function-gpu": {"gpu-function": (1, 2)},
-                 "gpu-sharing": {"infer-1": (1, 2), "infer-2": (1, 2), "infer-3": (1, 2)}}
-"""Deployment → (min, max) replicas: function-gpu's T4 pool runs 1-2 nodes of one GPU; gpu-sharing's 1-2 nodes of
-four shares, one for the notebook, the rest split between three services."""
+
+
+def scaled(renders) -> list:
+    """The renders with ScaledObjects."""
+    found = [r for r in renders.values() if r.of_type(SCALED)]
+    assert found
+    return found
 
 
 def keda_client_id(render) -> str:
@@ -32,24 +35,24 @@ def keda_client_id(render) -> str:
     return guid(azure_id(UAI, identity.name, identity.inputs), "client")
 
 
-@pytest.mark.parametrize("stack", sorted(SCALED_STACKS))
-def test_scaled_objects_and_their_authentication_fit_the_add_ons_crds(render_of, stack):
-    r = render_of(stack)
-    for kind, crd in ((SCALED, "scaledobjects.keda.sh"), (AUTH, "triggerauthentications.keda.sh")):
-        objects = r.of_type(kind)
-        assert objects
-        for obj in objects:
-            upstream.validate_against_crd(manifest(obj), upstream.operator_crd("keda", KEDA, crd))
+def test_scaled_objects_and_their_authentication_fit_the_add_ons_crds(renders):
+    for r in scaled(renders):
+        for kind, crd in ((SCALED, "scaledobjects.keda.sh"), (AUTH, "triggerauthentications.keda.sh")):
+            objects = r.of_type(kind)
+            assert objects
+            for obj in objects:
+                upstream.validate_against_crd(manifest(obj), upstream.operator_crd("keda", KEDA, crd))
 
 
-@pytest.mark.parametrize("stack", sorted(SCALED_STACKS))
-def test_each_gpu_deployment_scales_between_its_pools_bounds_on_its_gpu_utilisation(render_of, stack):
-    r = render_of(stack)
-    scaled = {s.revealed["spec"]["scaleTargetRef"]["name"]: s.revealed for s in r.of_type(SCALED)}
-    assert {name: (s["spec"]["minReplicaCount"], s["spec"]["maxReplicaCount"]) for name, s in scaled.items()} == \
-        SCALED_STACKS[stack]
+def test_each_scaled_deployment_is_owned_by_its_hpa_and_scales_on_a_query_of_its_own_pods(renders):
+    for r in scaled(renders):
+        scales_on_its_own_pods(r)
+
+
+def scales_on_its_own_pods(r) -> None:
+    objects = {s.revealed["spec"]["scaleTargetRef"]["name"]: s.revealed for s in r.of_type(SCALED)}
     workspace = r.named("metrics-workspace", AMW)
-    for name, obj in scaled.items():
+    for name, obj in objects.items():
         deployment = next(d.revealed for d in r.of_type(DEPLOYMENT) if d.revealed["metadata"]["name"] == name)
         namespace = deployment["metadata"]["namespace"]
         assert obj["metadata"]["namespace"] == namespace
@@ -62,8 +65,8 @@ def test_each_gpu_deployment_scales_between_its_pools_bounds_on_its_gpu_utilisat
         meta = trigger["metadata"]
         assert meta["serverAddress"].startswith(f"https://{workspace.inputs['azureMonitorWorkspaceName']}-")
         assert meta["serverAddress"].endswith(".prometheus.monitor.azure.com")
-        assert meta["query"] == gpu_utilisation_query(namespace, name)
-        assert 10 <= int(meta["threshold"]) <= 100
+        assert meta["query"] in (gpu_utilisation_query(namespace, name), queue_length_query(namespace, name))
+        assert 1 <= obj["spec"]["minReplicaCount"] <= obj["spec"]["maxReplicaCount"] and int(meta["threshold"]) >= 1
 
 
 def test_the_query_sums_the_deployments_gpus_so_replicas_follow_load():
@@ -72,9 +75,12 @@ def test_the_query_sums_the_deployments_gpus_so_replicas_follow_load():
     assert 'pod=~"gpu-function-.*"' in gpu_utilisation_query("gpu-function", "gpu-function")
 
 
-@pytest.mark.parametrize("stack", sorted(SCALED_STACKS))
-def test_keda_reads_metrics_as_its_own_identity_with_read_only_access(render_of, stack):
-    r = render_of(stack)
+def test_keda_reads_metrics_as_its_own_identity_with_read_only_access(renders):
+    for r in scaled(renders):
+        reads_as_its_own_identity(r)
+
+
+def reads_as_its_own_identity(r) -> None:
     client_id = keda_client_id(r)
     for auth in r.of_type(AUTH):
         assert auth.revealed["spec"]["podIdentity"] == {"provider": "azure-workload", "identityId": client_id}
@@ -108,7 +114,7 @@ def test_without_keda_the_deployments_run_their_minimum_replicas():
 
 
 def test_keda_without_metrics_to_read_is_a_config_error():
-    from stackconfig.reader import ConfigError
+    from aksgpu.config.errors import ConfigError
     with pytest.raises(ConfigError, match="addons.keda.*managed Prometheus"):
         render_with(**{**stack_config_of("gpu-basics"), "monitoring": {"enabled": False}})
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from components.azure.storage import sas_expiry
-from components.volumes.blob_volume import settings_hash, volume_handle
+from aksgpu.azure.storage import sas_expiry
+from aksgpu.volumes.blob_volume import settings_hash, volume_handle
 from offline.mocks import azure_id, guid
 from offline.render import SECRET
 from tests.helpers import render_with, stack_config_of
@@ -33,9 +33,8 @@ def test_a_workload_that_only_reads_gets_a_read_only_volume(render_of, stack, re
         assert pv[name]["spec"]["accessModes"] == ["ReadWriteMany"] and pv[name]["spec"]["csi"]["readOnly"] is False
 
 
-@pytest.mark.parametrize("stack", ["av-resim", "training-autoscale"])
-def test_volumes_use_blobfuse2_with_unique_handles_and_retain_data(render_of, stack):
-    pvs = volumes(render_of(stack)).values()
+def test_volumes_use_blobfuse2_with_unique_handles_and_retain_data(render_of):
+    pvs = volumes(render_of("av-resim")).values()
     handles = [p["spec"]["csi"]["volumeHandle"] for p in pvs]
     assert len(handles) == len(set(handles))
     for p in pvs:
@@ -55,9 +54,8 @@ def test_each_claim_binds_its_own_volume_in_the_workload_namespace(render_of):
         assert pv.name in claim.depends_on
 
 
-@pytest.mark.parametrize("stack", ["av-resim", "training-autoscale"])
-def test_identity_mode_mounts_with_a_workload_identity_token_and_no_secret_anywhere(render_of, stack):
-    r = render_of(stack)
+def test_identity_mode_mounts_with_a_workload_identity_token_and_no_secret_anywhere(render_of):
+    r = render_of("training-autoscale")
     for name, pv in volumes(r).items():
         workload = name.rsplit("-", 1)[1]
         attrs = pv["spec"]["csi"]["volumeAttributes"]

@@ -8,8 +8,8 @@ import tarfile
 import pulumi
 import pytest
 
-from components.build.context import ignore_rules, is_excluded, load_context
-from components.build.image import image_reference
+from aksgpu.images.built import image_reference
+from aksgpu.images.context import ignore_rules, is_excluded, load_context
 
 
 def folder(tmp_path, files: dict[str, str], ignore: str | None = None):

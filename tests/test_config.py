@@ -1,23 +1,19 @@
-"""Config parsing and validation: pure, no mocks."""
+"""The config core: one declaration per key, strict values, every problem of a stack file at once (one line
+each, naming the key, the value and what is allowed), keys that moved saying where, and the stack files' JSON
+Schema agreeing with the loader. Pure: no Pulumi program runs here."""
 
-import dataclasses
-import re
+import json
 
+import jsonschema
 import pytest
 import yaml
 
-import stacks
-from offline.stack_files import REPO_ROOT
-from program.pipeline import load_stack_config
-from stackconfig import loader, reference
-from stackconfig.reader import ConfigError, Section
-from stackconfig.schema import DEFAULT_GPU_POOL, PROJECT, StackConfig
-from tests.helpers import with_api_server_decision
-
-
-def load_config(raw, project=PROJECT, stack="test"):
-    """Load ``raw`` with ``cluster.openApiServer: true`` unless it decides how the API server is reached."""
-    return loader.load_config(with_api_server_decision(raw), project, stack, scenarios=stacks.REGISTRY)
+from aksgpu.config.errors import ConfigError
+from aksgpu.config.schema import GPU_POOL_DEFAULTS, GpuPool, StackConfig
+from aksgpu.config.types import PROJECT
+from offline.docs import STACK_FILE_SCHEMA
+from offline.stack_files import REPO_ROOT, stack_files
+from tests.helpers import load
 
 T4 = {"name": "t4", "vmSize": "Standard_NC4as_T4_v3"}
 
@@ -35,14 +31,15 @@ BAD_CONFIGS = [
     ({"gpuPools": [{**T4, "minCount": 1, "maxCount": 3, "count": 0}]}, "aksgpu:gpuPools[0].count",
      "between minCount 1 and maxCount 3"),
     ({"gpuPools": [{**T4, "minCount": -1}]}, "aksgpu:gpuPools[0].minCount", "must be >= 0"),
-    ({"gpuPools": [{**T4, "maxCount": 0}]}, "aksgpu:gpuPools[0].maxCount", "between 1 and 1000"),
+    ({"gpuPools": [{**T4, "maxCount": 0}]}, "aksgpu:gpuPools[0].maxCount", "must be between 1 and 1000"),
     ({"gpuPools": [{**T4, "spotMaxPrice": 0}]}, "aksgpu:gpuPools[0].spotMaxPrice", "-1 or a price > 0"),
     ({"gpuPools": [{**T4, "spotMaxPrice": 0.123456}]}, "aksgpu:gpuPools[0].spotMaxPrice", "at most 5 decimals"),
     ({"gpuPools": [{**T4, "priority": "regular", "spotMaxPrice": 0.5}]}, "aksgpu:gpuPools[0].spotMaxPrice",
      "only applies with priority spot"),
     ({"gpuPools": [{**T4, "priority": "lowpri"}]}, "aksgpu:gpuPools[0].priority", "allowed: regular, spot"),
     ({"gpuPools": [{**T4, "minCount": "1"}]}, "aksgpu:gpuPools[0].minCount", "must be an integer"),
-    ({"gpuPools": [{**T4, "vmsize": "Standard_NC4as_T4_v3"}]}, "aksgpu:gpuPools[0].vmsize", "unknown key"),
+    ({"gpuPools": [{**T4, "vmsize": "Standard_NC4as_T4_v3"}]}, "aksgpu:gpuPools[0].vmsize",
+     "unknown key; did you mean vmSize?"),
     ({"gpuPools": [T4, T4]}, "aksgpu:gpuPools[1].name", "pool names must be unique"),
     ({"gpuPools": [{**T4, "name": "system"}]}, "aksgpu:gpuPools[0].name", "cluster.systemPool already uses it"),
     ({"gpuPools": [{**T4, "labels": {"kubernetes.azure.com/mode": "x"}}]},
@@ -123,7 +120,7 @@ BAD_CONFIGS = [
     ({"cluster": {"adminGroupObjectIds": ["admins"]}}, "aksgpu:cluster.adminGroupObjectIds[0]", "GUID"),
     ({"nameRoot": "My_Root"}, "aksgpu:nameRoot", "2-20 lowercase"),
     ({"location": "East US"}, "aksgpu:location", "Azure region name"),
-    ({"gpupools": []}, "aksgpu:gpupools", "unknown key; allowed here:"),
+    ({"gpupools": []}, "aksgpu:gpupools", "unknown key; did you mean gpuPools? allowed here:"),
     ({"scenario": "av-resim"}, "aksgpu:storage.accounts", "needs storage accounts with roles input, output"),
     ({"scenario": "training-autoscale", "gpuPools": [{**T4, "minCount": 1}],
       "storage": {"accounts": [{"role": "ckpt"}]}, "cpuPools": [{"name": "cpu"}]},
@@ -135,127 +132,134 @@ BAD_CONFIGS = [
     ({"lifetime": "forever"}, "aksgpu:lifetime", "allowed: demo, long-lived"),
     ({"build": {"mode": "docker"}}, "aksgpu:build.mode", "allowed: acr, local"),
     ({"build": {"context": "."}}, "aksgpu:build.context", "unknown key; allowed here: mode"),
-    ({"function": {"pool": "a100"}}, "aksgpu:function.pool", "must name a GPU pool of this stack: gpu"),
-    ({"function": {"exposure": "private"}}, "aksgpu:function.exposure", "allowed: internal, public"),
-    ({"function": {"allowedSourceRanges": ["0.0.0.0/0"]}}, "aksgpu:function.allowedSourceRanges[0]",
-     "would open the function to the whole internet"),
-    ({"function": {"exposure": "public"}}, "aksgpu:function.allowedSourceRanges",
-     "must list the CIDRs that may call a public function"),
-    ({"function": {"allowedSourceRanges": ["203.0.113.7/24"]}}, "aksgpu:function.allowedSourceRanges[0]",
-     "must be a CIDR"),
-    ({"function": {"maxContextChars": 10}}, "aksgpu:function.maxContextChars", "between 100 and 200000"),
     ({"storage": {"accounts": [{"role": "build"}]}}, "aksgpu:storage.accounts[0].role",
      "reserved for the account that holds image build contexts"),
-    ({"scenario": "gpu-sharing", "gpuPools": [{**T4, "minCount": 1, "maxCount": 1,
-                                               "sharing": {"mode": "time-slicing", "replicas": 4}}],
-      "workloads": {"inferenceServices": 4}}, "aksgpu:workloads.inferenceServices",
-     "5 pods (services + notebook) each take one GPU share, but pool 't4' offers 4"),
-    ({"workloads": {"resimJobs": 0}}, "aksgpu:workloads.resimJobs", "between 1 and 1000"),
-    ({"workloads": {"largeModelImage": "metaseq"}}, "aksgpu:workloads.largeModelImage", "REGISTRY/REPOSITORY:TAG"),
-    ({"workloads": {"largeModelImage": "myacr.azurecr.io/metaseq:latest"}}, "aksgpu:workloads.largeModelImage",
-     "a tag other than latest"),
-    ({"scenario": "av-resim", "storage": {"accounts": [{"role": "input"}, {"role": "output"}]},
-      "workloads": {"largeModelImage": "myacr.azurecr.io/metaseq:1.0"}}, "aksgpu:workloads.largeModelImage",
-     "needs a GPU pool with 2 or more unshared GPUs per node"),
     ({"scenario": "function-gpu", "addons": {"gpuOperator": False}, "gpuPools": [{**T4, "driver": "install"}]},
      "aksgpu:addons.gpuOperator", "requests nvidia.com/gpu"),
+    ({"gpuPools": [{**T4, "labels": {"team": "a b"}}]}, "aksgpu:gpuPools[0].labels.team",
+     "label values are up to 63 letters"),
+    ({"gpuPools": [{"name": "a10", "vmSize": "Standard_NV36ads_A10_v5", "driver": "install",
+                    "sharing": {"mode": "mps"}}]}, "aksgpu:gpuPools[0].sharing.mode", "A10 (Standard_NV36ads_A10_v5) "
+                                                                                   "does not support mps"),
+    ({"gpuPools": [{**T4, "vmSize": "Standard_NC24ads_A100_v4", "driver": "install", "sharing": {"mode": "mig"}}]},
+     "aksgpu:gpuPools[0].sharing.migProfile", "mode mig needs a profile such as MIG1g"),
+    ({"gpuPools": [{**T4, "vmSize": "Standard_NC24ads_A100_v4", "sharing": {"mode": "mig", "migProfile": "MIG1g"}}]},
+     "aksgpu:gpuPools[0].driver", "MIG pools need driver install"),
+    ({"monitoring": {"enabled": False, "grafana": True}, "addons": {"keda": False}}, "aksgpu:monitoring.grafana",
+     "needs monitoring.enabled"),
+    ({"monitoring": {"alertEmail": "ml-team"}}, "aksgpu:monitoring.alertEmail", "must be one e-mail address"),
+    ({"addons": {"smokeTest": True, "gpuOperator": False}, "gpuPools": [{**T4, "driver": "install"}]},
+     "aksgpu:addons.smokeTest", "the smoke test needs the GPU operator's device plugin"),
+    ({"storage": {"accounts": [{"role": "in"}]}, "addons": {"blobCsi": False}}, "aksgpu:addons.blobCsi",
+     "storage.accounts are mounted as blob volumes"),
+    ({"cluster": {"systemPool": {"vmSize": "Standard_NC4as_T4_v3"}}}, "aksgpu:cluster.systemPool.vmSize",
+     "GPU sizes belong in gpuPools, not cluster.systemPool"),
 ]
 
 
 @pytest.mark.parametrize("raw, key, text", BAD_CONFIGS, ids=[f"{k}:{t[:30]}" for _, k, t in BAD_CONFIGS])
 def test_bad_config_stops_with_one_line_naming_key_and_value(raw, key, text):
     with pytest.raises(ConfigError) as e:
-        load_stack_config(with_api_server_decision(raw), PROJECT, "test")
-    message = str(e.value)
-    assert e.value.key == key
-    assert message.startswith(f"invalid config {key}=")
-    assert text in message
-    assert "\n" not in message
+        load(raw)
+    problem = next((p for p in e.value.problems if p.key == key), e.value.problems[0])
+    assert problem.key == key
+    assert str(problem).startswith(f"invalid config {key}=")
+    assert text in str(problem) and "\n" not in str(problem)
 
 
-def test_config_values_arrive_as_cli_strings_and_are_decoded():
-    cfg = load_config({"gpuPools": '[{"name": "t4", "minCount": 1, "maxCount": 2}]',
-                       "cluster": '{"private": true}'}, PROJECT, "test")
-    assert cfg.gpu_pools[0].pool.min_count == 1 and cfg.cluster.private
+def test_every_problem_of_a_stack_file_is_reported_at_once_one_line_each():
+    with pytest.raises(ConfigError) as e:
+        load({"ttlHours": 0, "gpuPools": [{"name": "T4", "maxCuont": 2}], "cluster": {"loginMode": "devicecode"},
+              "monitoring": {"idleGpuMinutes": 1}}, "test")
+    keys = [p.key for p in e.value.problems]
+    assert keys == ["aksgpu:ttlHours", "aksgpu:cluster.loginMode", "aksgpu:gpuPools[0].name",
+                    "aksgpu:gpuPools[0].maxCuont", "aksgpu:monitoring.idleGpuMinutes"]
+    assert str(e.value).splitlines() == [str(p) for p in e.value.problems]
+
+
+def test_unknown_keys_and_scenario_names_suggest_the_nearest_one():
+    with pytest.raises(ConfigError, match=r'scenario="gpu-basic": did you mean gpu-basics\? allowed:'):
+        load({"scenario": "gpu-basic"})
+    with pytest.raises(ConfigError, match=r"gpuPools\[0\].maxCuont=2: unknown key; did you mean maxCount\?"):
+        load({"gpuPools": [{"maxCuont": 2}]})
+
+
+def test_a_key_that_moved_into_a_scenarios_section_says_where_it_went():
+    with pytest.raises(ConfigError) as e:
+        load({"scenario": "av-resim", "workloads": {"resimJobs": 5, "gpuTestJobs": 3}, "cluster": {"private": True},
+              "storage": {"accounts": [{"role": "input"}, {"role": "output"}]}, "build": {"mode": "local"}})
+    assert [str(p) for p in e.value.problems] == [
+        "invalid config aksgpu:workloads.resimJobs=5: moved to aksgpu:resim.jobs",
+        "invalid config aksgpu:workloads.gpuTestJobs=3: moved to aksgpu:resim.gpuTestJobs"]
+    with pytest.raises(ConfigError, match="moved to aksgpu:resim.jobs, a key of av-resim stacks; this stack runs "
+                                          "gpu-basics"):
+        load({"workloads": {"resimJobs": 5}})
+
+
+def test_a_scenarios_section_on_another_scenarios_stack_is_refused():
+    with pytest.raises(ConfigError, match=r'aksgpu:resim=\{"jobs": 3\}: is the section of av-resim stacks; this stack '
+                                          "runs gpu-basics"):
+        load({"resim": {"jobs": 3}})
+
+
+def test_values_are_strict_but_top_level_ones_arrive_as_cli_strings():
+    cfg = load({"gpuPools": '[{"name": "t4", "minCount": 1, "maxCount": 2}]', "cluster": '{"openApiServer": true}',
+                "ttlHours": "8", "owner": "123", "lifetime": "demo"})
+    assert cfg.gpu_pools[0].min_count == 1 and cfg.ttl_hours == 8 and cfg.owner == "123"
+    for nested in ({"gpuPools": [{"minCount": "1"}]}, {"cluster": {"private": "true"}}):
+        with pytest.raises(ConfigError, match="must be (an integer|true or false)"):
+            load(nested)
 
 
 def test_defaults_give_a_spot_t4_pool_that_scales_to_zero_with_the_operator_owning_the_driver():
-    cfg = load_config({}, PROJECT, "dev")
+    cfg = load({}, "dev")
     (gpu,) = cfg.gpu_pools
-    assert (gpu.pool.vm_size, gpu.pool.spot, gpu.pool.spot_max_price, gpu.pool.min_count) == \
-        ("Standard_NC4as_T4_v3", True, -1.0, 0)
-    assert gpu.driver == "none"
-    assert cfg.environment == "dev" and cfg.naming.root == "dev"
+    assert gpu == GPU_POOL_DEFAULTS == GpuPool() and load({"gpuPools": [{}]}, "dev").gpu_pools == (gpu,)
+    assert (gpu.vm_size, gpu.spot, gpu.spot_max_price, gpu.min_count, gpu.initial_count, gpu.driver) == \
+        ("Standard_NC4as_T4_v3", True, -1.0, 0, 0, "none")
+    assert cfg.environment == "dev" and cfg.naming.root == "dev" and cfg.stack == "dev" and cfg.project == PROJECT
+
+
+def test_defaults_that_depend_on_other_keys_follow_them():
+    cfg = load({"cluster": {"private": True}, "build": {"mode": "local"}, "storage": {"accounts": [{"role": "in"}]},
+                "gpuPools": [{"minCount": 1, "maxCount": 2, "sharing": {"mode": "time-slicing"}}]})
+    assert cfg.storage.private is True and cfg.addons.blob_csi is True
+    assert cfg.gpu_pools[0].initial_count == 1 and cfg.gpu_pools[0].schedulable_gpus_per_node == 2
+    assert cfg.storage.accounts[0].container_names == ("in",)
 
 
 def test_tags_name_scenario_environment_and_owner():
-    cfg = load_config({"scenario": "gpu-basics", "owner": "ml-team", "environment": "staging"}, PROJECT, "x")
+    cfg = load({"scenario": "gpu-basics", "owner": "ml-team", "environment": "staging"}, "x")
     assert {"scenario": "gpu-basics", "environment": "staging", "owner": "ml-team"}.items() <= cfg.tags.items()
 
 
-def test_schedulable_gpus_multiply_gpus_by_sharing_replicas():
-    cfg = load_config({"gpuPools": [{"name": "a", "vmSize": "Standard_NC64as_T4_v3",
-                                     "sharing": {"mode": "time-slicing", "replicas": 3}},
-                                    {"name": "b", "vmSize": "Standard_NC48ads_A100_v4"}]}, PROJECT, "x")
-    assert [g.schedulable_gpus_per_node for g in cfg.gpu_pools] == [12, 2]
-
-
-def test_every_pulumi_yaml_default_is_the_schemas_default():
+def test_every_pulumi_yaml_default_is_the_models_default():
     declared = yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())["config"]
-    documented = {k.key: k for k in reference.reference()}
-    schema_fields = {reference.config_key(f): f for f in dataclasses.fields(StackConfig)}
     assert declared
     for key, spec in declared.items():
-        assert spec.get("description"), key
-        assert key in documented and not documented[key].section, key
-        assert spec["default"] == schema_fields[key].default, key
+        field = next(f for f in StackConfig.model_fields.values() if f.alias == key)
+        assert spec.get("description") and spec["default"] == field.default, key
 
 
-def test_the_default_gpu_pool_is_what_an_empty_entry_parses_to():
-    assert load_config({}).gpu_pools == StackConfig(project=PROJECT, stack="test").gpu_pools == (DEFAULT_GPU_POOL,)
-    assert load_config({"gpuPools": [{}]}).gpu_pools == (DEFAULT_GPU_POOL,)
+def stack_file_schema() -> dict:
+    return json.loads((REPO_ROOT / STACK_FILE_SCHEMA).read_text())
 
 
-def _every_key_set() -> dict:
-    """A config that sets every section and one entry of every list (each value valid)."""
-    return {
-        "network": {}, "cluster": {"systemPool": {}, "autoscaler": {}}, "registry": {}, "addons": {}, "build": {},
-        "function": {}, "workloads": {},
-        "gpuPools": [{"sharing": {}}], "cpuPools": [{}], "storage": {"accounts": [{}]},
-    }
+def test_every_stack_file_validates_against_the_committed_json_schema():
+    validator = jsonschema.Draft202012Validator(stack_file_schema())
+    for stack, path in stack_files().items():
+        errors = [e.message for e in validator.iter_errors(yaml.safe_load(path.read_text()))]
+        assert errors == [], stack
+        assert path.read_text().startswith(f"# yaml-language-server: $schema=./{STACK_FILE_SCHEMA}"), stack
 
 
-def _keys_read(monkeypatch) -> set[str]:
-    """Every key path the loader reads from now on (``gpuPools[].name``), filled as it reads."""
-    read: set[str] = set()
-    original_get, original_section = Section.get, Section.section
-
-    def path(section, name):
-        key = section.key(name).split(":", 1)[1]
-        return re.sub(r"\[\d+\]", "[]", key)
-
-    def get(self, name, *args, **kwargs):
-        read.add(path(self, name))
-        return original_get(self, name, *args, **kwargs)
-
-    def section(self, name):
-        read.add(path(self, name))
-        return original_section(self, name)
-
-    monkeypatch.setattr(Section, "get", get)
-    monkeypatch.setattr(Section, "section", section)
-    return read
-
-
-def test_the_reference_documents_exactly_the_keys_the_loader_reads(monkeypatch):
-    read = _keys_read(monkeypatch)
-    load_config(_every_key_set())
-    assert read == {k.key for k in reference.reference()}
-
-
-def test_each_scenario_section_is_documented_key_for_key(monkeypatch):
-    sections = reference.scenario_sections()
-    assert set(sections) == {"llm-serving"}
-    read = _keys_read(monkeypatch)
-    load_config({"scenario": "llm-serving", "storage": {"accounts": [{"role": "models"}]}, "llm": {}})
-    assert {k for k in read if k == "llm" or k.startswith("llm.")} == {k.key for k in sections["llm-serving"]}
+@pytest.mark.parametrize("raw", [
+    {"gpuPools": [{"minCount": -1}]}, {"ttlHours": 0}, {"gpuPools": [{"maxCuont": 2}]}, {"lifetime": "forever"},
+    {"cluster": {"private": "yes"}}, {"scenario": "gpu-party"}, {"resim": {"jobs": 3}},
+    {"scenario": "llm-serving", "llm": {"modle": "x"}}, {"scenario": "gpu-basics", "training": {"parallelRuns": 2}},
+])
+def test_the_json_schema_refuses_what_the_loader_refuses_for_its_shape(raw):
+    stack_file = {"config": {f"{PROJECT}:{k}": v for k, v in raw.items()}}
+    assert list(jsonschema.Draft202012Validator(stack_file_schema()).iter_errors(stack_file))
+    with pytest.raises(ConfigError):
+        load(raw)

@@ -8,15 +8,14 @@ from __future__ import annotations
 import inspect
 import re
 
-import pytest
-
-from components.azure import roles
-from components.azure.node_pools import FIXED_AT_CREATION
-from components.gpu.operator import AKS_NVIDIA_RUNTIME
+from aksgpu.azure import roles
+from aksgpu.azure.node_pools import FIXED_AT_CREATION
+from aksgpu.config.gpu_sizes import vcpus_of
+from aksgpu.config.schema import SYSTEM_POOL_DEFAULTS
+from aksgpu.gpu.operator import AKS_NVIDIA_RUNTIME
+from aksgpu.pipeline import deploy
 from offline.mocks import DEPLOYER_OBJECT_ID
 from offline.report import is_manifest
-from program.pipeline import deploy
-from tests.conftest import STACKS
 from tests.helpers import pod_spec, render_with
 
 ROLE = "azure-native:authorization:RoleAssignment"
@@ -32,31 +31,27 @@ def workloads(render):
     return [r for r in render.resources if is_manifest(r) and r.inputs.get("kind") in WORKLOAD_KINDS]
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_a_blob_upload_waits_for_its_container(render_of, stack):
+def test_a_blob_upload_waits_for_its_container(render_of, renders):
     """Audit #2: a blob that names its container by a literal may upload before the container exists."""
-    for blob in render_of(stack).of_type("azure-native:storage:Blob"):
-        account = blob.depends_on[0].rsplit("-account", 1)[0]
-        assert f"{account}-{blob.inputs['containerName']}" in blob.depends_on, blob.name
+    for stack in renders:
+        for blob in render_of(stack).of_type("azure-native:storage:Blob"):
+            account = blob.depends_on[0].rsplit("-account", 1)[0]
+            assert f"{account}-{blob.inputs['containerName']}" in blob.depends_on, blob.name
 
 
 def test_private_registries_build_where_the_registry_is_reachable(render_of):
     """Audit #1: a quick ACR Task run builds on public agents and cannot push into a private registry
     (learn.microsoft.com/azure/container-registry/manage-network-bypass-policy-for-tasks)."""
-    for stack in STACKS:
-        r = render_of(stack)
-        if r.cfg.registry.private:
-            assert not r.of_type("azure-native:containerregistry:TaskRun"), stack
-            assert r.of_type("docker:index/image:Image"), stack
-            registry = r.named("registry-acr").inputs
-            assert registry["networkRuleBypassOptions"] == "None"
+    r = render_of("av-resim")
+    assert r.cfg.registry.private
+    assert not r.of_type("azure-native:containerregistry:TaskRun") and r.of_type("docker:index/image:Image")
+    assert r.named("registry-acr").inputs["networkRuleBypassOptions"] == "None"
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_the_cluster_identity_manages_the_node_subnet(render_of, stack):
+def test_the_cluster_identity_manages_the_node_subnet(render_of):
     """Audit #6: with a BYO subnet the CLI grants the control plane Network Contributor, ARM does not
     (learn.microsoft.com/azure/aks/concepts-network-cni-overview; an internal LoadBalancer fails without it)."""
-    r = render_of(stack)
+    r = render_of("dev")
     (grant,) = [a for a in r.of_type(ROLE) if a.inputs["roleDefinitionId"].endswith(role_id(roles.NETWORK_CONTRIBUTOR))]
     assert grant.inputs["scope"].endswith("/subnets/nodes") and "net-nodes" in grant.depends_on
     # The principal is the cluster's own identity, known once the cluster exists.
@@ -91,47 +86,42 @@ def test_without_the_grant_the_commands_name_the_role_to_ask_for():
     assert "needs Storage Blob Data Reader" in r.outputs["downloadOutput"]
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_pool_settings_aks_fixes_at_creation_replace_the_pool(render_of, stack):
+def test_pool_settings_aks_fixes_at_creation_replace_the_pool():
     """Audit #14: AKS refuses to change a pool's VM size, driver, priority, spot price or MIG profile
     (aks-managed-gpu-nodes, spot-node-pool, gpu-multi-instance); a change must replace, not fail as an update."""
-    for pool in render_of(stack).of_type("azure-native:containerservice:AgentPool"):
-        assert set(pool.replace_on_changes) == set(FIXED_AT_CREATION)
-        assert set(FIXED_AT_CREATION) <= {"vmSize", "gpuProfile", "scaleSetPriority", "spotMaxPrice",
-                                          "gpuInstanceProfile"}
+    pools = render_with(cpuPools=[{"name": "cpu"}]).of_type("azure-native:containerservice:AgentPool")
+    assert len(pools) == 2
+    for pool in pools:
+        assert set(pool.replace_on_changes) == set(FIXED_AT_CREATION) == \
+            {"vmSize", "gpuProfile", "scaleSetPriority", "spotMaxPrice", "gpuInstanceProfile"}
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_workloads_that_pull_from_the_registry_wait_for_the_pull_grant(render_of, stack):
+def test_workloads_that_pull_from_the_registry_wait_for_the_pull_grant(render_of, renders):
     """Audit #15: the kubelet's AcrPull assignment propagates after it exists; pulls before it get 401."""
-    r = render_of(stack)
-    if r.cfg.registry.enabled:
-        login = f"{r.cfg.registry_name}.azurecr.io/"
-        for w in workloads(r):
-            if any(c["image"].startswith(login) for c in pod_spec(w.revealed)["containers"]):
-                assert "registry-acrpull" in w.depends_on, w.name
+    for stack in renders:
+        r = render_of(stack)
+        if r.cfg.registry.enabled:
+            login = f"{r.cfg.registry_name}.azurecr.io/"
+            for w in workloads(r):
+                if any(c["image"].startswith(login) for c in pod_spec(w.revealed)["containers"]):
+                    assert "registry-acrpull" in w.depends_on, w.name
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_system_pools_are_two_nodes_of_four_vcpus_except_the_cheap_dev_stack(render_of, stack):
-    """Audit #16: AKS asks of system pools at least two nodes of at least 4 vCPUs (use-system-pools)."""
-    (system,) = render_of(stack).named("aks-aks").inputs["agentPoolProfiles"]
-    vcpus = int(re.match(r"Standard_[A-Z]+(\d+)", system["vmSize"])[1])
-    if stack == "dev":  # the documented demo size (Pulumi.dev.yaml): one 2-vCPU node
-        assert system["minCount"] >= 1
-    else:
-        assert system["minCount"] >= 2 and vcpus >= 4, (system["minCount"], system["vmSize"])
+def test_the_default_system_pool_is_two_nodes_of_four_vcpus():
+    """Audit #16: AKS asks of system pools at least two nodes of at least 4 vCPUs (use-system-pools); a stack may
+    choose less (dev does, and says so)."""
+    assert SYSTEM_POOL_DEFAULTS.min_count >= 2 and vcpus_of(SYSTEM_POOL_DEFAULTS.vm_size) >= 4
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_gpu_deployments_never_surge_past_the_shares_their_pool_has(render_of, stack):
+def test_gpu_deployments_never_surge_past_the_shares_their_pool_has(render_of, renders):
     """K1: a surge pod needs one more GPU share than a full pool at max has; the rollout would never finish."""
-    r = render_of(stack)
-    for d in r.of_type(DEPLOYMENT):
-        pod = pod_spec(d.revealed)
-        if any("nvidia.com/gpu" in c["resources"].get("limits", {}) for c in pod["containers"]):
-            assert d.revealed["spec"]["strategy"] == {"type": "RollingUpdate",
-                                                      "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}, d.name
+    for stack in renders:
+        r = render_of(stack)
+        for d in r.of_type(DEPLOYMENT):
+            pod = pod_spec(d.revealed)
+            if any("nvidia.com/gpu" in c["resources"].get("limits", {}) for c in pod["containers"]):
+                assert d.revealed["spec"]["strategy"] == {"type": "RollingUpdate",
+                                                          "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}, d.name
 
 
 def test_gpu_sharing_fills_its_pool_at_rest_so_surging_would_wait_for_a_node(render_of):
@@ -143,36 +133,33 @@ def test_gpu_sharing_fills_its_pool_at_rest_so_surging_would_wait_for_a_node(ren
                     for d in r.of_type(DEPLOYMENT) for c in pod_spec(d.revealed)["containers"]
                     if "nvidia.com/gpu" in c["resources"].get("limits", {}))
     # Full at the pool's minimum: a surge pod would wait for a second node, so only maxSurge 0 rolls promptly.
-    assert requested == pool.schedulable_gpus_per_node * pool.pool.min_count
+    assert requested == pool.schedulable_gpus_per_node * pool.min_count
 
 
-@pytest.mark.parametrize("stack", ["gpu-basics", "dev"])
-def test_a_failed_smoke_job_is_replaced_by_the_next_up_and_never_deleted_behind_pulumis_back(render_of, stack):
+def test_a_failed_smoke_job_is_replaced_by_the_next_up_and_never_deleted_behind_pulumis_back(render_of):
     """K2, K9: pulumi-kubernetes fails every later `up` on a Job with Failed=True unless replaceUnready is set;
     a TTL-deleted Job is re-created (from zero GPU nodes) by the next refresh."""
-    for job in render_of(stack).of_type("kubernetes:batch/v1:Job"):
-        if job.parent == "gpu-smoke-test":
-            assert job.inputs["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
-            assert "ttlSecondsAfterFinished" not in job.inputs["spec"]
+    jobs = [j for j in render_of("gpu-basics").of_type("kubernetes:batch/v1:Job") if j.parent == "gpu-smoke-test"]
+    assert jobs
+    for job in jobs:
+        assert job.inputs["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
+        assert "ttlSecondsAfterFinished" not in job.inputs["spec"]
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_every_job_has_a_pod_failure_policy_that_ignores_disruptions(render_of, stack):
+def test_every_job_has_a_pod_failure_policy_that_ignores_disruptions(render_of, renders):
     """README claim; spot evictions must not use up backoffLimit (k8s Job pod failure policy)."""
-    for w in workloads(render_of(stack)):
-        spec = w.revealed["spec"]
-        job = spec["jobTemplate"]["spec"] if "jobTemplate" in spec else spec if w.inputs["kind"] == "Job" else None
-        if job is not None:
-            rules = job["podFailurePolicy"]["rules"]
-            assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in rules
+    for stack in renders:
+        for w in workloads(render_of(stack)):
+            spec = w.revealed["spec"]
+            job = spec["jobTemplate"]["spec"] if "jobTemplate" in spec else spec if w.inputs["kind"] == "Job" else None
+            if job is not None:
+                ignored = {"type": "DisruptionTarget", "status": "True"}
+                assert {"action": "Ignore", "onPodConditions": [ignored]} in job["podFailurePolicy"]["rules"]
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_the_blob_csi_controller_fits_one_node(render_of, stack):
+def test_the_blob_csi_controller_fits_one_node(render_of):
     """K3: the controller uses hostNetwork, so two replicas never share a node and force a second system node."""
-    for release in render_of(stack).of_type("kubernetes:helm.sh/v3:Release"):
-        if release.inputs["chart"] == "blob-csi-driver":
-            assert release.inputs["values"]["controller"]["replicas"] == 1
+    assert render_of("av-resim").named("blob-csi-release").inputs["values"]["controller"]["replicas"] == 1
 
 
 def test_aks_driver_pools_get_the_runtime_class_aks_defines_and_mig_is_left_to_aks():
@@ -185,17 +172,10 @@ def test_aks_driver_pools_get_the_runtime_class_aks_defines_and_mig_is_left_to_a
     assert values["migManager"] == {"enabled": False}
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_operator_only_pools_keep_the_operators_own_runtime_class(render_of, stack):
-    values = render_of(stack).named("gpu-operator-release").inputs["values"]
-    if all(g.driver == "none" for g in render_of(stack).cfg.gpu_pools):
-        assert "operator" not in values
-
-
-@pytest.mark.parametrize("stack", STACKS)
-def test_the_operator_release_can_upgrade_its_own_crds(render_of, stack):
+def test_operator_only_pools_keep_the_operators_own_runtime_class_and_it_can_upgrade_its_own_crds(render_of):
     """K8: the chart's pre-upgrade CRD Job needs Helm's OpenAPI validation off (values.yaml, operator.upgradeCRD)."""
-    assert render_of(stack).named("gpu-operator-release").inputs["disableOpenapiValidation"] is True
+    release = render_of("gpu-basics").named("gpu-operator-release").inputs
+    assert "operator" not in release["values"] and release["disableOpenapiValidation"] is True
 
 
 def test_protected_data_keeps_its_resource_group_and_the_render_shows_it(render_of):

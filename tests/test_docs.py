@@ -6,9 +6,9 @@ import re
 import shutil
 from pathlib import Path
 
-import stacks
-from offline.docs import CONFIGURATION, ESTIMATES, README, write_docs
+from offline.docs import CONFIGURATION, ESTIMATES, README, STACK_FILE_SCHEMA, scenario_page, write_docs
 from offline.stack_files import REPO_ROOT, stack_config, stack_files
+from scenarios import REGISTRY
 
 DOCS = REPO_ROOT / "docs"
 
@@ -22,8 +22,9 @@ def test_a_stale_generated_file_is_reported_and_rewritten(renders, tmp_path):
         shutil.copy(REPO_ROOT / name, tmp_path / name)
     shutil.copytree(DOCS, tmp_path / "docs")
     (tmp_path / CONFIGURATION).write_text("# stale\n")
-    assert write_docs(check=True, root=tmp_path, renders=renders) == [CONFIGURATION]
-    assert write_docs(root=tmp_path, renders=renders) == [CONFIGURATION]
+    (tmp_path / STACK_FILE_SCHEMA).write_text("{}\n")
+    assert write_docs(check=True, root=tmp_path, renders=renders) == [CONFIGURATION, STACK_FILE_SCHEMA]
+    assert write_docs(root=tmp_path, renders=renders) == [CONFIGURATION, STACK_FILE_SCHEMA]
     assert write_docs(check=True, root=tmp_path, renders=renders) == []
 
 
@@ -39,21 +40,15 @@ def test_ci_runs_the_readme_test_command():
     assert (REPO_ROOT / ".ci" / "run").read_text().strip().endswith("make test")
 
 
-def test_every_scenario_has_a_stack_file_and_a_docs_page():
-    scenarios_with_stacks = {stack_config(stack).scenario for stack in stack_files()}
-    assert scenarios_with_stacks == set(stacks.REGISTRY)
-    pages = {p.stem for p in (DOCS / "scenarios").glob("*.md")}
-    assert pages == set(stacks.REGISTRY)
-
-
-def test_every_scenario_has_a_stack_named_after_it():
-    assert set(stacks.REGISTRY) <= set(stack_files())
-
-
-def test_every_registered_scenario_is_the_one_its_module_defines():
-    for name in stacks.REGISTRY:
-        scenario = stacks.load(name)
+def test_every_scenario_is_a_folder_with_its_page_tests_and_a_stack_named_after_it():
+    folders = {p.name for p in (REPO_ROOT / "scenarios").iterdir() if (p / "__init__.py").is_file()}
+    assert folders == {name.replace("-", "_") for name in REGISTRY}
+    for name, scenario in REGISTRY.items():
         assert scenario.name == name and scenario.summary and scenario.seed
+        assert (REPO_ROOT / scenario_page(name)).is_file(), name
+        assert list((REPO_ROOT / scenario_page(name)).parent.glob("test_*.py")), name
+    assert {stack_config(stack).scenario for stack in stack_files()} == set(REGISTRY)
+    assert set(REGISTRY) <= set(stack_files())
 
 
 def test_the_readme_table_lists_every_stack_file():
@@ -69,7 +64,7 @@ def heading_anchors(page: Path) -> set[str]:
 
 
 def test_docs_link_only_to_files_and_headings_that_exist():
-    for page in [REPO_ROOT / README, *DOCS.rglob("*.md")]:
+    for page in [REPO_ROOT / README, *DOCS.rglob("*.md"), *(REPO_ROOT / "scenarios").rglob("*.md")]:
         for target, anchor in re.findall(r"\]\(([^)#:\s]*)(?:#([^)\s]*))?\)", page.read_text()):
             where = page.parent / target if target else page
             assert where.exists(), f"{page.relative_to(REPO_ROOT)} links to missing {target}"

@@ -8,8 +8,7 @@ from offline.estimates import cost, timeline
 from offline.render import Resource
 from offline.report import write_render
 from offline.stack_files import stack_files, stack_namespace
-from program.pipeline import load_stack_config
-from tests.conftest import STACKS
+from tests.helpers import load
 
 PRICES = {
     "date": "2025-10", "currency": "USD", "source": "test table", "spot_discount": 0.8,
@@ -62,7 +61,7 @@ def test_function_gpu_totals_add_pools_and_fixed_parts(render_of):
 
 def test_metrics_ingestion_grows_with_nodes_and_gpus_and_grafana_and_logs_cost_when_on():
     config = stack_namespace(stack_files()["training-autoscale"])
-    cfg = load_stack_config({**config, "monitoring": {**config["monitoring"], "grafana": True}}, "aksgpu", "t")
+    cfg = load({**config, "monitoring": {**config["monitoring"], "grafana": True}})
     idle, full = cost.scales(cfg)
     # system 2–3, cpu 1–3, gpu 0–3 NC4as_T4_v3 (one T4 each)
     assert (idle, full) == (cost.Scale(nodes=3, gpus=0), cost.Scale(nodes=9, gpus=3))
@@ -149,14 +148,14 @@ def test_a_cycle_is_reported():
         timeline.schedule([res("a", deps=["b"]), res("b", deps=["a"])], TABLE)
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_every_render_writes_cost_and_timeline(render_of, stack, tmp_path):
-    target = write_render(render_of(stack), tmp_path)
-    cost_md, timeline_md = (target / "cost.md").read_text(), (target / "timeline.md").read_text()
-    assert "**Estimate, not a quote.**" in cost_md and "2025-10" in cost_md and "Idle:" in cost_md
-    assert "## Critical path" in timeline_md and "One step after another" in timeline_md
-    summary = (target / "summary.md").read_text()
-    assert "Estimated cost (cost.md)" in summary
+def test_every_render_writes_cost_and_timeline(render_of, tmp_path, renders):
+    for stack in renders:
+        target = write_render(render_of(stack), tmp_path)
+        cost_md, timeline_md = (target / "cost.md").read_text(), (target / "timeline.md").read_text()
+        assert "**Estimate, not a quote.**" in cost_md and "2025-10" in cost_md and "Idle:" in cost_md
+        assert "## Critical path" in timeline_md and "One step after another" in timeline_md
+        summary = (target / "summary.md").read_text()
+        assert "Estimated cost (cost.md)" in summary
 
 
 def test_the_image_build_runs_beside_the_cluster_not_after_it(render_of):
@@ -168,22 +167,22 @@ def test_the_image_build_runs_beside_the_cluster_not_after_it(render_of):
     assert total < sum(s.seconds for s in steps.values()) / 1.5
 
 
-def test_every_type_in_every_stack_has_a_duration_row(render_of):
+def test_every_type_in_every_stack_has_a_duration_row(renders):
     table = timeline.load_durations()
     # Custom resources (kubernetes:<group with a dot>/...) are API writes like ConfigMaps: the default row.
     default_ok = ("kubernetes:core/", "kubernetes:batch/v1:CronJob", "kubernetes:nfd", "kubernetes:keda.sh",
                   "kubernetes:azmonitoring.coreos.com", "kubernetes:kueue.x-k8s.io", "kubernetes:kaito.sh",
                   "kubernetes:networking.k8s.io/v1:NetworkPolicy", "pulumi:providers:",
                   "random:", "aksgpu:")
-    for stack in STACKS:
-        for r in render_of(stack).resources:
+    for stack, render in renders.items():
+        for r in render.resources:
             assert r.type in table["types"] or r.type.startswith(default_ok), (stack, r.type)
 
 
-def test_every_vm_size_in_the_stacks_has_a_price():
+def test_every_vm_size_in_the_stacks_has_a_price(renders):
     table = cost.load_prices()["regions"]["eastus"]["vm"]
-    for stack, path in stack_files().items():
-        cfg = load_stack_config(stack_namespace(path), "aksgpu", stack)
-        sizes = [cfg.cluster.system_pool.vm_size] + [g.pool.vm_size for g in cfg.gpu_pools] + \
+    for stack, r in renders.items():
+        cfg = r.cfg
+        sizes = [cfg.cluster.system_pool.vm_size] + [g.vm_size for g in cfg.gpu_pools] + \
                 [p.vm_size for p in cfg.cpu_pools]
         assert set(sizes) <= set(table), (stack, set(sizes) - set(table))

@@ -3,9 +3,9 @@
 import pytest
 import yaml
 
-from components.gpu import sharing as gpu_sharing
-from stackconfig.gpu_sizes import lookup_gpu_size
-from stackconfig.schema import GpuDriver, GpuPoolConfig, PoolConfig, Priority, SharingConfig, SharingMode
+from aksgpu.config.gpu_sizes import lookup_gpu_size
+from aksgpu.config.types import GpuDriver, GpuNodes, SharingMode
+from aksgpu.gpu import sharing as gpu_sharing
 from tests import upstream
 from tests.helpers import render_with
 
@@ -13,8 +13,7 @@ CM = "kubernetes:core/v1:ConfigMap"
 
 
 def pool(name="t4", mode="time-slicing", replicas=4, size="Standard_NC4as_T4_v3", driver="none"):
-    return GpuPoolConfig(PoolConfig(name, size, 0, 1, 0, priority=Priority.SPOT), lookup_gpu_size(size),
-                         GpuDriver(driver), SharingConfig(SharingMode(mode), replicas))
+    return GpuNodes(name, lookup_gpu_size(size), GpuDriver(driver), SharingMode(mode), replicas)
 
 
 @pytest.mark.parametrize("mode", ["time-slicing", "mps"])
@@ -64,16 +63,6 @@ def test_shared_pool_nodes_select_their_entry_and_the_operator_reads_the_configm
     assert "gpu-operator-sharing-config" in r.named("gpu-operator-release").depends_on
 
 
-def test_gpu_sharing_stack_offers_four_shares_per_t4(render_of, tmp_path):
-    from offline.report import write_render
-    r = render_of("gpu-sharing")
-    (cm,) = r.of_type(CM)
-    assert yaml.safe_load(cm.inputs["data"]["shared"])["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 4
-    summary = (write_render(r, tmp_path) / "summary.md").read_text()
-    assert "| shared | User | Standard_NC4as_T4_v3 | T4 × 1 | yes | 1–2 |" in summary
-    assert "| time-slicing ×4 | 4 |" in summary
-
-
 def test_stacks_without_sharing_leave_the_device_plugin_config_alone(render_of):
     r = render_of("training-autoscale")
     assert not r.of_type(CM)
@@ -93,46 +82,3 @@ def test_mig_pools_are_partitioned_by_aks_and_counted_per_instance(tmp_path):
 def test_chart_key_check_catches_a_misspelt_key():
     assert upstream.unknown_value_paths({"devicePlugin": {"confg": {"name": "x"}}},
                                         upstream.chart_values("gpu-operator")) == ["devicePlugin.confg"]
-
-
-def gpu_pods(render, pool_name):
-    """(name, pod spec) of every workload whose pods ask for a GPU on ``pool_name``."""
-    for r in render.resources:
-        if r.type.rsplit(":", 1)[-1] not in ("Deployment", "Job", "CronJob") or r.type.endswith("Patch"):
-            continue
-        spec = r.revealed["spec"]
-        spec = spec["jobTemplate"]["spec"] if "jobTemplate" in spec else spec
-        pod = spec["template"]["spec"]
-        if pod.get("nodeSelector", {}).get("kubernetes.azure.com/agentpool") == pool_name and any(
-                "nvidia.com/gpu" in c["resources"]["limits"] for c in pod["containers"]):
-            yield r.name, pod
-
-
-def test_the_mps_stack_splits_each_t4_four_ways_for_clients_of_one_uid(render_of):
-    """K6: the plugin's MPS daemon runs without multi-user mode, so a second UID would wait for the first's
-    clients to exit; every pod on the pool runs as the same non-root user."""
-    r = render_of("gpu-sharing-mps")
-    (cm,) = r.of_type(CM)
-    doc = yaml.safe_load(cm.inputs["data"]["mps"])
-    assert upstream.device_plugin_config_errors(doc) == []
-    assert doc["sharing"]["mps"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
-    pods = dict(gpu_pods(r, "mps"))
-    assert len(pods) == 4  # three services and the notebook
-    assert {p["securityContext"]["runAsUser"] for p in pods.values()} == {10001}
-    assert all(p["securityContext"]["runAsNonRoot"] for p in pods.values())
-
-
-def test_the_mig_stack_gives_each_pod_an_aks_made_instance_of_one_a100(render_of, tmp_path):
-    from offline.report import write_render
-    r = render_of("gpu-sharing-mig")
-    pool = r.named("gpu-a100mig-pool").inputs
-    assert pool["gpuInstanceProfile"] == "MIG1g" and pool["gpuProfile"] == {"driver": "Install"}
-    assert pool["scaleSetPriority"] == "Regular"
-    assert pool["nodeLabels"]["nvidia.com/gpu.deploy.mig-manager"] == "false"
-    assert pool["nodeLabels"]["nvidia.com/gpu.deploy.driver"] == "false"
-    values = r.named("gpu-operator-release").inputs["values"]
-    assert values["operator"]["runtimeClass"] == "nvidia-container-runtime"  # K5: AKS's containerd runtime
-    assert not r.of_type(CM)  # no time-slicing or MPS config: the instances are real devices
-    assert len(dict(gpu_pods(r, "a100mig"))) == 4
-    summary = (write_render(r, tmp_path) / "summary.md").read_text()
-    assert "| Install | mig | 7 |" in summary  # 7 schedulable nvidia.com/gpu per node

@@ -1,6 +1,6 @@
 import pytest
 
-from stackconfig.gpu_sizes import GPU_SIZES, RETIRED_SIZES, lookup_gpu_size, suggest_gpu_sizes
+from aksgpu.config.gpu_sizes import GPU_SIZES, RETIRED_SIZES, lookup_gpu_size, suggest_gpu_sizes
 
 
 def test_k80_nc6_is_refused_with_its_retirement_and_t4_replacement():

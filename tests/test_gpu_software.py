@@ -3,13 +3,10 @@
 import jsonschema
 import pytest
 
-from components.kubernetes import charts
-from components.volumes.blob_csi import blob_csi_values
-from program.pipeline import load_stack_config
-from stackconfig.schema import PROJECT
+from aksgpu.kubernetes import charts
+from aksgpu.volumes.blob_csi import blob_csi_values
 from tests import upstream
-from tests.conftest import STACKS
-from tests.helpers import render_with
+from tests.helpers import load, render_with
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SPOT = {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}
@@ -22,17 +19,16 @@ def release(render, name):
     return render.named(f"{name}-release", RELEASE)
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_every_release_is_pinned_atomic_cleaned_up_with_a_long_timeout_in_a_program_namespace(render_of, stack):
-    r = render_of(stack)
-    namespaces = {n.inputs["metadata"]["name"] for n in r.of_type("kubernetes:core/v1:Namespace")} | {"kube-system"}
-    releases = r.of_type(RELEASE)
-    assert releases
-    for rel in releases:
-        i = rel.inputs
-        assert i["version"] and i["atomic"] is True and i["cleanupOnFail"] is True, rel.name
-        assert i["timeout"] >= 600 and i["namespace"] in namespaces and not i.get("createNamespace")
-        assert rel.provider == "k8s-provider"
+def test_every_release_is_pinned_atomic_cleaned_up_with_a_long_timeout_in_a_program_namespace(renders):
+    for r in renders.values():
+        namespaces = {n.inputs["metadata"]["name"] for n in r.of_type("kubernetes:core/v1:Namespace")}
+        releases = r.of_type(RELEASE)
+        assert releases
+        for rel in releases:
+            i = rel.inputs
+            assert i["version"] and i["atomic"] is True and i["cleanupOnFail"] is True, (r.stack, rel.name)
+            assert i["timeout"] >= 600 and i["namespace"] in namespaces | {"kube-system"}, (r.stack, rel.name)
+            assert not i.get("createNamespace") and rel.provider == "k8s-provider"
 
 
 def test_nfd_is_its_own_oci_release_with_nvidia_label_namespace(render_of):
@@ -43,18 +39,13 @@ def test_nfd_is_its_own_oci_release_with_nvidia_label_namespace(render_of):
     assert nfd["values"]["master"]["extraLabelNs"] == ["nvidia.com"]
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_nfd_worker_tolerates_every_gpu_pools_taints_and_mig(render_of, stack):
-    r = render_of(stack)
-    tolerations = release(r, "nfd").inputs["values"]["worker"]["tolerations"]
-    for pool in r.of_type("azure-native:containerservice:AgentPool"):
-        for taint in pool.inputs.get("nodeTaints", []):
-            key_value, effect = taint.split(":")
-            key, value = key_value.split("=")
-            assert {"key": key, "operator": "Equal", "value": value, "effect": effect} in tolerations, taint
-    assert SKU_GPU in tolerations and MIG in tolerations
-    if any(p.inputs.get("scaleSetPriority") == "Spot" for p in r.of_type("azure-native:containerservice:AgentPool")):
-        assert SPOT in tolerations
+def test_nfd_worker_tolerates_every_gpu_pools_taints_and_mig_each_once():
+    regular = render_with(gpuPools=[{"name": "a", "priority": "regular"}])
+    tolerations = release(regular, "nfd").inputs["values"]["worker"]["tolerations"]
+    assert SKU_GPU in tolerations and MIG in tolerations and NVIDIA in tolerations and SPOT not in tolerations
+    mixed = render_with(gpuPools=[{"name": "a", "priority": "regular"}, {"name": "b"}, {"name": "c"}])
+    tolerations = release(mixed, "nfd").inputs["values"]["worker"]["tolerations"]
+    assert tolerations.count(SPOT) == 1 and tolerations.count(SKU_GPU) == 1
 
 
 def test_gpu_node_rule_is_cluster_scoped_after_nfd_and_matches_the_crd(render_of):
@@ -123,12 +114,12 @@ def test_without_a_separate_nfd_the_operator_bundles_one_that_tolerates_the_pool
 
 def test_driver_none_without_the_operator_is_refused():
     with pytest.raises(Exception, match=r"gpuPools\[0\].driver.*nothing installs the GPU driver"):
-        load_stack_config({"addons": {"gpuOperator": False}}, PROJECT, "t")
+        load({"addons": {"gpuOperator": False}})
 
 
 def test_helm_and_managed_blob_drivers_are_never_both_enabled():
     with pytest.raises(Exception, match="managedBlobCsiDriver.*not both"):
-        load_stack_config({"cluster": {"managedBlobCsiDriver": True}, "addons": {"blobCsi": True}}, PROJECT, "t")
+        load({"cluster": {"managedBlobCsiDriver": True}, "addons": {"blobCsi": True}})
 
 
 def test_blob_csi_driver_uses_the_blobfuse_proxy_with_a_pinned_blobfuse2(render_of):
@@ -157,9 +148,8 @@ def test_the_operator_bundles_the_nfd_version_we_install_separately():
         (charts.NFD.version, "oci://registry.k8s.io/nfd/charts")
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_every_value_key_we_set_exists_in_the_pinned_chart(render_of, stack, tmp_path):
-    variants = [render_of(stack), render_with(addons={"nfd": False}, gpuPools=[
+def test_every_value_key_we_set_exists_in_the_pinned_chart(renders):
+    variants = [*renders.values(), render_with(addons={"nfd": False}, gpuPools=[
         {"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "driver": "install",
          "sharing": {"mode": "mig", "migProfile": "MIG1g"}}])]
     for r in variants:

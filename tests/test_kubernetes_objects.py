@@ -5,9 +5,9 @@ import re
 import kubernetes_validate
 import pytest
 
+from aksgpu.config.types import SECURITY_EXCEPTION, SecurityException
 from offline.report import is_manifest, manifest
-from stackconfig.schema import SECURITY_EXCEPTION, SecurityException
-from tests.conftest import STACKS
+from scenarios import REGISTRY
 from tests.helpers import pod_spec
 
 K8S_VERSION = "1.33.0"
@@ -31,51 +31,53 @@ def sent(r):
         "apiVersion": r.revealed["apiVersion"], "kind": r.revealed["kind"]}
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_every_builtin_object_validates_against_the_kubernetes_schema(render_of, stack):
-    builtin = [sent(r) for r in objects(render_of(stack)) if is_builtin(r.inputs["apiVersion"])]
-    assert builtin  # custom resources are checked against their CRDs in test_gpu_software
-    for obj in builtin:
-        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+def test_every_builtin_object_validates_against_the_kubernetes_schema(render_of, renders):
+    for stack in renders:
+        builtin = [sent(r) for r in objects(render_of(stack)) if is_builtin(r.inputs["apiVersion"])]
+        assert builtin  # custom resources are checked against their CRDs in test_gpu_software
+        for obj in builtin:
+            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_no_object_lands_in_the_default_namespace(render_of, stack):
-    for r in objects(render_of(stack)):
-        assert r.inputs["metadata"].get("namespace") != "default", r.name
+def test_no_object_lands_in_the_default_namespace(render_of, renders):
+    for stack in renders:
+        for r in objects(render_of(stack)):
+            assert r.inputs["metadata"].get("namespace") != "default", r.name
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_workloads_run_restricted_with_pinned_images_and_resource_limits(render_of, stack):
-    for r in objects(render_of(stack)):
-        obj = manifest(r)
-        if obj["kind"] not in WORKLOADS:
-            continue
-        spec = pod_spec(obj)
-        assert spec["automountServiceAccountToken"] is False, r.name
-        assert spec["securityContext"]["runAsNonRoot"] is True
-        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-        for c in spec["containers"]:
-            image = c["image"]
-            assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), image
-            sc = c["securityContext"]
-            assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
-            res = c["resources"]
-            assert {"cpu", "memory"} <= set(res["requests"]) and {"cpu", "memory"} <= set(res["limits"])
+def test_workloads_run_restricted_with_pinned_images_and_resource_limits(render_of, renders):
+    for stack in renders:
+        for r in objects(render_of(stack)):
+            obj = manifest(r)
+            if obj["kind"] not in WORKLOADS:
+                continue
+            spec = pod_spec(obj)
+            assert spec["automountServiceAccountToken"] is False, r.name
+            assert spec["securityContext"]["runAsNonRoot"] is True
+            assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+            for c in spec["containers"]:
+                image = c["image"]
+                assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), image
+                sc = c["securityContext"]
+                assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
+                res = c["resources"]
+                assert {"cpu", "memory"} <= set(res["requests"]) and {"cpu", "memory"} <= set(res["limits"])
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_workload_namespaces_enforce_restricted_and_only_driver_namespaces_are_privileged(render_of, stack):
-    for ns in render_of(stack).of_type("kubernetes:core/v1:Namespace"):
-        labels = ns.inputs["metadata"]["labels"]
-        level = labels["pod-security.kubernetes.io/enforce"]
-        name = ns.inputs["metadata"]["name"]
-        if labels.get(SECURITY_EXCEPTION) == SecurityException.BASELINE_OPERATOR_PODS:
-            # Only where an operator writes the pods (KAITO), and restricted stays the warning level.
-            assert (stack, level, labels["pod-security.kubernetes.io/warn"]) == \
-                ("llm-serving-kaito", "baseline", "restricted"), name
-            continue
-        assert level == ("privileged" if name in ("gpu-operator", "node-feature-discovery") else "restricted"), name
+def test_workload_namespaces_enforce_restricted_and_only_driver_namespaces_are_privileged(render_of, renders):
+    for stack in renders:
+        for ns in render_of(stack).of_type("kubernetes:core/v1:Namespace"):
+            labels = ns.inputs["metadata"]["labels"]
+            level = labels["pod-security.kubernetes.io/enforce"]
+            name = ns.inputs["metadata"]["name"]
+            if labels.get(SECURITY_EXCEPTION) == SecurityException.BASELINE_OPERATOR_PODS:
+                # Only where the scenario says an operator writes the pods, and restricted stays the warning level.
+                cfg = render_of(stack).cfg
+                needs = REGISTRY[cfg.scenario].needs_of(cfg, cfg.settings)
+                assert needs.namespace == name and needs.namespace_exception == SecurityException.BASELINE_OPERATOR_PODS
+                assert (level, labels["pod-security.kubernetes.io/warn"]) == ("baseline", "restricted"), name
+                continue
+            assert level == ("privileged" if name in ("gpu-operator", "node-feature-discovery") else "restricted"), name
 
 
 def test_smoke_test_job_requests_one_gpu_on_its_pool_after_the_operator(render_of):

@@ -168,11 +168,11 @@ def test_workflow_matrix_runs_private_stacks_on_their_own_runner_and_never_on_a_
 
 
 def test_a_private_stack_without_a_runner_is_left_out_with_a_warning(tmp_path, monkeypatch):
-    import stacks
+    from aksgpu.config.loader import load_config
     from offline import runners
-    from stackconfig.loader import load_config
+    from scenarios import REGISTRY
     monkeypatch.setattr(runners, "stack_config", lambda stack: load_config(
-        {"scenario": "gpu-basics", "cluster": {"private": True}}, "aksgpu", stack, stacks.REGISTRY))
+        {"scenario": "gpu-basics", "cluster": {"private": True}}, "aksgpu", stack, REGISTRY))
     assert runners.matrix(["p"]) == {"include": []}
 
 

@@ -11,14 +11,13 @@ from pathlib import Path
 import promql_parser
 import pytest
 
-from components.azure import roles
-from components.monitoring.alert_rules import gpu_alert_rules
-from components.monitoring.managed_prometheus import msprom_name
+from aksgpu import outputs
+from aksgpu.azure import roles
+from aksgpu.monitoring.alert_rules import gpu_alert_rules
+from aksgpu.monitoring.managed_prometheus import msprom_name
 from offline.mocks import azure_id
 from offline.report import manifest
-from program import outputs
 from tests import upstream
-from tests.conftest import STACKS
 from tests.helpers import render_with, stack_config_of
 
 MC = "azure-native:containerservice:ManagedCluster"
@@ -32,7 +31,6 @@ DCGM_EXPORTER = "4.6.0-4.8.3"
 VLLM = "0.10"
 """The vLLM metrics fixture (tests/fixtures/metrics/vllm-0.10.json): the series used here are ones the deployed
 0.33 server and KAITO 0.6.0's vLLM 0.9 both export (vLLM's metrics docs)."""
-MONITORED = [s for s in STACKS if s != "dev"]
 """The dev stack turns monitoring off (Pulumi.dev.yaml): the cheapest development cluster."""
 
 
@@ -60,6 +58,13 @@ def metric_names(expression: str) -> set[str]:
     return names
 
 
+def monitored(renders) -> list:
+    """The renders with managed Prometheus (``monitoring.enabled``)."""
+    found = [r for r in renders.values() if r.cfg.monitoring.enabled]
+    assert found
+    return found
+
+
 @cache
 def kept_series() -> frozenset[str]:
     """What managed Prometheus keeps: every DCGM counter the exporter collects and every vLLM series (PodMonitor
@@ -77,14 +82,14 @@ def test_the_metric_walker_finds_every_selector_and_a_broken_expression_is_refus
         promql_parser.parse("sum(rate(a[5m])")
 
 
-@pytest.mark.parametrize("stack", MONITORED)
-def test_every_alert_parses_and_names_only_series_managed_prometheus_keeps(render_of, stack):
+def test_every_alert_parses_and_names_only_series_managed_prometheus_keeps(renders):
     """The GPU rules and each scenario's own, as rendered into the stack's rule group."""
-    (group,) = render_of(stack).of_type(RULES)
-    for rule in group.revealed["rules"]:
-        names = metric_names(rule["expression"])
-        assert names and names <= kept_series(), (rule["alert"], names - kept_series())
-        assert 0 <= rule["severity"] <= 4
+    for r in monitored(renders):
+        (group,) = r.of_type(RULES)
+        for rule in group.revealed["rules"]:
+            names = metric_names(rule["expression"])
+            assert names and names <= kept_series(), (rule["alert"], names - kept_series())
+            assert 0 <= rule["severity"] <= 4
 
 
 def test_the_alerts_cover_idle_gpus_pending_gpu_pods_xid_errors_and_spot_evictions():
@@ -95,28 +100,26 @@ def test_the_alerts_cover_idle_gpus_pending_gpu_pods_xid_errors_and_spot_evictio
     assert "kubernetes.azure.com/scalesetpriority" in rules["SpotNodeNotReady"].expression
 
 
-@pytest.mark.parametrize("stack", MONITORED)
-def test_the_rule_group_fits_the_api_one_workspace_scope_few_rules_iso_durations(render_of, stack):
+def test_the_rule_group_fits_the_api_one_workspace_scope_few_rules_iso_durations(renders):
     """Microsoft.AlertsManagement/prometheusRuleGroups 2023-03-01 (REST spec): scopes 1 item, rules 1-20,
     interval 1-15 minutes, labels at most 10, severity 0-4, `for` an ISO 8601 duration."""
-    r = render_of(stack)
-    (group,) = r.of_type(RULES)
-    g = group.revealed
-    workspace = r.named("metrics-workspace", AMW)
-    assert g["scopes"] == [azure_id(AMW, workspace.name, workspace.inputs)]
-    assert g["clusterName"] == r.cfg.naming.cluster()
-    assert re.fullmatch(r"PT([1-9]|1[0-5])M", g["interval"])
-    assert 1 <= len(g["rules"]) <= 20
-    for rule in g["rules"]:
-        assert re.fullmatch(r"PT\d+M", rule["for"]) and 0 <= rule["severity"] <= 4
-        assert len(rule.get("labels", {})) <= 10
-        promql_parser.parse(rule["expression"])
-    assert re.fullmatch(r"[^:@/#{}%&+*<>?\\]+", g["ruleGroupName"])
+    for r in monitored(renders):
+        (group,) = r.of_type(RULES)
+        g = group.revealed
+        workspace = r.named("metrics-workspace", AMW)
+        assert g["scopes"] == [azure_id(AMW, workspace.name, workspace.inputs)]
+        assert g["clusterName"] == r.cfg.naming.cluster()
+        assert re.fullmatch(r"PT([1-9]|1[0-5])M", g["interval"])
+        assert 1 <= len(g["rules"]) <= 20
+        for rule in g["rules"]:
+            assert re.fullmatch(r"PT\d+M", rule["for"]) and 0 <= rule["severity"] <= 4
+            assert len(rule.get("labels", {})) <= 10
+            promql_parser.parse(rule["expression"])
+        assert re.fullmatch(r"[^:@/#{}%&+*<>?\\]+", g["ruleGroupName"])
 
 
-@pytest.mark.parametrize("stack", MONITORED)
-def test_the_cluster_sends_its_prometheus_metrics_to_its_workspace(render_of, stack):
-    r = render_of(stack)
+def test_the_cluster_sends_its_prometheus_metrics_to_its_workspace(render_of):
+    r = render_of("gpu-basics")
     cluster = r.named("aks-aks", MC)
     assert cluster.inputs["azureMonitorProfile"]["metrics"]["enabled"] is True
     workspace = r.named("metrics-workspace", AMW)
@@ -140,9 +143,8 @@ def test_add_on_names_are_cut_to_azures_limits():
     assert msprom_name("eastus", "aks-" + "x" * 60, 44) == ("MSProm-eastus-aks-" + "x" * 60)[:44]
 
 
-@pytest.mark.parametrize("stack", MONITORED)
-def test_the_dcgm_exporter_is_scraped_through_the_add_ons_own_pod_monitor(render_of, stack):
-    r = render_of(stack)
+def test_the_dcgm_exporter_is_scraped_through_the_add_ons_own_pod_monitor(render_of):
+    r = render_of("gpu-basics")
     monitor = manifest(r.named("gpu-metrics-podmonitor"))
     upstream.validate_against_crd(monitor, upstream.operator_crd(
         "prometheus-collector", PROMETHEUS_COLLECTOR, "podmonitors.azmonitoring.coreos.com"))

@@ -1,6 +1,6 @@
 import pytest
 
-from stackconfig import naming
+from aksgpu.config import naming
 
 
 @pytest.mark.parametrize("name, ok", [

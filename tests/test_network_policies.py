@@ -10,10 +10,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-import pytest
-
 from offline.report import is_manifest, manifest
-from tests.conftest import STACKS
 
 WORKLOADS = {"Job", "CronJob", "Deployment", "DaemonSet"}
 KUBE_DNS = ("kube-system", {"k8s-app": "kube-dns"})
@@ -116,68 +113,21 @@ ADD_ON_NAMESPACES = {"kueue-system"}
 network, and the controller calls the API server."""
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_every_workload_namespace_denies_all_traffic_but_dns(render_of, stack):
-    r = render_of(stack)
-    # Workload namespaces: restricted ones, and the one baseline exception (pods KAITO writes).
-    workloads = {ns["metadata"]["name"] for ns in objects(r, "Namespace")
-                  if (ns["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") == "restricted"
-                      or "security-exception" in ns["metadata"]["labels"])
-                  and ns["metadata"]["name"] not in ADD_ON_NAMESPACES}
-    deny = {p["metadata"]["namespace"]: p["spec"] for p in objects(r, "NetworkPolicy")
-            if p["metadata"]["name"] == "default-deny"}
-    assert workloads and set(deny) == workloads
-    for spec in deny.values():
-        assert spec["podSelector"] == {} and spec["policyTypes"] == ["Ingress", "Egress"] and spec["ingress"] == []
-    for name, pod in pods(r).items():
-        if pod.namespace in workloads:
-            assert allowed(r, name, KUBE_DNS, 53, "UDP") and allowed(r, name, KUBE_DNS, 53, "TCP"), name
-            assert not allowed(r, name, IMDS, 80), f"{name} must not reach the node's identity endpoint"
-            assert not allowed(r, name, VNET, 443), f"{name} must not reach the VNet"
-
-
-def test_the_llm_server_takes_only_its_load_test(render_of):
-    r = render_of("llm-serving")
-    assert allowed(r, "llm-load-test", "llm", 8000)
-    assert not allowed(r, "llm-load-test", "llm", 22) and not allowed(r, PUBLIC, "llm", 8000)
-    assert allowed(r, "llm", PUBLIC, 443), "the pinned hub download"
-    assert not allowed(r, "llm", VNET, 443) and not allowed(r, "llm", IMDS, 80)
-
-
-def test_the_function_takes_http_from_its_load_balancer_and_calls_nothing(render_of):
-    r = render_of("function-gpu")
-    assert allowed(r, PUBLIC, "gpu-function", 8080) and allowed(r, VNET, "gpu-function", 8080)
-    assert not allowed(r, PUBLIC, "gpu-function", 22)
-    assert not allowed(r, "gpu-function", PUBLIC, 443)
-
-
-def test_only_the_load_test_calls_the_shared_inference_services(render_of):
-    r = render_of("gpu-sharing")
-    for i in (1, 2, 3):
-        assert allowed(r, "load-test", f"infer-{i}", 8080)
-        assert not allowed(r, "notebook", f"infer-{i}", 8080)
-        assert not allowed(r, PUBLIC, f"infer-{i}", 8080)
-    assert not allowed(r, "load-test", PUBLIC, 443)
-    # Notebooks download models and datasets, from the internet only.
-    assert allowed(r, "notebook", PUBLIC, 443) and not allowed(r, "notebook", "infer-1", 8080)
-
-
-@pytest.mark.parametrize("stack", ["gpu-basics", "training-autoscale"])
-def test_training_reaches_the_public_mnist_mirror_over_https_only(render_of, stack):
-    r = render_of(stack)
-    assert allowed(r, "train", PUBLIC, 443) and not allowed(r, "train", PUBLIC, 80)
-
-
-def test_prediction_admits_callers_of_its_namespace_only(render_of):
-    r = render_of("training-autoscale")
-    predict, policies = pods(r)["predict"], objects(r, "NetworkPolicy")
-    caller = ("training", {"app.kubernetes.io/name": "client"})
-    assert _direction_allows(policies, predict, "Ingress", caller, 8080, "TCP", predict)
-    assert not _direction_allows(policies, predict, "Ingress", ("gpu-basics", caller[1]), 8080, "TCP", predict)
-    assert not allowed(r, PUBLIC, "predict", 8080) and not allowed(r, "predict", PUBLIC, 443)
-
-
-def test_re_simulation_jobs_need_no_network_their_blobs_are_mounted_by_the_node(render_of):
-    r = render_of("av-resim")
-    for job in ("gpu-test", "gpu-io"):
-        assert not allowed(r, job, PUBLIC, 443) and not allowed(r, PUBLIC, job, 8080)
+def test_every_workload_namespace_denies_all_traffic_but_dns(render_of, renders):
+    for stack in renders:
+        r = render_of(stack)
+        # Workload namespaces: restricted ones, and the one baseline exception (pods KAITO writes).
+        workloads = {ns["metadata"]["name"] for ns in objects(r, "Namespace")
+                      if (ns["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") == "restricted"
+                          or "security-exception" in ns["metadata"]["labels"])
+                      and ns["metadata"]["name"] not in ADD_ON_NAMESPACES}
+        deny = {p["metadata"]["namespace"]: p["spec"] for p in objects(r, "NetworkPolicy")
+                if p["metadata"]["name"] == "default-deny"}
+        assert workloads and set(deny) == workloads
+        for spec in deny.values():
+            assert spec["podSelector"] == {} and spec["policyTypes"] == ["Ingress", "Egress"] and spec["ingress"] == []
+        for name, pod in pods(r).items():
+            if pod.namespace in workloads:
+                assert allowed(r, name, KUBE_DNS, 53, "UDP") and allowed(r, name, KUBE_DNS, 53, "TCP"), name
+                assert not allowed(r, name, IMDS, 80), f"{name} must not reach the node's identity endpoint"
+                assert not allowed(r, name, VNET, 443), f"{name} must not reach the VNet"

@@ -10,8 +10,8 @@ import pulumi
 import pytest
 import yaml
 
-from components.kubernetes import preflight
-from components.kubernetes.kubeconfig import kubelogin_kubeconfig
+from aksgpu.kubernetes import preflight
+from aksgpu.kubernetes.kubeconfig import kubelogin_kubeconfig
 from offline.mocks import aad_kubeconfig
 from tests.local_http import QuietHandler, base_url, serving
 
@@ -181,10 +181,12 @@ def test_a_served_crd_is_established_and_an_unknown_one_is_not(crd_server):
     assert preflight.crd_established(crd_server, "t", "scaledobjects.keda.sh") is False
 
 
-def test_the_stack_waits_for_the_add_on_kinds_it_writes():
-    from program.azure_layer import add_on_crds
-    from tests.test_config import load_config
+def test_the_stack_waits_for_the_add_on_kinds_it_writes_and_those_its_scenario_needs():
+    from aksgpu.layers.azure import add_on_crds
+    from aksgpu.needs import Needs
+    from tests.helpers import load
 
-    assert add_on_crds(load_config({})) == ("podmonitors.azmonitoring.coreos.com", "scaledobjects.keda.sh",
-                                            "triggerauthentications.keda.sh")
-    assert add_on_crds(load_config({"monitoring": {"enabled": False}, "addons": {"keda": False}})) == ()
+    assert add_on_crds(load({}), Needs()) == ("podmonitors.azmonitoring.coreos.com", "scaledobjects.keda.sh",
+                                              "triggerauthentications.keda.sh")
+    assert add_on_crds(load({"monitoring": {"enabled": False}, "addons": {"keda": False}}),
+                       Needs(add_on_kinds=("workspaces.kaito.sh",))) == ("workspaces.kaito.sh",)

@@ -1,10 +1,8 @@
 """Registry, network and storage: attach, private mode, secure storage defaults."""
 
-import pytest
-
+from aksgpu.config.types import HOLDS_DATA, SECURITY_EXCEPTION, SecurityException
 from offline.mocks import azure_id, guid
-from stackconfig.schema import HOLDS_DATA, SECURITY_EXCEPTION, SecurityException
-from tests.conftest import STACKS
+from tests.helpers import render_with
 
 ACR = "azure-native:containerregistry:Registry"
 ROLE = "azure-native:authorization:RoleAssignment"
@@ -18,17 +16,10 @@ def kubelet_object_id(render):
     return guid(azure_id(MC, cluster.name, cluster.inputs), "kubelet-object")
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_registry_has_no_admin_user_and_no_anonymous_pull(render_of, stack):
-    for acr in render_of(stack).of_type(ACR):
-        assert acr.inputs["adminUserEnabled"] is False and acr.inputs["anonymousPullEnabled"] is False
-
-
-@pytest.mark.parametrize("stack", STACKS)
-def test_registry_is_attached_by_acrpull_to_the_kubelet_identity(render_of, stack):
-    r = render_of(stack)
-    if not r.of_type(ACR):
-        pytest.skip("no registry in this stack")
+def test_registry_has_no_admin_user_no_anonymous_pull_and_is_attached_by_acrpull_to_the_kubelet(render_of):
+    r = render_of("dev")
+    (acr,) = r.of_type(ACR)
+    assert acr.inputs["adminUserEnabled"] is False and acr.inputs["anonymousPullEnabled"] is False
     pull = r.named("registry-acrpull").inputs
     assert pull["roleDefinitionId"].endswith("/roleDefinitions/7f951dda-4ed3-4680-a7ca-43fe172d538d")
     assert pull["principalType"] == "ServicePrincipal"
@@ -62,11 +53,13 @@ def test_public_stacks_have_no_private_endpoints(render_of):
     assert not render_of("dev").of_type("azure-native:network:PrivateEndpoint")
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_vnet_has_node_and_private_endpoint_subnets_inside_its_address_space(render_of, stack):
-    r = render_of(stack)
+def test_vnet_has_node_and_private_endpoint_subnets_as_configured():
+    r = render_with(network={"addressSpace": "10.50.0.0/16", "nodeSubnet": "10.50.0.0/20",
+                             "endpointSubnet": "10.50.16.0/24"})
     subnets = {s.inputs["subnetName"]: s.inputs["addressPrefix"] for s in r.of_type("azure-native:network:Subnet")}
-    assert subnets == {"nodes": r.cfg.network.node_subnet, "private-endpoints": r.cfg.network.endpoint_subnet}
+    assert subnets == {"nodes": "10.50.0.0/20", "private-endpoints": "10.50.16.0/24"}
+    (vnet,) = r.of_type("azure-native:network:VirtualNetwork")
+    assert vnet.inputs["addressSpace"] == {"addressPrefixes": ["10.50.0.0/16"]}
 
 
 BUILD_ACCOUNT = "build-contexts-account"
@@ -77,13 +70,14 @@ def data_accounts(render):
     return [sa for sa in render.of_type(SA) if sa.name != BUILD_ACCOUNT]
 
 
-@pytest.mark.parametrize("stack", ["av-resim", "training-autoscale"])
-def test_storage_is_https_only_tls12_without_public_blobs_or_shared_keys(render_of, stack):
-    for sa in render_of(stack).of_type(SA):
+def test_storage_is_https_only_tls12_without_public_blobs_or_shared_keys(render_of):
+    r = render_of("training-autoscale")
+    for sa in r.of_type(SA):
         i = sa.inputs
         assert i["enableHttpsTrafficOnly"] is True and i["minimumTlsVersion"] == "TLS1_2"
         assert i["allowBlobPublicAccess"] is False
-    for sa in data_accounts(render_of(stack)):
+    assert data_accounts(r)
+    for sa in data_accounts(r):
         assert sa.inputs["allowSharedKeyAccess"] is False, "identity mode: Entra ID tokens only"
 
 
@@ -98,9 +92,8 @@ def test_only_the_build_context_account_keeps_shared_keys_and_it_says_so_in_a_ta
         assert all(SECURITY_EXCEPTION not in sa.inputs["tags"] for sa in data_accounts(render_of(stack)))
 
 
-@pytest.mark.parametrize("stack", ["av-resim", "training-autoscale"])
-def test_blob_containers_are_private(render_of, stack):
-    containers = render_of(stack).of_type("azure-native:storage:BlobContainer")
+def test_blob_containers_are_private(render_of):
+    containers = render_of("training-autoscale").of_type("azure-native:storage:BlobContainer")
     assert containers and all(c.inputs["publicAccess"] == "None" for c in containers)
 
 
@@ -115,13 +108,12 @@ def test_av_resim_storage_is_private_input_and_output(render_of):
     assert sorted(map(tuple, groups)) == [("blob",), ("blob",), ("registry",)]
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_every_azure_resource_that_takes_tags_carries_scenario_environment_and_owner(render_of, stack):
-    r = render_of(stack)
-    tagged = [x for x in r.resources if x.type.startswith("azure-native:") and "tags" in x.inputs]
-    assert len(tagged) >= 5
-    for x in tagged:
-        assert {"scenario", "environment", "owner"} <= set(x.inputs["tags"]), x.name
-    for typ in ("azure-native:resources:ResourceGroup", "azure-native:containerservice:ManagedCluster",
-                "azure-native:containerservice:AgentPool", "azure-native:network:VirtualNetwork"):
-        assert all("tags" in x.inputs for x in r.of_type(typ)), typ
+def test_every_azure_resource_that_takes_tags_carries_scenario_environment_and_owner(renders):
+    for r in renders.values():
+        tagged = [x for x in r.resources if x.type.startswith("azure-native:") and "tags" in x.inputs]
+        assert len(tagged) >= 5
+        for x in tagged:
+            assert {"scenario", "environment", "owner"} <= set(x.inputs["tags"]), (r.stack, x.name)
+        for typ in ("azure-native:resources:ResourceGroup", "azure-native:containerservice:ManagedCluster",
+                    "azure-native:containerservice:AgentPool", "azure-native:network:VirtualNetwork"):
+            assert all("tags" in x.inputs for x in r.of_type(typ)), (r.stack, typ)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from aksgpu import outputs
 from offline.render import REPO_ROOT, SECRET, render_stack
 from offline.report import write_render
-from program import outputs
-from tests.conftest import STACKS
+from scenarios.gpu_sharing.deploy import NOTEBOOK_TOKEN
 
 
 def run_cli(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
@@ -19,26 +19,26 @@ def run_cli(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_resources_json_is_sorted_by_type_and_name_with_parent_and_dependencies(render_of, stack, tmp_path):
-    out = write_render(render_of(stack), tmp_path)
-    data = json.loads((out / "resources.json").read_text())
-    assert [(d["type"], d["name"]) for d in data] == sorted((d["type"], d["name"]) for d in data)
-    names = {d["name"] for d in data}
-    for d in data:
-        assert set(d) >= {"type", "name", "parent", "dependsOn", "inputs"}
-        assert d["parent"] is None or d["parent"] in names
-        assert set(d["dependsOn"]) <= names, d["name"]
-    assert (out / "summary.md").read_text().startswith(f"# Stack `{stack}`")
-    assert (out / "graph.mmd").read_text().startswith("flowchart LR")
+def test_resources_json_is_sorted_by_type_and_name_with_parent_and_dependencies(render_of, tmp_path, renders):
+    for stack in renders:
+        out = write_render(render_of(stack), tmp_path)
+        data = json.loads((out / "resources.json").read_text())
+        assert [(d["type"], d["name"]) for d in data] == sorted((d["type"], d["name"]) for d in data)
+        names = {d["name"] for d in data}
+        for d in data:
+            assert set(d) >= {"type", "name", "parent", "dependsOn", "inputs"}
+            assert d["parent"] is None or d["parent"] in names
+            assert set(d["dependsOn"]) <= names, d["name"]
+        assert (out / "summary.md").read_text().startswith(f"# Stack `{stack}`")
+        assert (out / "graph.mmd").read_text().startswith("flowchart LR")
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_every_resource_but_components_has_a_component_parent(render_of, stack):
-    r = render_of(stack)
-    for res in r.resources:
-        if res.custom:
-            assert res.parent is not None and not r.named(res.parent).custom, res.name
+def test_every_resource_but_components_has_a_component_parent(render_of, renders):
+    for stack in renders:
+        r = render_of(stack)
+        for res in r.resources:
+            if res.custom:
+                assert res.parent is not None and not r.named(res.parent).custom, res.name
 
 
 def test_kubeconfig_is_secret_in_outputs_and_in_the_provider_inputs(render_of):
@@ -93,9 +93,9 @@ def test_cli_config_error_exits_2_with_one_line_and_writes_nothing(tmp_path, cap
 
 
 @pytest.mark.parametrize("text, says", [
-    ("config: [unclosed\n", "must be valid YAML"),
-    ("- just\n- a list\n", "Pulumi.bad.yaml:(top level)=\"list\": must be a mapping"),
-    ("config: 42\n", "Pulumi.bad.yaml:config=\"int\": must be a mapping"),
+    ("config: [unclosed\n", "Pulumi.bad.yaml:2:1: expected ',' or ']', but got '<stream end>' (not valid YAML)"),
+    ("- just\n- a list\n", "Pulumi.bad.yaml: the top level: must be a mapping of keys to values, not a list"),
+    ("config: 42\n", "Pulumi.bad.yaml: config: must be a mapping of keys to values, not a number"),
     ("config:\n  aksgpu:gpuPools:\n    - spotMaxPrice: .nan\n", "spotMaxPrice"),
 ])
 def test_a_malformed_stack_file_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, text, says):
@@ -152,7 +152,7 @@ def test_no_secret_value_reaches_the_render_files_or_outputs(sentinel_secrets, t
             assert SENTINEL not in path.read_text(), path.relative_to(out)
     assert SENTINEL not in json.dumps(r.outputs)
     # Outputs that carry secrets are secret outputs (masked whole), never plain values.
-    assert r.outputs[outputs.KUBECONFIG] == SECRET and r.outputs[outputs.NOTEBOOK_TOKEN] == SECRET
+    assert r.outputs[outputs.KUBECONFIG] == SECRET and r.outputs[NOTEBOOK_TOKEN] == SECRET
 
 
 def test_a_masked_secret_keeps_its_shape_so_its_manifest_is_still_valid(render_of):

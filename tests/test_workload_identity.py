@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
-import pytest
-
-from components.azure import roles
-from components.identity.workload_identity import CLIENT_ID_ANNOTATION, TOKEN_AUDIENCE
+from aksgpu.azure import roles
+from aksgpu.identity.workload_identity import CLIENT_ID_ANNOTATION, TOKEN_AUDIENCE
 from offline.mocks import TENANT, azure_id, guid
-from tests.helpers import render_with, stack_config_of
+from scenarios import REGISTRY
 
 UAI = "azure-native:managedidentity:UserAssignedIdentity"
 FIC = "azure-native:managedidentity:FederatedIdentityCredential"
 ROLE = "azure-native:authorization:RoleAssignment"
 MC = "azure-native:containerservice:ManagedCluster"
-DATA_WORKLOADS = {"av-resim": {"resim": {"input": False, "output": True}},
-                  "training-autoscale": {"train": {"checkpoints": True}, "predict": {"checkpoints": False}}}
+
+
+def data_access(render) -> dict[str, dict[str, bool]]:
+    """What the stack's scenario says its workloads touch (``Needs.data_access``): workload → container → write."""
+    cfg = render.cfg
+    needs = REGISTRY[cfg.scenario].needs_of(cfg, cfg.settings)
+    return {workload: {c: write for role, write in roles_.items() for c in cfg.storage_account(role).container_names}
+            for workload, roles_ in needs.data_access.items()}
+
+
+def with_data(renders):
+    found = [r for r in renders.values() if data_access(r)]
+    assert found
+    return found
 
 
 def data_identities(render) -> set[str]:
@@ -38,15 +48,18 @@ def pod_templates(render):
             yield f"{kind}/{r.revealed['metadata']['name']}", spec["template"]["spec"]
 
 
-@pytest.mark.parametrize("stack", sorted(DATA_WORKLOADS))
-def test_each_data_workload_has_its_own_identity_federated_with_its_service_account(render_of, stack):
-    r = render_of(stack)
+def test_each_data_workload_has_its_own_identity_federated_with_its_service_account(renders):
+    for r in with_data(renders):
+        federated(r)
+
+
+def federated(r) -> None:
     cluster = r.named("aks-aks", MC)
     # The issuer the mocked cluster reports: the credential must trust exactly this cluster's tokens.
     issuer = f"https://eastus.oic.prod-aks.azure.com/{TENANT}/{guid(azure_id(MC, cluster.name, cluster.inputs))}/"
     namespace = r.named("workspace-ns").inputs["metadata"]["name"]
-    assert data_identities(r) == {f"id-{r.cfg.naming.root}-{w}" for w in DATA_WORKLOADS[stack]}
-    for workload in DATA_WORKLOADS[stack]:
+    assert data_identities(r) == {f"id-{r.cfg.naming.root}-{w}" for w in data_access(r)}
+    for workload in data_access(r):
         client_id, _ = identity_ids(r, workload)
         fic = r.named(f"identity-{workload}-federation", FIC).revealed
         assert fic["resourceName"] == f"id-{r.cfg.naming.root}-{workload}"
@@ -59,32 +72,33 @@ def test_each_data_workload_has_its_own_identity_federated_with_its_service_acco
         assert sa["automountServiceAccountToken"] is False
 
 
-@pytest.mark.parametrize("stack", sorted(DATA_WORKLOADS))
-def test_roles_are_per_container_and_read_only_where_the_workload_only_reads(render_of, stack):
-    r = render_of(stack)
-    for workload, containers in DATA_WORKLOADS[stack].items():
-        _, principal = identity_ids(r, workload)
-        grants = [a.revealed for a in r.of_type(ROLE) if a.revealed["principalId"] == principal]
-        assert {g["scope"].rsplit("/containers/", 1)[1]: g["roleDefinitionId"].rsplit("/", 1)[1] for g in grants} == {
-            c: roles.STORAGE_BLOB_DATA_CONTRIBUTOR if write else roles.STORAGE_BLOB_DATA_READER
-            for c, write in containers.items()}
-        assert all("/blobServices/default/containers/" in g["scope"] for g in grants)
-        assert all(g["principalType"] == "ServicePrincipal" for g in grants)
+def test_roles_are_per_container_and_read_only_where_the_workload_only_reads(renders):
+    for r in with_data(renders):
+        for workload, containers in data_access(r).items():
+            _, principal = identity_ids(r, workload)
+            grants = [a.revealed for a in r.of_type(ROLE) if a.revealed["principalId"] == principal]
+            assert {g["scope"].rsplit("/containers/", 1)[1]: g["roleDefinitionId"].rsplit("/", 1)[1]
+                    for g in grants} == {c: roles.STORAGE_BLOB_DATA_CONTRIBUTOR if write
+                                         else roles.STORAGE_BLOB_DATA_READER for c, write in containers.items()}
+            assert all("/blobServices/default/containers/" in g["scope"] for g in grants)
+            assert all(g["principalType"] == "ServicePrincipal" for g in grants)
 
 
-@pytest.mark.parametrize("stack", sorted(DATA_WORKLOADS))
-def test_the_kubelet_identity_holds_no_data_role(render_of, stack):
-    r = render_of(stack)
-    cluster = r.named("aks-aks", MC)
-    kubelet = guid(azure_id(MC, cluster.name, cluster.inputs), "kubelet-object")
-    for a in r.of_type(ROLE):
-        if a.revealed["principalId"] == kubelet:
-            assert a.revealed["roleDefinitionId"].endswith(roles.ACR_PULL), a.name
+def test_the_kubelet_identity_holds_no_data_role(renders):
+    for r in renders.values():
+        cluster = r.named("aks-aks", MC)
+        kubelet = guid(azure_id(MC, cluster.name, cluster.inputs), "kubelet-object")
+        for a in r.of_type(ROLE):
+            if a.revealed["principalId"] == kubelet:
+                assert a.revealed["roleDefinitionId"].endswith(roles.ACR_PULL), (r.stack, a.name)
 
 
-@pytest.mark.parametrize("stack", sorted(DATA_WORKLOADS))
-def test_a_pod_mounts_only_its_own_workloads_claims_and_runs_as_that_workload(render_of, stack):
-    r = render_of(stack)
+def test_a_pod_mounts_only_its_own_workloads_claims_and_runs_as_that_workload(renders):
+    for r in with_data(renders):
+        only_its_own_claims(r)
+
+
+def only_its_own_claims(r) -> None:
     claimants = {}
     for name, pod in pod_templates(r):
         claims = [v["persistentVolumeClaim"]["claimName"] for v in pod.get("volumes", [])
@@ -93,22 +107,15 @@ def test_a_pod_mounts_only_its_own_workloads_claims_and_runs_as_that_workload(re
             assert "serviceAccountName" not in pod, name
             continue
         workload = pod["serviceAccountName"]
-        assert workload in DATA_WORKLOADS[stack], name
-        assert all(c.startswith(tuple(f"{container}-{workload}-" for container in DATA_WORKLOADS[stack][workload]))
+        assert workload in data_access(r), name
+        assert all(c.startswith(tuple(f"{container}-{workload}-" for container in data_access(r)[workload]))
                    for c in claims), (name, claims)
         assert pod["automountServiceAccountToken"] is False
         claimants[name] = workload
-    assert set(claimants.values()) == set(DATA_WORKLOADS[stack])
+    assert set(claimants.values()) == set(data_access(r))
 
 
-def test_the_two_gpu_job_with_a_users_image_gets_an_identity_of_its_own():
-    config = stack_config_of("av-resim")
-    r = render_with("av-resim", **{**config, "workloads": {"largeModelImage": "myacr.azurecr.io/metaseq:1.0"}})
-    assert data_identities(r) == {"id-av-resim-resim", "id-av-resim-large-model"}
-    (pod,) = [p for n, p in pod_templates(r) if n == "CronJob/large-model"]
-    assert pod["serviceAccountName"] == "large-model"
-
-
-@pytest.mark.parametrize("stack", ["function-gpu", "gpu-basics", "gpu-sharing"])
-def test_stacks_without_data_have_no_data_identities(render_of, stack):
-    assert not data_identities(render_of(stack))
+def test_stacks_without_data_have_no_data_identities(renders):
+    for r in renders.values():
+        if not data_access(r):
+            assert not data_identities(r), r.stack

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from components.kubernetes import charts
+from aksgpu.kubernetes import charts
 
 FIXTURES = Path(__file__).with_name("fixtures")
 

@@ -1,6 +1,9 @@
-"""The small convolutional classifier that training writes and prediction serves."""
+"""The small convolutional classifier that training writes and prediction serves, and the request format its
+images arrive in (the prediction service's /predict body, a batch job's request files)."""
 
 from __future__ import annotations
+
+import json
 
 import torch
 from torch import nn
@@ -19,3 +22,36 @@ class DigitNet(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(images).flatten(1))
+
+
+MAX_IMAGES = 64
+MAX_BODY_BYTES = 2 * 1024 * 1024
+
+
+class BadRequest(ValueError):
+    pass
+
+
+def parse_images(body: bytes) -> torch.Tensor:
+    """(N, 1, 28, 28) float tensor from a /predict body, or BadRequest naming what is wrong."""
+    if len(body) > MAX_BODY_BYTES:
+        raise BadRequest(f"body has {len(body)} bytes; the limit is {MAX_BODY_BYTES}")
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BadRequest(f"body is not valid JSON: {error}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list) or not data["images"]:
+        raise BadRequest('body must be {"images": [image, ...]} with at least one image')
+    if len(data["images"]) > MAX_IMAGES:
+        raise BadRequest(f"{len(data['images'])} images; the limit is {MAX_IMAGES}")
+    try:
+        images = torch.tensor(data["images"], dtype=torch.float32)
+    except (TypeError, ValueError) as error:
+        raise BadRequest(f"images must be lists of numbers: {error}") from None
+    if images.dim() == 2 and images.shape[1] == 784:
+        images = images.view(-1, 28, 28)
+    if images.shape[1:] != (28, 28):
+        raise BadRequest(f"each image must be 784 numbers or 28x28, got shape {list(images.shape[1:])}")
+    if images.min() < 0 or images.max() > 1:
+        raise BadRequest("pixel values must lie in 0..1")
+    return images.unsqueeze(1)

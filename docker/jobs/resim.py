@@ -14,12 +14,13 @@ import argparse
 import hashlib
 import json
 import os
-import socket
 import sys
 import time
 from pathlib import Path
 
 import torch
+
+from jobio import input_files, remove_partials, write_atomic
 
 EXIT_USAGE = 2
 """Nothing to retry: missing input folder or a bad index. The Job's pod failure policy fails fast on it."""
@@ -29,10 +30,6 @@ FEATURES = 256
 def shard(files: list[str], index: int, shards: int) -> list[str]:
     """The files pod ``index`` of ``shards`` owns: every shards-th one of the sorted list."""
     return sorted(files)[index::shards]
-
-
-def input_files(root: Path) -> list[str]:
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
 
 
 def result_path(output: Path, name: str) -> Path:
@@ -51,24 +48,6 @@ def simulate(data: bytes, device: torch.device, rounds: int = 8) -> dict:
             "spectrum_peak": int(spectrum.argmax())}
 
 
-def write_atomic(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{socket.gethostname()}-{os.getpid()}")
-    tmp.write_text(json.dumps(payload, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
-def remove_partials(output: Path, names: list[str]) -> int:
-    """Temporary files an earlier, killed attempt at these inputs left behind."""
-    removed = 0
-    for name in names:
-        target = result_path(output, name)
-        for leftover in target.parent.glob(f".{target.name}.tmp-*") if target.parent.is_dir() else []:
-            leftover.unlink(missing_ok=True)
-            removed += 1
-    return removed
-
-
 def run(input_dir: Path, output: Path, index: int, shards: int, device: torch.device,
         fail_after: int | None = None) -> dict:
     if not input_dir.is_dir():
@@ -78,7 +57,7 @@ def run(input_dir: Path, output: Path, index: int, shards: int, device: torch.de
         print(f"index {index} is outside 0..{shards - 1}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
     mine = shard(input_files(input_dir), index, shards)
-    cleaned = remove_partials(output, mine)
+    cleaned = remove_partials([result_path(output, name) for name in mine])
     done = skipped = 0
     for name in mine:
         target = result_path(output, name)

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from offline.estimates import load_table
 
 if TYPE_CHECKING:
+    from aksgpu.config.schema import StackConfig
     from offline.render import Render
-    from stackconfig.schema import StackConfig
 
 PRICES = Path(__file__).with_name("prices.yaml")
 
@@ -58,7 +58,7 @@ def node_hour(table: dict[str, Any], vm_size: str, spot: bool, discount: float) 
 
 def pool_costs(cfg: StackConfig, prices: dict[str, Any]) -> list[PoolCost]:
     _, table = region_prices(prices, cfg.location)
-    pools = [(cfg.cluster.system_pool, False)] + [(g.pool, g.pool.spot) for g in cfg.gpu_pools] + \
+    pools = [(cfg.cluster.system_pool, False)] + [(g, g.spot) for g in cfg.gpu_pools] + \
         [(p, p.spot) for p in cfg.cpu_pools]
     return [PoolCost(p.name, p.vm_size, spot, p.min_count, p.max_count,
                      node_hour(table, p.vm_size, spot, prices["spot_discount"])) for p, spot in pools]
@@ -104,9 +104,9 @@ class Scale:
 
 def scales(cfg: StackConfig) -> tuple[Scale, Scale]:
     """(idle, full)."""
-    pools = [cfg.cluster.system_pool, *cfg.cpu_pools, *(g.pool for g in cfg.gpu_pools)]
-    return (Scale(sum(p.min_count for p in pools), sum(g.pool.min_count * g.size.gpus for g in cfg.gpu_pools)),
-            Scale(sum(p.max_count for p in pools), sum(g.pool.max_count * g.size.gpus for g in cfg.gpu_pools)))
+    pools = [cfg.cluster.system_pool, *cfg.cpu_pools, *cfg.gpu_pools]
+    return (Scale(sum(p.min_count for p in pools), sum(g.min_count * g.size.gpus for g in cfg.gpu_pools)),
+            Scale(sum(p.max_count for p in pools), sum(g.max_count * g.size.gpus for g in cfg.gpu_pools)))
 
 
 def metric_series(prices: dict[str, Any], scale: Scale) -> int:

@@ -1,0 +1,149 @@
+"""Kueue: Job fan-outs wait in a queue for GPU capacity instead of flooding the scheduler and the autoscaler.
+
+A ResourceFlavor per GPU pool (its agent pool label and taints), one ClusterQueue whose quota is what the pools
+hold at their maximum size (nodes x GPUs or GPU shares, vCPUs, memory), and a LocalQueue in each namespace that
+submits Jobs. A Job labelled ``kueue.x-k8s.io/queue-name`` is created suspended and started when its pods fit the
+quota; the cluster autoscaler then adds the nodes. An Indexed Job larger than the quota is admitted at the
+parallelism that fits (partial admission) and works through its indexes as pods finish.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi_kubernetes import apiextensions
+
+from aksgpu.azure.node_pools import GpuNodePool, taint_fields
+from aksgpu.kubernetes import charts, helm
+from aksgpu.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, namespace
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""On a Job: which LocalQueue admits it."""
+MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+"""On a Job: the fewest pods Kueue may start it with (partial admission)."""
+CLUSTER_QUEUE = "gpu"
+LOCAL_QUEUE = "gpu-jobs"
+NAMESPACE = "kueue-system"
+"""Where the chart's README installs it."""
+
+
+@dataclass(frozen=True)
+class JobQueue:
+    """Where a scenario's Jobs queue."""
+
+    name: str
+    """The LocalQueue in the Jobs' namespace."""
+    ready: pulumi.Resource
+    """Kueue and its queues: a queued Job created before Kueue's admission webhook answers is refused."""
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {QUEUE_LABEL: self.name}
+
+
+def queue_labels(queue: JobQueue | None) -> dict[str, str]:
+    """The labels that put a Job in ``queue`` (none without a queue)."""
+    return queue.labels if queue else {}
+
+
+def partial_admission(queue: JobQueue | None) -> dict[str, str]:
+    """On an Indexed Job: Kueue may start it with fewer pods than its parallelism when that is what fits."""
+    return {MIN_PARALLELISM: "1"} if queue else {}
+
+
+def manager_config(namespaces: Sequence[str]) -> dict[str, Any]:
+    """The chart's controller configuration with two changes. Kueue manages only batch Jobs (the chart also
+    turns on Pods, Deployments and StatefulSets, whose webhooks then refuse every new pod while Kueue is down),
+    and only in ``namespaces``: its webhooks skip the GPU operator's and every other namespace."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {"groupKindConcurrency": {
+            "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 10, "LocalQueue.kueue.x-k8s.io": 5,
+            "ClusterQueue.kueue.x-k8s.io": 5, "ResourceFlavor.kueue.x-k8s.io": 1}},
+        "clientConnection": {"qps": 300, "burst": 500},
+        "integrations": {"frameworks": ["batch/job"]},
+        "managedJobsNamespaceSelector": {"matchExpressions": [{
+            "key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(namespaces)}]},
+    }
+
+
+def kueue_values(namespaces: Sequence[str]) -> dict[str, Any]:
+    """The release image (the chart in git names a staging build), pulled once per node; ``manager_config``."""
+    return {
+        "controllerManager": {"manager": {"image": {
+            "repository": charts.KUEUE_IMAGE, "tag": f"v{charts.KUEUE.version}", "pullPolicy": "IfNotPresent"}}},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(namespaces), sort_keys=False)},
+    }
+
+
+def flavor_quota(pool: GpuNodePool) -> dict[str, str]:
+    """What a pool holds at its maximum size: the ClusterQueue's nominal quota for its flavor."""
+    nodes, size = pool.nodes.max_count, pool.gpu.size
+    return {"cpu": str(nodes * size.vcpus), "memory": f"{nodes * size.memory_gib}Gi",
+            "nvidia.com/gpu": str(nodes * pool.gpu.per_node)}
+
+
+@dataclass(frozen=True)
+class KueueArgs:
+    pools: Sequence[GpuNodePool]
+    """The GPU pools Jobs may run on: a flavor each."""
+    namespaces: Sequence[str]
+    """Namespaces whose Jobs the ClusterQueue admits (each gets a LocalQueue)."""
+    namespace_outputs: Mapping[str, pulumi.Input[str]]
+    """The same namespaces as outputs: their LocalQueues wait for them."""
+
+
+class Kueue(pulumi.ComponentResource):
+    queue: JobQueue
+    """The LocalQueue Jobs label themselves with, in every namespace of ``namespaces``."""
+
+    def __init__(self, name: str, args: KueueArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:autoscaling:Kueue", name, None, opts)
+        # Restricted, but without a default-deny policy: the API server calls Kueue's admission webhook.
+        ns = namespace(f"{name}-ns", NAMESPACE, RESTRICTED_NAMESPACE_LABELS, self)
+        release = helm.release(f"{name}-release", "kueue", charts.KUEUE, ns.metadata["name"],
+                               kueue_values(args.namespaces), self)
+        after_release = pulumi.ResourceOptions(parent=self, depends_on=[release])
+        flavors = []
+        for pool in args.pools:
+            flavor = apiextensions.CustomResource(
+                f"{name}-flavor-{pool.pool_name}", api_version=KUEUE_API, kind="ResourceFlavor",
+                metadata={"name": pool.pool_name},
+                spec={"nodeLabels": dict(pool.node_selector),
+                      # Only Jobs that tolerate the pool's taints are given its capacity.
+                      "nodeTaints": [taint_fields(t) for t in pool.taints]},
+                opts=after_release)
+            flavors.append((pool, flavor))
+        cluster_queue = apiextensions.CustomResource(
+            f"{name}-cluster-queue", api_version=KUEUE_API, kind="ClusterQueue",
+            metadata={"name": CLUSTER_QUEUE},
+            spec={
+                "namespaceSelector": {"matchExpressions": [{
+                    "key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(args.namespaces)}]},
+                # A Job that does not fit does not block smaller ones behind it.
+                "queueingStrategy": "BestEffortFIFO",
+                "resourceGroups": [{
+                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                    "flavors": [{"name": pool.pool_name, "resources": [
+                        {"name": resource, "nominalQuota": quota}
+                        for resource, quota in flavor_quota(pool).items()]} for pool, _ in flavors],
+                }],
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[release, *(f for _, f in flavors)]))
+        for namespace_name in args.namespaces:
+            apiextensions.CustomResource(
+                f"{name}-local-queue-{namespace_name}", api_version=KUEUE_API, kind="LocalQueue",
+                metadata={"name": LOCAL_QUEUE, "namespace": args.namespace_outputs[namespace_name]},
+                spec={"clusterQueue": CLUSTER_QUEUE},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster_queue]))
+        self.queue = JobQueue(LOCAL_QUEUE, self)
+        self.register_outputs({})

@@ -1,0 +1,193 @@
+"""The AKS cluster: Entra ID + Azure RBAC, CNI overlay, workload identity, autoscaler, auto-upgrades.
+
+Only the system pool is declared inline (AKS needs one at creation); every other pool is its own
+``AgentPool`` so editing a pool never touches the cluster resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pulumi
+from pulumi_azure_native import authorization
+from pulumi_azure_native import containerservice as cs
+
+from aksgpu.azure import roles
+from aksgpu.azure.node_pools import PoolNodes, agent_pool_settings
+from aksgpu.config.types import (
+    SECURITY_EXCEPTION,
+    NetworkPolicy,
+    NodeOsUpgradeChannel,
+    PrincipalType,
+    SecurityException,
+    SkuTier,
+    UpgradeChannel,
+)
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    resource_group_name: pulumi.Input[str]
+    """Resource group of the cluster."""
+    location: str
+    """Azure region."""
+    cluster_name: str
+    """Physical cluster name."""
+    node_resource_group: str
+    """Name AKS gives the resource group of nodes (instead of MC_...), so cleanup checks know it."""
+    dns_prefix: str
+    """API server DNS prefix."""
+    node_subnet_id: pulumi.Input[str]
+    """Subnet for every pool's nodes."""
+    system_pool: PoolNodes
+    """The system pool, declared inline (AKS needs one at creation)."""
+    pod_cidr: str
+    """Overlay pod range."""
+    service_cidr: str
+    """Kubernetes service range."""
+    dns_service_ip: str
+    """Cluster DNS address inside the service range."""
+    tags: Mapping[str, str]
+    """Tags for every resource."""
+    autoscaler: Mapping[str, str] = field(default_factory=dict)
+    """The cluster autoscaler profile, by the SDK's argument names (``scan_interval``, ``expander``...)."""
+    kubernetes_version: str | None = None
+    """Kubernetes version; None: AKS's default."""
+    sku_tier: SkuTier = SkuTier.FREE
+    """``Free``, ``Standard`` (uptime SLA) or ``Premium``."""
+    private: bool = False
+    """Private API server."""
+    authorized_ip_ranges: tuple[str, ...] = ()
+    """CIDRs allowed to reach a public API server."""
+    open_api_server: bool = False
+    """A public API server without authorized ranges, accepted on purpose: tagged as a security exception."""
+    local_accounts: bool = False
+    """Keep AKS local (admin certificate) accounts."""
+    admin_group_object_ids: tuple[str, ...] = ()
+    """Entra ID groups made cluster admins."""
+    network_policy: NetworkPolicy = NetworkPolicy.CILIUM
+    """Network policy engine (Cilium runs on the Cilium dataplane)."""
+    upgrade_channel: UpgradeChannel = UpgradeChannel.PATCH
+    """Automatic Kubernetes upgrades."""
+    node_os_upgrade_channel: NodeOsUpgradeChannel = NodeOsUpgradeChannel.NODE_IMAGE
+    """Node OS updates."""
+    managed_blob_csi_driver: bool = False
+    """The AKS-managed Blob CSI driver."""
+    deployer_object_id: pulumi.Input[str] | None = None
+    """Object id of whoever runs ``pulumi up``, granted AKS RBAC Cluster Admin; None: no grant."""
+    deployer_principal_type: PrincipalType = PrincipalType.USER
+    """Its principal type (Azure refuses an assignment whose type is wrong)."""
+    prometheus_metrics: bool = False
+    """Run the managed Prometheus collector (``azureMonitorProfile.metrics``); its workspace is separate."""
+    keda: bool = False
+    """The KEDA add-on (``workloadAutoScalerProfile.keda``)."""
+    ai_toolchain_operator: bool = False
+    """The AI toolchain operator add-on (KAITO, ``aiToolchainOperatorProfile``); it needs the OIDC issuer, which
+    every cluster here has."""
+
+
+class Cluster(pulumi.ComponentResource):
+    name: pulumi.Output[str]
+    id: pulumi.Output[str]
+    kubelet_object_id: pulumi.Output[str]
+    oidc_issuer_url: pulumi.Output[str]
+    resource_group_name: pulumi.Output[str]
+    managed_cluster: cs.ManagedCluster
+    deployer_admin: authorization.RoleAssignment | None
+    """The deployer's RBAC role; Kubernetes calls must wait for it (an edge Pulumi cannot see)."""
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:aks:Cluster", name, None, opts)
+        system = cs.ManagedClusterAgentPoolProfileArgs(
+            name=args.system_pool.name,
+            mode=cs.AgentPoolMode.SYSTEM,
+            **agent_pool_settings(args.system_pool, args.node_subnet_id, args.tags),
+        )
+        cluster = cs.ManagedCluster(
+            f"{name}-aks",
+            resource_name_=args.cluster_name,
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            dns_prefix=args.dns_prefix,
+            node_resource_group=args.node_resource_group,
+            kubernetes_version=args.kubernetes_version,
+            sku=cs.ManagedClusterSKUArgs(name=cs.ManagedClusterSKUName.BASE, tier=args.sku_tier),
+            identity=cs.ManagedClusterIdentityArgs(type=cs.ResourceIdentityType.SYSTEM_ASSIGNED),
+            enable_rbac=True,
+            aad_profile=cs.ManagedClusterAADProfileArgs(
+                managed=True, enable_azure_rbac=True, admin_group_object_ids=list(args.admin_group_object_ids),
+            ),
+            disable_local_accounts=not args.local_accounts,
+            oidc_issuer_profile=cs.ManagedClusterOIDCIssuerProfileArgs(enabled=True),
+            security_profile=cs.ManagedClusterSecurityProfileArgs(
+                workload_identity=cs.ManagedClusterSecurityProfileWorkloadIdentityArgs(enabled=True),
+            ),
+            network_profile=cs.ContainerServiceNetworkProfileArgs(
+                network_plugin=cs.NetworkPlugin.AZURE,
+                network_plugin_mode=cs.NetworkPluginMode.OVERLAY,
+                network_policy=args.network_policy,
+                # Cilium network policy runs only on the Cilium dataplane.
+                network_dataplane=cs.NetworkDataplane.CILIUM if args.network_policy == NetworkPolicy.CILIUM else None,
+                pod_cidr=args.pod_cidr,
+                service_cidr=args.service_cidr,
+                dns_service_ip=args.dns_service_ip,
+                load_balancer_sku=cs.LoadBalancerSku.STANDARD,
+                outbound_type=cs.OutboundType.LOAD_BALANCER,
+            ),
+            api_server_access_profile=cs.ManagedClusterAPIServerAccessProfileArgs(
+                enable_private_cluster=args.private,
+                authorized_ip_ranges=list(args.authorized_ip_ranges) or None,
+            ),
+            auto_scaler_profile=cs.ManagedClusterPropertiesAutoScalerProfileArgs(
+                **args.autoscaler,
+                # GPU operator DaemonSets run on every GPU node; they must not keep an idle node alive.
+                ignore_daemonsets_utilization=True,
+                daemonset_eviction_for_empty_nodes=True,
+            ),
+            auto_upgrade_profile=cs.ManagedClusterAutoUpgradeProfileArgs(
+                upgrade_channel=args.upgrade_channel, node_os_upgrade_channel=args.node_os_upgrade_channel,
+            ),
+            # Off unless config asks: the Helm-installed Blob CSI driver registers the same CSIDriver.
+            storage_profile=cs.ManagedClusterStorageProfileArgs(
+                blob_csi_driver=cs.ManagedClusterStorageProfileBlobCSIDriverArgs(enabled=args.managed_blob_csi_driver),
+            ),
+            azure_monitor_profile=cs.ManagedClusterAzureMonitorProfileArgs(
+                metrics=cs.ManagedClusterAzureMonitorProfileMetricsArgs(enabled=True),
+            ) if args.prometheus_metrics else None,
+            workload_auto_scaler_profile=cs.ManagedClusterWorkloadAutoScalerProfileArgs(
+                keda=cs.ManagedClusterWorkloadAutoScalerProfileKedaArgs(enabled=True)) if args.keda else None,
+            ai_toolchain_operator_profile=cs.ManagedClusterAIToolchainOperatorProfileArgs(enabled=True)
+            if args.ai_toolchain_operator else None,
+            agent_pool_profiles=[system],
+            tags={**args.tags, **({SECURITY_EXCEPTION: SecurityException.OPEN_API_SERVER.value}
+                                  if args.open_api_server else {})},
+            # The autoscaler owns the system pool's count; GPU/CPU pools are separate AgentPool resources.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["agentPoolProfiles[0].count"]),
+        )
+
+        # The CLI grants this on a BYO subnet; ARM does not. Without it the cloud provider cannot join load
+        # balancers and NICs to the subnet (an internal LoadBalancer fails with LinkedAuthorizationFailed).
+        roles.assign(f"{name}-network-contributor", roles.NETWORK_CONTRIBUTOR,
+                     cluster.identity.apply(lambda i: i.principal_id), args.node_subnet_id,
+                     "AKS control plane manages load balancers and IPs in the node subnet (concepts-network).", self)
+        self.deployer_admin = None
+        if args.deployer_object_id is not None:
+            self.deployer_admin = roles.assign(
+                f"{name}-deployer-admin", roles.AKS_RBAC_CLUSTER_ADMIN, args.deployer_object_id, cluster.id,
+                "Lets the identity running pulumi up manage Kubernetes objects (Azure RBAC).", self,
+                principal_type=args.deployer_principal_type)
+
+        self.managed_cluster = cluster
+        kubelet = cluster.identity_profile.apply(lambda p: p["kubeletidentity"])
+        self.name = cluster.name
+        self.id = cluster.id
+        self.resource_group_name = pulumi.Output.from_input(args.resource_group_name)
+        self.kubelet_object_id = kubelet.apply(lambda k: k.object_id)
+        self.oidc_issuer_url = cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else "")
+        self.register_outputs({
+            "name": self.name,
+            "id": self.id,
+            "kubelet_object_id": self.kubelet_object_id,
+            "oidc_issuer_url": self.oidc_issuer_url,
+        })

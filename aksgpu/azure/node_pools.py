@@ -1,0 +1,192 @@
+"""AKS user node pools, each its own ``AgentPool`` resource: GPU pools (spot by default) and CPU pools.
+
+A GPU pool skips the AKS GPU driver (``gpuProfile.driver = None``, the supported successor of the retired
+``SkipGPUDriverInstall`` tag) unless config says ``driver: install``; then the NVIDIA GPU operator must not
+install one. Workloads take their tolerations and node selector from the pool, never spelt out again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi_azure_native import containerservice as cs
+
+from aksgpu.config.types import GpuDriver, GpuNodes
+
+MAX_PODS = 110
+"""Pods per node: Kubernetes' tested per-node limit (AKS's CNI overlay default is 250). GPU nodes run a few
+large pods beside the operator's DaemonSets; checkov CKV_AZURE_168 asks for at least 50."""
+GPU_TAINT = "sku=gpu:NoSchedule"
+"""Keeps non-GPU pods off GPU nodes (AKS GPU docs)."""
+SPOT_TAINT = "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"
+"""AKS adds this to every spot node; declaring it keeps Pulumi's diff empty (pulumi-azure-native#959)."""
+POOL_LABEL = "kubernetes.azure.com/agentpool"
+"""Label AKS sets on every node with its pool name."""
+FIXED_AT_CREATION = ("vmSize", "gpuProfile", "scaleSetPriority", "spotMaxPrice", "gpuInstanceProfile")
+"""Pool inputs AKS refuses to change on an existing pool (aks-managed-gpu-nodes: the driver is immutable;
+spot-node-pool: priority and max price; use-nvidia-gpu: VM size; gpu-multi-instance: the MIG profile). A change
+to one replaces the pool instead of failing as an update."""
+
+
+def taint_fields(taint: str) -> dict[str, str]:
+    """An AKS taint string ``key=value:Effect`` as Kubernetes writes a taint: key, value, effect."""
+    key_value, effect = taint.rsplit(":", 1)
+    key, value = key_value.split("=", 1)
+    return {"key": key, "value": value, "effect": effect}
+
+
+def toleration(taint: str) -> dict[str, str]:
+    """The Kubernetes toleration matching an AKS taint string ``key=value:Effect``."""
+    fields = taint_fields(taint)
+    return {"key": fields["key"], "operator": "Equal", "value": fields["value"], "effect": fields["effect"]}
+
+
+def merged_tolerations(*groups: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Tolerations of several pools, each once, in a stable order."""
+    seen: dict[tuple, dict[str, str]] = {}
+    for group in groups:
+        for t in group:
+            seen.setdefault(tuple(sorted(t.items())), t)
+    return list(seen.values())
+
+
+@dataclass(frozen=True)
+class PoolNodes:
+    """An agent pool's nodes: their size, how many, how they are bought and where they go."""
+
+    name: str
+    """Agent pool name (``^[a-z][a-z0-9]{0,11}$``), also the ``kubernetes.azure.com/agentpool`` node label."""
+    vm_size: str
+    """Azure VM size."""
+    min_count: int
+    """Autoscaler minimum."""
+    max_count: int
+    """Autoscaler maximum."""
+    count: int
+    """Initial node count; the autoscaler owns it afterwards."""
+    spot: bool = False
+    """Spot priority (evicted when Azure needs the capacity), else regular."""
+    spot_max_price: float = -1.0
+    """Spot price cap in USD per hour; -1: up to the on-demand price."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Node labels."""
+    os_disk_size_gb: int = 128
+    """OS disk size."""
+    zones: tuple[str, ...] = ()
+    """Availability zones; empty: wherever Azure has capacity."""
+
+
+def pool_taints(pool: PoolNodes, gpu: bool) -> tuple[str, ...]:
+    """Taints AKS puts on a pool's nodes: the GPU taint on GPU pools, the spot taint on spot pools."""
+    return ((GPU_TAINT,) if gpu else ()) + ((SPOT_TAINT,) if pool.spot else ())
+
+
+def agent_pool_settings(pool: PoolNodes, subnet_id: pulumi.Input[str], tags: Mapping[str, str],
+                        taints: tuple[str, ...] = (), labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Properties shared by the inline system pool and every ``AgentPool``."""
+    spot = {
+        "scale_set_priority": cs.ScaleSetPriority.SPOT,
+        "scale_set_eviction_policy": cs.ScaleSetEvictionPolicy.DELETE,
+        "spot_max_price": pool.spot_max_price,
+    } if pool.spot else {"scale_set_priority": cs.ScaleSetPriority.REGULAR}
+    return dict(
+        vm_size=pool.vm_size,
+        os_type=cs.OSType.LINUX,
+        os_sku=cs.OSSKU.UBUNTU,
+        type=cs.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
+        os_disk_size_gb=pool.os_disk_size_gb,
+        enable_auto_scaling=True,
+        min_count=pool.min_count,
+        max_count=pool.max_count,
+        count=pool.count,
+        max_pods=MAX_PODS,
+        enable_node_public_ip=False,
+        vnet_subnet_id=subnet_id,
+        availability_zones=list(pool.zones) or None,
+        node_taints=list(taints) or None,
+        node_labels=dict(labels or {}) or None,
+        tags=dict(tags),
+        **spot,
+    )
+
+
+@dataclass(frozen=True)
+class NodePoolArgs:
+    nodes: PoolNodes
+    """The pool's nodes."""
+    cluster_name: pulumi.Input[str]
+    """Name of the AKS cluster."""
+    resource_group_name: pulumi.Input[str]
+    """Resource group of the cluster."""
+    subnet_id: pulumi.Input[str]
+    """Node subnet."""
+    tags: Mapping[str, str]
+    """Tags on the pool's VM scale set."""
+    gpu: GpuNodes | None = None
+    """What its GPUs offer and who installs their driver; ``None`` for a CPU pool."""
+    extra_labels: Mapping[str, str] | None = None
+    """Labels other components need on the nodes (e.g. the device-plugin config selector)."""
+
+
+class _NodePool(pulumi.ComponentResource):
+    """One user ``AgentPool`` and what pods need to land on it (its taints' tolerations, its node selector)."""
+
+    pool_name: str
+    """Agent pool name (also the value of the ``kubernetes.azure.com/agentpool`` node label)."""
+    nodes: PoolNodes
+    """Its nodes: size and bounds (what a queue's quota counts)."""
+    taints: tuple[str, ...]
+    tolerations: list[dict[str, str]]
+    """What every pod on this pool must tolerate."""
+    node_selector: dict[str, str]
+    """What pins a pod to this pool."""
+    agent_pool: cs.AgentPool
+
+    def __init__(self, token: str, name: str, args: NodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(token, name, None, opts)
+        pool, gpu = args.nodes, args.gpu
+        self.pool_name, self.nodes = pool.name, pool
+        self.taints = pool_taints(pool, gpu=gpu is not None)
+        self.tolerations = [toleration(t) for t in self.taints]
+        self.node_selector = {POOL_LABEL: pool.name}
+        labels = {**pool.labels, **({"accelerator": "nvidia"} if gpu else {}), **(args.extra_labels or {})}
+        extra: dict[str, Any] = {}
+        if gpu is not None:
+            extra = {"gpu_profile": cs.GPUProfileArgs(
+                         driver=cs.GPUDriver.NONE if gpu.driver == GpuDriver.NONE else cs.GPUDriver.INSTALL),
+                     "gpu_instance_profile": gpu.mig_profile}
+        self.agent_pool = cs.AgentPool(
+            f"{name}-pool",
+            # Explicit: an auto-name would carry the logical name's hyphens, which AKS refuses in pool names.
+            agent_pool_name=pool.name,
+            resource_name_=args.cluster_name,
+            resource_group_name=args.resource_group_name,
+            mode=cs.AgentPoolMode.USER,
+            **agent_pool_settings(pool, args.subnet_id, args.tags, self.taints, labels),
+            **extra,
+            # The autoscaler owns `count`; the explicit pool name means a replacement must delete first.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["count"], delete_before_replace=True,
+                                        replace_on_changes=list(FIXED_AT_CREATION)),
+        )
+        self.register_outputs({"pool_name": self.pool_name, "agent_pool_id": self.agent_pool.id})
+
+
+class GpuNodePool(_NodePool):
+    """A GPU pool: the GPU taint besides the spot one, the driver owner, MIG partitioning."""
+
+    gpu: GpuNodes
+    """What its nodes' GPUs offer (size, sharing): workloads and the GPU software read it here."""
+
+    def __init__(self, name: str, args: NodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        if args.gpu is None:
+            raise ValueError(f"GPU pool {name}: args.gpu is required")
+        self.gpu = args.gpu
+        super().__init__("aksgpu:aks:GpuNodePool", name, args, opts)
+
+
+class CpuNodePool(_NodePool):
+    def __init__(self, name: str, args: NodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:aks:CpuNodePool", name, args, opts)

@@ -1,0 +1,74 @@
+"""Azure Container Registry attached to the cluster (AcrPull for the kubelet identity), optionally private."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import containerregistry as acr
+
+from aksgpu.azure import roles
+from aksgpu.azure.private_link import PrivateAccess, private_endpoint
+from aksgpu.config.types import RegistrySku
+
+
+@dataclass(frozen=True)
+class RegistryArgs:
+    resource_group_name: pulumi.Input[str]
+    """Resource group of the registry."""
+    location: str
+    """Azure region."""
+    registry_name: str
+    """Physical name (5-50 letters and digits, globally unique)."""
+    sku: RegistrySku
+    """``Basic``, ``Standard`` or ``Premium``."""
+    kubelet_object_id: pulumi.Input[str]
+    """Object id of the cluster's kubelet identity, which pulls images."""
+    tags: Mapping[str, str]
+    """Tags for every resource."""
+    private: PrivateAccess | None = None
+    """Private mode: public network access off, reached through a private endpoint."""
+
+
+class Registry(pulumi.ComponentResource):
+    login_server: pulumi.Output[str]
+    id: pulumi.Output[str]
+    name: pulumi.Output[str]
+    kubelet_pull: pulumi.Resource
+    """The kubelet identity's AcrPull assignment (what a pod's image pull needs)."""
+
+    def __init__(self, name: str, args: RegistryArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:azure:Registry", name, None, opts)
+        if args.private is not None and args.sku != RegistrySku.PREMIUM:
+            raise ValueError(f"registry {args.registry_name}: private endpoints need sku Premium, not {args.sku}")
+        private = args.private is not None
+
+        registry = acr.Registry(
+            f"{name}-acr",
+            registry_name=args.registry_name,
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            sku=acr.SkuArgs(name=args.sku),
+            admin_user_enabled=False,
+            anonymous_pull_enabled=False,
+            public_network_access=acr.PublicNetworkAccess.DISABLED if private else acr.PublicNetworkAccess.ENABLED,
+            # No trusted-service bypass: nothing here needs one. A quick ACR Task run could not use it to push into a
+            # private registry anyway (it builds on public agents without a system-assigned identity), so private
+            # stacks build from inside the VNet (config refuses build.mode acr there).
+            network_rule_bypass_options=acr.NetworkRuleBypassOptions.NONE,
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+        # "az aks update --attach-acr" is exactly this assignment.
+        self.kubelet_pull = roles.assign(f"{name}-acrpull", roles.ACR_PULL, args.kubelet_object_id, registry.id,
+                                         "AKS kubelet identity pulls images (az aks --attach-acr).", self)
+        if args.private is not None:
+            private_endpoint(f"{name}-private", self, args.private, target_id=registry.id, group_id="registry",
+                             target_name=args.registry_name, location=args.location,
+                             resource_group_name=args.resource_group_name, tags=args.tags)
+
+        self.login_server = registry.login_server
+        self.id = registry.id
+        self.name = registry.name
+        self.register_outputs({"login_server": self.login_server, "id": self.id})

@@ -1,0 +1,148 @@
+"""The closed sets and fixed facts config and components share: enums, tag names, MIG geometry.
+
+Components take these value types in their arguments; they never take a config section (``schema.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from aksgpu.config.gpu_sizes import GpuSize
+
+PROJECT = "aksgpu"
+"""The Pulumi project name, and the namespace of every config key."""
+HOLDS_DATA = "holds-data"
+"""Tag: ``false`` on storage the program can recreate at will (build contexts), which the pull-request guard
+lets a preview replace; data accounts carry no such tag."""
+SECURITY_EXCEPTION = "security-exception"
+"""Tag naming the one deliberate departure from the security baseline a resource makes (a ``SecurityException``
+value); the policy pack accepts exactly these, and docs/security.md justifies each."""
+
+MIG_INSTANCES_PER_GPU = {"MIG1g": 7, "MIG2g": 3, "MIG3g": 2, "MIG4g": 1, "MIG7g": 1}
+"""GPU instances one A100/H100 splits into per AKS ``gpuInstanceProfile`` (AKS multi-instance GPU docs)."""
+
+
+class Priority(StrEnum):
+    REGULAR = "regular"
+    SPOT = "spot"
+
+
+class GpuDriver(StrEnum):
+    NONE = "none"
+    """AKS skips its GPU driver; the NVIDIA GPU operator installs driver and container toolkit."""
+    INSTALL = "install"
+    """AKS installs the driver (GRID sizes such as A10, MIG pools); the operator must not."""
+
+
+class SharingMode(StrEnum):
+    NONE = "none"
+    TIME_SLICING = "time-slicing"
+    MPS = "mps"
+    MIG = "mig"
+
+    @property
+    def has_replicas(self) -> bool:
+        """Time-slicing and MPS advertise one GPU as ``replicas`` schedulable shares."""
+        return self in (SharingMode.TIME_SLICING, SharingMode.MPS)
+
+
+class SkuTier(StrEnum):
+    FREE = "Free"
+    STANDARD = "Standard"
+    PREMIUM = "Premium"
+
+
+class NetworkPolicy(StrEnum):
+    """``azure`` (Azure Network Policy Manager) is not offered: its Linux support ends 30 Sep 2028."""
+
+    CILIUM = "cilium"
+    CALICO = "calico"
+
+
+class UpgradeChannel(StrEnum):
+    PATCH = "patch"
+    STABLE = "stable"
+    RAPID = "rapid"
+    NODE_IMAGE = "node-image"
+
+
+class NodeOsUpgradeChannel(StrEnum):
+    NODE_IMAGE = "NodeImage"
+    SECURITY_PATCH = "SecurityPatch"
+    UNMANAGED = "Unmanaged"
+
+
+class PrincipalType(StrEnum):
+    USER = "User"
+    SERVICE_PRINCIPAL = "ServicePrincipal"
+    GROUP = "Group"
+
+
+class LoginMode(StrEnum):
+    """kubelogin's non-interactive modes; ``devicecode`` waits for a browser and is never offered."""
+
+    AZURECLI = "azurecli"
+    SPN = "spn"
+    WORKLOAD_IDENTITY = "workloadidentity"
+    MSI = "msi"
+
+
+class Expander(StrEnum):
+    LEAST_WASTE = "least-waste"
+    RANDOM = "random"
+    MOST_PODS = "most-pods"
+    PRIORITY = "priority"
+
+
+class RegistrySku(StrEnum):
+    BASIC = "Basic"
+    STANDARD = "Standard"
+    PREMIUM = "Premium"
+
+
+class StorageAuth(StrEnum):
+    IDENTITY = "identity"
+    SAS = "sas"
+
+
+class BuildMode(StrEnum):
+    ACR = "acr"
+    LOCAL = "local"
+
+
+class SecurityException(StrEnum):
+    """Values of the ``security-exception`` tag."""
+
+    OPEN_API_SERVER = "open-api-server"
+    """A public API server without authorized IP ranges (Entra ID still required): ``cluster.openApiServer``."""
+    SHARED_KEY_BUILD_CONTEXT = "shared-key-build-context"
+    """The build-context account keeps shared keys and public access: ACR Tasks fetch contexts by SAS URL."""
+    BASELINE_OPERATOR_PODS = "baseline-operator-pods"
+    """A workload namespace at the baseline Pod Security level, not restricted: KAITO 0.6.0's inference pods (which
+    its controller writes) set no security context, so restricted admission would refuse them."""
+
+
+@dataclass(frozen=True)
+class GpuNodes:
+    """What one GPU pool's nodes offer and who sets them up: the size's GPUs, the driver owner, the sharing. The
+    GPU software and the workloads read this from the pool (``GpuNodePool.gpu``), never from config."""
+
+    pool: str
+    """Agent pool name (the device-plugin sharing key and the node label)."""
+    size: GpuSize
+    """The VM size's catalogue entry."""
+    driver: GpuDriver = GpuDriver.NONE
+    sharing: SharingMode = SharingMode.NONE
+    replicas: int = 1
+    """Shares per GPU under time-slicing or MPS."""
+    mig_profile: str | None = None
+
+    @property
+    def per_node(self) -> int:
+        """``nvidia.com/gpu`` a node advertises: GPUs × replicas (time-slicing, MPS) or × MIG instances."""
+        if self.sharing.has_replicas:
+            return self.size.gpus * self.replicas
+        if self.sharing == SharingMode.MIG and self.mig_profile:
+            return self.size.gpus * MIG_INSTANCES_PER_GPU[self.mig_profile]
+        return self.size.gpus

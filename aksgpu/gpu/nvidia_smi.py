@@ -1,0 +1,59 @@
+"""Seed 002's first exercise, kept as a check: an nvidia-smi Job per GPU pool, awaited by ``pulumi up``.
+
+No hostPath driver mounts (seed 002 mounted /usr/lib/nvidia-384 by hand): the operator's container toolkit
+injects nvidia-smi and the driver libraries into any container that is given a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+from pulumi_kubernetes import batch
+
+from aksgpu.azure.node_pools import GpuNodePool
+from aksgpu.kubernetes import charts
+from aksgpu.kubernetes.pods import AWAIT_GPU_START, GPU_START_SECONDS, container, job_spec, pod_spec
+from aksgpu.kubernetes.security import resources, workload_namespace
+
+
+@dataclass(frozen=True)
+class GpuSmokeTestArgs:
+    pools: Sequence[GpuNodePool]
+    """GPU pools to prove schedulable, one Job each."""
+    wait_for: Sequence[pulumi.Resource] = field(default_factory=list)
+    """The GPU operator release: nvidia.com/gpu exists only once its device plugin runs."""
+    namespace: str = "gpu-smoke-test"
+    """Namespace the program creates for the Jobs."""
+    image: str = charts.CUDA_BASE_IMAGE
+    """Image with a libc; pinned by tag."""
+
+
+class GpuSmokeTest(pulumi.ComponentResource):
+    job_names: list[str]
+
+    def __init__(self, name: str, args: GpuSmokeTestArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:gpu:GpuSmokeTest", name, None, opts)
+        ns = workload_namespace(f"{name}-ns", args.namespace, self)
+        self.job_names = []
+        nvidia_smi = container("nvidia-smi", args.image, ["nvidia-smi"], resources("100m", "128Mi", gpus=1),
+                               tmp=False)
+        for pool in args.pools:
+            job_name = f"nvidia-smi-{pool.pool_name}"
+            labels = {"app.kubernetes.io/name": "nvidia-smi", "aksgpu/pool": pool.pool_name}
+            batch.v1.Job(
+                f"{name}-{pool.pool_name}",
+                metadata={"name": job_name, "namespace": ns.metadata["name"], "labels": labels,
+                          # A Job that failed (no spot capacity, a driver build that broke) is replaced on the
+                          # next `pulumi up` instead of failing every later one until someone deletes it.
+                          "annotations": {**AWAIT_GPU_START, "pulumi.com/replaceUnready": "true"}},
+                # No ttlSecondsAfterFinished: a Job deleted behind Pulumi's back is re-created by the next refresh,
+                # which scales a GPU node from zero again.
+                spec=job_spec(pod_spec(pool, [nvidia_smi], tmp=False), labels, backoff_limit=2,
+                              deadline_seconds=GPU_START_SECONDS),
+                # The pool: the Job is awaited, and its node is chosen by label (an edge Pulumi cannot see).
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, pool]),
+            )
+            self.job_names.append(job_name)
+        self.register_outputs({"job_names": self.job_names})

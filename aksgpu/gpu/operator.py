@@ -1,0 +1,102 @@
+"""The NVIDIA GPU operator: driver (for pools that skip AKS's), toolkit, device plugin with sharing config.
+
+One ClusterPolicy comes from the chart's values; this component never creates or patches a second one
+(seed 003's ``kubectl patch clusterpolicy`` becomes ``devicePlugin.config`` here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_kubernetes import core
+
+from aksgpu.azure.node_pools import merged_tolerations
+from aksgpu.config.types import GpuDriver, GpuNodes, SharingMode
+from aksgpu.gpu import sharing as gpu_sharing
+from aksgpu.gpu.nfd import MIG_NOT_READY, NVIDIA_GPU
+from aksgpu.kubernetes import charts, helm
+from aksgpu.kubernetes.security import PRIVILEGED_NAMESPACE_LABELS, namespace
+
+AKS_NVIDIA_RUNTIME = "nvidia-container-runtime"
+"""The runtime handler AKS's containerd config defines on GPU nodes it set up (driver: install)."""
+
+
+def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, str]], bundled_nfd: bool,
+                    sharing_config_name: pulumi.Input[str] | None) -> dict[str, Any]:
+    """Chart values; the driver is the operator's exactly when some pool skips the AKS driver."""
+    tolerations = merged_tolerations([NVIDIA_GPU], gpu_tolerations, [MIG_NOT_READY])
+    owns_driver = any(p.driver == GpuDriver.NONE for p in pools)
+    values: dict[str, Any] = {
+        # Parallel NFD deployments are unsupported: bundle it only when no separate release exists.
+        "nfd": {"enabled": bundled_nfd},
+        # This list replaces the chart default, so it keeps the nvidia.com/gpu entry and adds the pool taints.
+        "daemonsets": {"tolerations": tolerations},
+        "driver": {"enabled": owns_driver},
+        "toolkit": {"enabled": owns_driver},
+    }
+    if bundled_nfd:
+        values["node-feature-discovery"] = {"worker": {"tolerations": tolerations}}
+    if sharing_config_name is not None:
+        # No default: only nodes labelled nvidia.com/device-plugin.config=<key> share their GPUs.
+        values["devicePlugin"] = {"config": {"name": sharing_config_name, "default": ""}}
+    if any(p.sharing == SharingMode.MIG for p in pools):
+        values["mig"] = {"strategy": "single"}
+        # AKS partitions MIG pools from gpuInstanceProfile; the operator's MIG manager (default config
+        # "all-disabled") must never repartition them.
+        values["migManager"] = {"enabled": False}
+    if any(p.driver == GpuDriver.INSTALL for p in pools):
+        # On nodes where AKS installed the driver, containerd's NVIDIA runtime is named nvidia-container-runtime;
+        # the operator's pods would otherwise ask for a runtime class `nvidia` that those nodes lack (NVIDIA's AKS
+        # guide). The toolkit takes the same name on the nodes it configures, so both kinds agree.
+        values["operator"] = {"runtimeClass": AKS_NVIDIA_RUNTIME}
+    return values
+
+
+@dataclass(frozen=True)
+class GpuOperatorArgs:
+    pools: Sequence[GpuNodes]
+    """Every GPU pool of the cluster (driver owner, sharing)."""
+    gpu_tolerations: list[dict[str, str]]
+    """Tolerations of the GPU pools' taints, for every operator DaemonSet."""
+    bundled_nfd: bool = False
+    """True when no separate NFD release exists."""
+    namespace: str = "gpu-operator"
+    """Namespace the program creates for the operator."""
+
+
+class GpuOperator(pulumi.ComponentResource):
+    release: pulumi.Resource
+    namespace: pulumi.Output[str]
+    """The operator's namespace (its DCGM exporter runs there)."""
+
+    def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:gpu:GpuOperator", name, None, opts)
+        if not args.pools:
+            raise ValueError("GPU operator: no GPU pools to serve")
+        ns = namespace(f"{name}-ns", args.namespace, PRIVILEGED_NAMESPACE_LABELS, self)
+
+        config_name = None
+        data = gpu_sharing.configmap_data(args.pools)
+        if data:
+            config = core.v1.ConfigMap(
+                f"{name}-sharing-config",
+                metadata={"name": gpu_sharing.configmap_name(data), "namespace": ns.metadata["name"],
+                          "labels": {"app.kubernetes.io/part-of": "gpu-operator"}},
+                data=data,
+                # Content-named and immutable: a change is a new ConfigMap, which restarts the device plugin.
+                immutable=True,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            config_name = config.metadata["name"]
+
+        values = operator_values(args.pools, args.gpu_tolerations, args.bundled_nfd, config_name)
+        # GPU nodes are slow to join: the operator pods wait for NFD labels and the driver build.
+        # The chart upgrades the ClusterPolicy CRD in a pre-upgrade Job (operator.upgradeCRD); NVIDIA asks for
+        # --disable-openapi-validation so a chart bump is not refused before that Job runs.
+        self.release = helm.release(f"{name}-release", "gpu-operator", charts.GPU_OPERATOR, ns.metadata["name"],
+                                    values, self, timeout_seconds=900, upgrades_own_crds=True)
+        self.namespace = ns.metadata["name"]
+        self.register_outputs({"release": self.release.id})

@@ -1,0 +1,1 @@
+"""Container images in the stack's registry: built from a folder under docker/, or copied from a public registry."""

@@ -1,0 +1,54 @@
+"""In-cluster software every GPU scenario shares: NFD, the GPU operator, the Blob CSI driver, the smoke test, GPU
+metrics scraping and KEDA's access to them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aksgpu.autoscaling.keda import KedaWorkloadIdentity, KedaWorkloadIdentityArgs, MetricsAccess
+from aksgpu.azure.node_pools import merged_tolerations
+from aksgpu.config.schema import StackConfig
+from aksgpu.gpu.nfd import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
+from aksgpu.gpu.nvidia_smi import GpuSmokeTest, GpuSmokeTestArgs
+from aksgpu.gpu.operator import GpuOperator, GpuOperatorArgs
+from aksgpu.layers.azure import AzureLayer
+from aksgpu.monitoring.gpu_scraping import GpuMetricsScraping, GpuMetricsScrapingArgs
+from aksgpu.volumes.blob_csi import BlobCsiDriver, BlobCsiDriverArgs
+
+
+@dataclass
+class GpuSoftware:
+    nfd: NodeFeatureDiscovery | None
+    operator: GpuOperator | None
+    blob_csi: BlobCsiDriver | None
+    smoke_test: GpuSmokeTest | None
+    scraping: GpuMetricsScraping | None = None
+    metrics_access: MetricsAccess | None = None
+    """How a ScaledObject reads GPU utilisation (KEDA on, monitoring on)."""
+
+
+def build_gpu_software(cfg: StackConfig, layer: AzureLayer) -> GpuSoftware:
+    opts = layer.kubernetes_opts
+    pools = list(layer.gpu_pools.values())
+    tolerations = merged_tolerations(*(p.tolerations for p in pools))
+    addons = cfg.addons
+    nfd = None
+    if addons.nfd:
+        nfd = NodeFeatureDiscovery("nfd", NodeFeatureDiscoveryArgs(gpu_tolerations=tolerations), opts=opts)
+    operator = None
+    if addons.gpu_operator and pools:
+        operator = GpuOperator("gpu-operator", GpuOperatorArgs(
+            pools=[p.gpu for p in pools], gpu_tolerations=tolerations, bundled_nfd=not addons.nfd), opts=opts)
+    blob_csi = BlobCsiDriver("blob-csi", BlobCsiDriverArgs(), opts=opts) if addons.blob_csi else None
+    smoke = None
+    if addons.smoke_test and operator is not None:
+        smoke = GpuSmokeTest("gpu-smoke-test", GpuSmokeTestArgs(pools=pools, wait_for=[operator.release]),
+                             opts=opts)
+    scraping = access = None
+    if layer.metrics is not None and operator is not None:
+        scraping = GpuMetricsScraping("gpu-metrics", GpuMetricsScrapingArgs(operator.namespace, operator.release),
+                                      opts=opts)
+    if layer.metrics is not None and layer.keda_identity is not None:
+        keda = KedaWorkloadIdentity("keda", KedaWorkloadIdentityArgs(layer.keda_identity.client_id), opts=opts)
+        access = MetricsAccess(layer.metrics.query_endpoint, layer.keda_identity.client_id, keda.restart)
+    return GpuSoftware(nfd, operator, blob_csi, smoke, scraping, access)

@@ -1,0 +1,70 @@
+"""The one pipeline every stack runs: config → checks → Azure layer → GPU software → workspace → images → the
+scenario's workloads → stack outputs. It runs whatever scenarios the composition root hands it (``__main__.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+
+from aksgpu import outputs
+from aksgpu.autoscaling.kueue import Kueue, KueueArgs
+from aksgpu.config.errors import ConfigError
+from aksgpu.config.loader import load_config
+from aksgpu.config.schema import StackConfig
+from aksgpu.layers.azure import azure_outputs, build_azure_layer
+from aksgpu.layers.gpu_software import build_gpu_software
+from aksgpu.layers.images import build_images
+from aksgpu.layers.workspace import build_workspace
+from aksgpu.scenario import Platform, Scenario
+from aksgpu.sdk import namespace_values
+
+Registry = Mapping[str, Scenario]
+"""Scenario name → scenario: what ``aksgpu:scenario`` may name."""
+
+
+def load_stack_config(raw: Mapping[str, Any], project: str, stack: str, scenarios: Registry) -> StackConfig:
+    """Parse ``raw`` (keys without ``project:``) with its scenario's section, needs and rules; raises
+    ``ConfigError`` naming every problem."""
+    return load_config(raw, project, stack, scenarios=scenarios)
+
+
+def read_stack_config(scenarios: Registry) -> StackConfig:
+    project, stack = pulumi.get_project(), pulumi.get_stack()
+    return load_stack_config(namespace_values(project), project, stack, scenarios)
+
+
+def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> None:
+    """Declare the stack's resources and export its outputs.
+
+    ``preflight`` asks the API server, before any Kubernetes call, whether it answers (private clusters) and whether
+    the deployer's access has taken effect; the offline render, which has no cluster, turns it off.
+    """
+    scenario = scenarios[cfg.scenario]
+    needs = scenario.needs_of(cfg, cfg.settings)
+    azure = build_azure_layer(cfg, needs, preflight=preflight)
+    software = build_gpu_software(cfg, azure)
+    workspace, volumes = build_workspace(cfg, azure, software, needs) if needs.namespace else (None, {})
+    images = build_images(cfg, azure, needs.images)
+    queue = None
+    if needs.job_queue and cfg.addons.kueue and workspace is not None:
+        queue = Kueue("kueue", KueueArgs(pools=list(azure.gpu_pools.values()), namespaces=[workspace.name],
+                                         namespace_outputs={workspace.name: workspace.namespace}),
+                      opts=azure.kubernetes_opts)
+    platform = Platform(cfg=cfg, needs=needs, azure=azure, software=software, images=images, workspace=workspace,
+                        volumes=volumes, job_queue=queue.queue if queue else None)
+    values = {**azure_outputs(cfg, azure),
+              **{outputs.image(repository): image.image_ref for repository, image in images.items()},
+              **scenario.deploy(cfg, cfg.settings, platform)}
+    for name, value in values.items():
+        pulumi.export(name, value)
+
+
+def run(scenarios: Registry) -> None:
+    """``pulumi up``: one config read, then the pipeline. Config errors are one line each, without a traceback."""
+    try:
+        cfg = read_stack_config(scenarios)
+    except ConfigError as error:
+        raise pulumi.RunError(str(error)) from None
+    deploy(cfg, scenarios)

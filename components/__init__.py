@@ -1,1 +1,0 @@
-"""Pulumi ``ComponentResource``s, one concern per folder, and the Kubernetes helpers they share."""

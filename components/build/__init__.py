@@ -1,1 +1,0 @@
-"""Container images built from a folder under docker/ into the stack's registry."""

@@ -1,1 +1,0 @@
-"""Each scenario's workloads: the GPU function, shared inference, training, re-simulation."""

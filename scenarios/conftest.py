@@ -1,0 +1,3 @@
+"""The scenarios' tests share the platform tests' fixtures: every stack rendered once per test process."""
+
+from tests.conftest import render_of, renders  # noqa: F401 (pytest finds fixtures by name)

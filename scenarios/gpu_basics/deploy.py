@@ -1,0 +1,21 @@
+"""gpu-basics' workloads on the platform and its stack outputs: training-autoscale's training Job, without its
+scale-out, checkpoint storage or prediction service."""
+
+from __future__ import annotations
+
+from aksgpu.config.schema import StackConfig
+from aksgpu.outputs import Outputs
+from aksgpu.scenario import Platform
+from scenarios.gpu_basics.settings import TrainingSettings
+from scenarios.training_autoscale.deploy import TRAINING_LOGS
+from scenarios.training_autoscale.workloads import TrainingArgs, TrainingWorkload
+
+
+def deploy(cfg: StackConfig, st: TrainingSettings, platform: Platform) -> Outputs:
+    training = TrainingWorkload("training", TrainingArgs(
+        gpu_pool=platform.gpu_pool(cfg.gpu_pools[0]),
+        jobs_image=platform.image("jobs"),
+        workspace=platform.workspace,
+        steps=st.steps,
+    ), opts=platform.opts)
+    return {TRAINING_LOGS: training.logs_command}

@@ -1,0 +1,17 @@
+"""Seed 001: several GPU workloads sharing one GPU through the device plugin instead of NVIDIA_VISIBLE_DEVICES."""
+
+from aksgpu.scenario import Scenario
+from scenarios.gpu_sharing.deploy import deploy
+from scenarios.gpu_sharing.settings import MOVED, NEEDS, InferenceSettings, check
+
+SCENARIO = Scenario(
+    name="gpu-sharing",
+    summary="One GPU shared (time-slicing, MPS or MIG, as the stack's pool says): inference services scaled by "
+            "KEDA and a Jupyter notebook each take a share, with a load-test template",
+    seed="001 several workloads on one GPU",
+    settings=InferenceSettings,
+    needs=NEEDS,
+    check=check,
+    moved=MOVED,
+    deploy=deploy,
+)

@@ -1,0 +1,71 @@
+"""llm-serving's workloads on the platform and its stack outputs."""
+
+from __future__ import annotations
+
+import pulumi
+
+from aksgpu.autoscaling.gpu_deployment import GpuScaling
+from aksgpu.config.schema import StackConfig
+from aksgpu.images.imported import ImportedImage, ImportedImageArgs
+from aksgpu.outputs import Outputs
+from aksgpu.scenario import Platform
+from scenarios.llm_serving import settings as llm
+from scenarios.llm_serving.settings import MODELS_ROLE, SERVER, LlmSettings, Runtime, Weights
+from scenarios.llm_serving.workloads import LlmServing, LlmServingArgs, VllmServer
+
+LLM_BASE_URL, LLM_MODEL, LLM_PORT_FORWARD = "llmBaseUrl", "llmModel", "llmPortForward"
+LLM_CHAT_EXAMPLE, RUN_LLM_LOAD_TEST, UPLOAD_WEIGHTS = "llmChatExample", "runLlmLoadTest", "uploadWeights"
+"""Output names: where the endpoint is and what it serves, how to reach and try it, the load test, and (blob
+weights) the upload."""
+
+
+def server_image(cfg: StackConfig, st: LlmSettings, platform: Platform) -> pulumi.Input[str]:
+    """The vLLM image by digest: a configured digest as is; a tag copied into the stack's registry and pulled
+    from there by the digest the registry records."""
+    reference = llm.image_reference(st, llm.server_pool(cfg, st))
+    if "@sha256:" in reference:
+        return reference
+    registry = platform.azure.registry
+    return ImportedImage("vllm-image", ImportedImageArgs(
+        source=reference, registry_name=registry.name, login_server=registry.login_server,
+        pull_access=registry.kubelet_pull),
+        opts=platform.opts).image_ref
+
+
+def vllm_server(cfg: StackConfig, st: LlmSettings) -> VllmServer:
+    """The stack's ``llm`` section as vLLM's flags."""
+    hub = st.weights == Weights.HUB
+    return VllmServer(
+        served_model_name=llm.served_name(st), max_model_len=st.max_model_len,
+        gpu_memory_utilization=st.gpu_memory_utilization, dtype=llm.dtype_flag(st, llm.server_pool(cfg, st)),
+        waiting_per_replica=st.waiting_per_replica, hub_model=st.model if hub else None,
+        revision=st.revision if hub else None, blob_folder=None if hub else llm.weights_folder(st),
+        download_gib=llm.weights_disk_gib(st) if hub else 0)
+
+
+def deploy(cfg: StackConfig, st: LlmSettings, platform: Platform) -> Outputs:
+    pool = llm.server_pool(cfg, st)
+    vllm = st.runtime == Runtime.VLLM
+    serving = LlmServing("llm", LlmServingArgs(
+        pool=platform.gpu_pool(pool),
+        server=vllm_server(cfg, st) if vllm else st.kaito_preset,
+        workspace=platform.workspace,
+        jobs_image=platform.image("jobs"),
+        image=server_image(cfg, st, platform) if vllm else None,
+        weights=platform.volumes.get(SERVER),
+        scaling=GpuScaling(1, llm.max_replicas(cfg, st), st.waiting_per_replica, platform.metrics) if vllm else None,
+        scrape=cfg.monitoring.enabled,
+        wait_for=platform.gpu_operator,
+    ), opts=platform.opts)
+    values: dict[str, object] = {
+        LLM_BASE_URL: serving.base_url,
+        LLM_MODEL: serving.served_model,
+        LLM_PORT_FORWARD: serving.port_forward,
+        LLM_CHAT_EXAMPLE: serving.chat_example,
+        RUN_LLM_LOAD_TEST: serving.load_test_command,
+    }
+    if llm.blob_weights(st):
+        folder = llm.weights_folder(st)
+        values[UPLOAD_WEIGHTS] = (f"hf download {st.model} --local-dir ./{folder} && "
+                                  + platform.blob_command(MODELS_ROLE, upload=True, local=f"./{folder}", path=folder))
+    return values
