@@ -87,12 +87,13 @@ class Platform:
         """What GPU workloads wait for: ``nvidia.com/gpu`` exists only once the operator's device plugin runs."""
         return [self.software.operator.release] if self.software.operator else []
 
-    def blob_command(self, role: str, upload: bool, local: str, path: str | None = None) -> str:
-        """The ``az storage blob`` command that uploads ``local`` to (or downloads it from) the first container of
-        the ``role`` account, as the deployer (Entra ID, no keys)."""
+    def blob_command(self, role: str, upload: bool, local: str, path: str | None = None,
+                     container: str | None = None) -> str:
+        """The ``az storage blob`` command that uploads ``local`` to (or downloads it from) ``container`` (the first
+        of the ``role`` account's by default), as the deployer (Entra ID, no keys)."""
         account = self.cfg.storage_account(role)
-        command = blob_batch_command(self.cfg.storage_account_name(account), account.container_names[0], upload,
-                                     local, path)
+        command = blob_batch_command(self.cfg.storage_account_name(account), container or account.container_names[0],
+                                     upload, local, path)
         if not self.cfg.cluster.grant_deployer_admin:
             role_name = "Contributor" if self.needs.deployer_blob_access.get(role) else "Reader"
             command += f"  # needs Storage Blob Data {role_name} on the account (cluster.grantDeployerAdmin is off)"

@@ -23,12 +23,16 @@ def render(stack: str | None, config: Path | None, out: Path) -> int:
             print(f"error: no config file for stack {stack!r} (expected Pulumi.{stack}.yaml)", file=sys.stderr)
             return 2
         targets = {stack: config}
+    bad = 0
     for name, path in targets.items():  # every config is checked before anything is written
         try:
             check_stack(name, path)
         except ConfigError as e:
-            print(f"error: stack {name}: {e}", file=sys.stderr)
-            return 2
+            bad += 1
+            for problem in e.problems:
+                print(f"error: stack {name}: {problem}", file=sys.stderr)
+    if bad:
+        return 2
     for name, path in targets.items():
         start = time.perf_counter()
         rendered = render_stack(name, path)
