@@ -493,6 +493,14 @@ class StackConfig(ConfigModel):
     def gpu_pool(self, name: str) -> GpuPool:
         return next(p for p in self.gpu_pools if p.name == name)
 
+    def pick_gpu_pool(self, name: str | None = None,
+                      where: Callable[[GpuPool], bool] = lambda pool: True) -> GpuPool | None:
+        """The GPU pool a scenario's workload goes to: the one its config names, else the first that ``where``
+        accepts (None when none does; ``rules.unknown_gpu_pool`` reports a name that is not a pool)."""
+        if name is not None:
+            return next((p for p in self.gpu_pools if p.name == name), None)
+        return next((p for p in self.gpu_pools if where(p)), None)
+
     def storage_account_name(self, account: StorageAccountConfig) -> str:
         """The account's physical name: from config, or derived from the naming root and its role."""
         return account.name or self.naming.storage_account(account.role)

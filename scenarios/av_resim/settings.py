@@ -45,7 +45,7 @@ MOVED = {"workloads.resimJobs": "jobs", "workloads.gpuTestJobs": "gpuTestJobs",
 
 def multi_gpu_pool(cfg: StackConfig) -> GpuPool | None:
     """The pool of the 2-GPU job: the first whose nodes carry two or more whole GPUs."""
-    return next((g for g in cfg.gpu_pools if g.size.gpus >= 2 and g.sharing.mode == SharingMode.NONE), None)
+    return cfg.pick_gpu_pool(where=lambda g: g.size.gpus >= 2 and g.sharing.mode == SharingMode.NONE)
 
 
 def check(cfg: StackConfig, st: ResimSettings) -> Iterator[ConfigError]:

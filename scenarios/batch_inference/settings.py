@@ -52,9 +52,7 @@ class BatchSettings(ConfigModel):
 
 def batch_pool(cfg: StackConfig, st: BatchSettings) -> GpuPool | None:
     """The pool the run goes to: the named one, or the first that scales from zero."""
-    if st.pool is not None:
-        return cfg.gpu_pool(st.pool)
-    return next((g for g in cfg.gpu_pools if g.min_count == 0), None)
+    return cfg.pick_gpu_pool(st.pool, where=lambda g: g.min_count == 0)
 
 
 def check(cfg: StackConfig, st: BatchSettings) -> Iterator[ConfigError]:

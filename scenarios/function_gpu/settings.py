@@ -56,7 +56,7 @@ class FunctionSettings(ConfigModel):
 
 def function_pool(cfg: StackConfig, st: FunctionSettings) -> GpuPool:
     """The GPU pool the function runs on."""
-    return cfg.gpu_pool(st.pool) if st.pool else cfg.gpu_pools[0]
+    return cfg.pick_gpu_pool(st.pool)
 
 
 def source_ranges(cfg: StackConfig, st: FunctionSettings) -> tuple[str, ...]:

@@ -36,8 +36,8 @@ MOVED = {"workloads.inferenceServices": "services", "workloads.notebook": "noteb
 
 def shared_pool(cfg: StackConfig) -> GpuPool | None:
     """The first pool whose nodes offer several shares of a GPU: time-slicing or MPS replicas, or MIG instances."""
-    return next((g for g in cfg.gpu_pools if g.sharing.mode != SharingMode.NONE
-                 and g.schedulable_gpus_per_node >= MIN_SHARES), None)
+    return cfg.pick_gpu_pool(where=lambda g: g.sharing.mode != SharingMode.NONE
+                             and g.schedulable_gpus_per_node >= MIN_SHARES)
 
 
 def check(cfg: StackConfig, st: InferenceSettings) -> Iterator[ConfigError]:

@@ -169,7 +169,7 @@ SERVER = "server"
 
 
 def server_pool(cfg: StackConfig, st: LlmSettings) -> GpuPool:
-    return cfg.gpu_pool(st.pool) if st.pool else cfg.gpu_pools[0]
+    return cfg.pick_gpu_pool(st.pool)
 
 
 def max_replicas(cfg: StackConfig, st: LlmSettings) -> int:

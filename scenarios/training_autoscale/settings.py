@@ -35,7 +35,7 @@ MOVED = {"workloads.trainingSteps": "steps", "workloads.parallelTrainingRuns": "
 
 def scaling_pool(cfg: StackConfig) -> GpuPool | None:
     """The GPU pool training runs on: the first that scales from zero."""
-    return next((g for g in cfg.gpu_pools if g.min_count == 0), None)
+    return cfg.pick_gpu_pool(where=lambda g: g.min_count == 0)
 
 
 def check(cfg: StackConfig, st: ScaledTrainingSettings) -> Iterator[ConfigError]:
