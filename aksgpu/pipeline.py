@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pulumi
+from pulumi_azure_native import authorization
 
 from aksgpu import outputs
 from aksgpu.autoscaling.kueue import Kueue, KueueArgs
@@ -35,12 +36,14 @@ def read_stack_config(scenarios: Registry) -> StackConfig:
     return load_stack_config(namespace_values(project), project, stack, scenarios)
 
 
-def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> None:
-    """Declare the stack's resources and export its outputs.
+def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> StackConfig:
+    """Declare the stack's resources and export its outputs; the config as deployed (with its subscription).
 
     ``preflight`` asks the API server, before any Kubernetes call, whether it answers (private clusters) and whether
     the deployer's access has taken effect; the offline render, which has no cluster, turns it off.
     """
+    # The subscription seeds the globally unique names: every deployment's own, stable for its life.
+    cfg = cfg.for_deployment(authorization.get_client_config().subscription_id)
     scenario = scenarios[cfg.scenario]
     needs = scenario.needs_of(cfg, cfg.settings)
     azure = build_azure_layer(cfg, needs, preflight=preflight)
@@ -59,6 +62,7 @@ def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> Non
               **scenario.deploy(cfg, cfg.settings, platform)}
     for name, value in values.items():
         pulumi.export(name, value)
+    return cfg
 
 
 def run(scenarios: Registry) -> None:

@@ -141,8 +141,8 @@ def cluster_fqdn(cluster: str, location: str = "eastus") -> str:
 class AzureMocks(Mocks):
     """Answers resource registrations and invokes as Azure and Kubernetes would."""
 
-    def __init__(self, stack: str):
-        self.stack = stack
+    def __init__(self, stack: str, subscription: str = SUBSCRIPTION):
+        self.stack, self.subscription = stack, subscription
         self.invokes: list[str] = []
         """Tokens of the provider functions the program called, in call order."""
 
@@ -240,8 +240,8 @@ class AzureMocks(Mocks):
         token, a = args.token, args.args
         self.invokes.append(token)
         if token == "azure-native:authorization:getClientConfig":
-            return {"clientId": AZURE_CLI_CLIENT_ID, "objectId": DEPLOYER_OBJECT_ID, "subscriptionId": SUBSCRIPTION,
-                    "tenantId": TENANT}
+            return {"clientId": AZURE_CLI_CLIENT_ID, "objectId": DEPLOYER_OBJECT_ID,
+                    "subscriptionId": self.subscription, "tenantId": TENANT}
         if token in ("azure-native:containerservice:listManagedClusterUserCredentials",
                      "azure-native:containerservice:listManagedClusterAdminCredentials"):
             cluster, group = a.get("resourceName", "aks"), a.get("resourceGroupName", "rg")

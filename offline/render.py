@@ -21,7 +21,7 @@ from pulumi.runtime import rpc
 from aksgpu.config.schema import StackConfig
 from aksgpu.config.types import PROJECT
 from aksgpu.pipeline import deploy, load_stack_config, read_stack_config
-from offline.mocks import AzureMocks
+from offline.mocks import SUBSCRIPTION, AzureMocks
 from offline.sdk import resolve, root_outputs, run_program, set_all_config
 from offline.stack_files import REPO_ROOT, cli_encoded, stack_files, stack_namespace
 from scenarios import REGISTRY
@@ -169,16 +169,16 @@ def _without_aliases(args: pulumi.ResourceTransformationArgs) -> pulumi.Resource
     return pulumi.ResourceTransformationResult(args.props, opts)
 
 
-def _run_program(stack: str, encoded: dict[str, str]) -> tuple[StackConfig, RecordingMonitor, dict[str, Any]]:
+def _run_program(stack: str, encoded: dict[str, str], subscription: str
+                 ) -> tuple[StackConfig, RecordingMonitor, dict[str, Any]]:
     set_all_config(encoded)
-    monitor = RecordingMonitor(AzureMocks(stack))
+    monitor = RecordingMonitor(AzureMocks(stack, subscription))
     pulumi_mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     holder: dict[str, StackConfig] = {}
 
     def program() -> None:
         pulumi.runtime.register_stack_transformation(_without_aliases)
-        holder["cfg"] = cfg = read_stack_config(REGISTRY)
-        deploy(cfg, REGISTRY, preflight=False)
+        holder["cfg"] = deploy(read_stack_config(REGISTRY), REGISTRY, preflight=False)
 
     run_program(program)
     outputs = _resolve_outputs(root_outputs())
@@ -197,9 +197,10 @@ def render_stack(stack: str, config_file: Path | None = None) -> Render:
     return render_namespace(stack, stack_namespace(config_file or stack_files()[stack]))
 
 
-def render_namespace(stack: str, namespace: dict[str, Any]) -> Render:
-    """Render a stack from its config namespace (keys without ``aksgpu:``, Pulumi.yaml defaults applied)."""
+def render_namespace(stack: str, namespace: dict[str, Any], subscription: str = SUBSCRIPTION) -> Render:
+    """Render a stack from its config namespace (keys without ``aksgpu:``, Pulumi.yaml defaults applied), as
+    deployed into ``subscription`` (the mocks' by default)."""
     load_stack_config(namespace, PROJECT, stack, REGISTRY)
-    cfg, monitor, outputs = contextvars.Context().run(_run_program, stack, cli_encoded(namespace))
+    cfg, monitor, outputs = contextvars.Context().run(_run_program, stack, cli_encoded(namespace), subscription)
     resources = sorted(monitor.recorded, key=lambda r: (r.type, r.name))
     return Render(stack, cfg, resources, outputs, sorted(monitor.mocks.invokes))

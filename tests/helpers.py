@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from offline.mocks import SUBSCRIPTION
 from offline.render import Render, render_namespace
 from offline.stack_files import project_defaults, stack_files, stack_namespace
 
@@ -19,10 +20,10 @@ def with_api_server_decision(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def render_with(stack: str = "t", **config: Any) -> Render:
-    """Render a stack whose file would hold ``config`` (keys without ``aksgpu:``), Pulumi.yaml defaults first.
-    See ``with_api_server_decision``."""
-    return render_namespace(stack, {**project_defaults(), **with_api_server_decision(config)})
+def render_with(stack: str = "t", subscription: str = SUBSCRIPTION, **config: Any) -> Render:
+    """Render a stack whose file would hold ``config`` (keys without ``aksgpu:``), Pulumi.yaml defaults first, as
+    deployed into ``subscription``. See ``with_api_server_decision``."""
+    return render_namespace(stack, {**project_defaults(), **with_api_server_decision(config)}, subscription)
 
 
 def stack_config_of(stack: str) -> dict[str, Any]:

@@ -97,6 +97,15 @@ def _resolved(cfg: StackConfig, stack: str) -> StackConfig:
     })
 
 
+def _root_problems(cfg: StackConfig, stack: str) -> list[ConfigError]:
+    """A naming root derived from a long stack name is refused, never cut: cut, two stacks would share names."""
+    if naming.name_root_error(cfg.name_root):
+        return [ConfigError(f"{K}nameRoot", "", f"the stack name {stack!r} gives the naming root "
+                            f"{cfg.name_root!r} ({len(cfg.name_root)} characters), but Azure's name limits leave "
+                            f"{naming.MAX_ROOT}; set nameRoot, e.g. {naming.shorter_root(cfg.name_root)!r}")]
+    return []
+
+
 def load_config(raw: Mapping[str, Any], project: str, stack: str,
                 scenarios: Mapping[str, ScenarioConfig]) -> StackConfig:
     """The ``project:`` namespace of a stack (keys without the prefix), parsed and checked; ``scenarios`` are the
@@ -114,8 +123,11 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str,
 
     cfg = settings = None
     try:
-        cfg = _resolved(StackConfig.parse(data, K), stack)
+        parsed = StackConfig.parse(data, K)
+        cfg = _resolved(parsed, stack)
         cfg._project, cfg._stack = project, stack
+        if not parsed.name_root:
+            found += _root_problems(cfg, stack)
         found += rules.check(cfg)
     except ConfigError as error:
         found += error.problems

@@ -45,26 +45,43 @@ def name_root_error(root: str) -> str | None:
     return "must be 2-20 lowercase letters, digits and single hyphens, starting with a letter"
 
 
+MAX_ROOT = 20
+"""The longest naming root: ``rg-<root>-nodes``, ``aks-<root>`` and the derived storage names stay within Azure's
+limits (resource-name-rules.md)."""
+
+
 def root_from_stack(stack: str) -> str:
-    """A valid naming root from a stack name: lowercased, other characters to hyphens, cut to 20."""
+    """The naming root a stack name gives: lowercased, other characters to hyphens. Never cut: two stack names that
+    share their first 20 characters would share every resource name (``name_root_error`` refuses a long one)."""
     root = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", stack.lower())).strip("-")
     if len(root) < 2 or not root[0].isalpha():
         root = f"stack-{root}".rstrip("-")
-    return root[:20].rstrip("-")
+    return root
+
+
+def shorter_root(root: str) -> str:
+    """A suggestion for a root that is too long: the initials of all but its last part, then the last part
+    (``training-autoscale-staging`` → ``ta-staging``), cut to the limit."""
+    *head, last = root.split("-")
+    short = "-".join(filter(None, ["".join(p[0] for p in head if p), last]))
+    return short[:MAX_ROOT].rstrip("-") if len(short) >= 2 else root[:MAX_ROOT].rstrip("-")
 
 
 @dataclass(frozen=True)
 class Naming:
     """Physical Azure names, all derived from one root per stack (Cloud Adoption Framework abbreviations).
 
-    Globally unique names (registry, storage) get a short stable hash of ``unique_seed`` so two stacks with the
-    same root in different projects do not collide; a user who still collides sets the name in config.
+    Globally unique names (registry, storage accounts, Grafana) end in a short hash of ``unique_seed``: the
+    deployment's subscription, project and stack. Every clone of this repository deploys into its own subscription,
+    so two teams with the same stack never share a global name, and a deployment keeps its names for its life (the
+    subscription does not change under it). Within one subscription, two deployments of one stack name would share
+    their resource group too: they need different naming roots (``nameRoot``).
     """
 
     root: str
     """The stack's naming root, e.g. ``avresim-dev``."""
     unique_seed: str
-    """What the global-name hash is computed from (project and stack)."""
+    """What the global-name hash is computed from: subscription, project and stack."""
 
     @property
     def _compact(self) -> str:

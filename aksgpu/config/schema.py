@@ -452,6 +452,7 @@ class StackConfig(ConfigModel):
     _project: str = PrivateAttr(PROJECT)
     _stack: str = PrivateAttr("stack")
     _settings: Any = PrivateAttr(None)
+    _subscription: str = PrivateAttr("")
 
     @property
     def project(self) -> str:
@@ -467,9 +468,20 @@ class StackConfig(ConfigModel):
         return self._settings
 
     @property
+    def subscription(self) -> str:
+        """The Azure subscription the stack deploys into (``for_deployment``); empty before the program asks."""
+        return self._subscription
+
+    def for_deployment(self, subscription_id: str) -> StackConfig:
+        """This config as deployed into ``subscription_id``: its globally unique names are seeded with it."""
+        deployed = self.model_copy()
+        deployed._subscription = subscription_id
+        return deployed
+
+    @property
     def naming(self) -> Naming:
-        """Physical names, all derived from the naming root."""
-        return Naming(self.name_root, unique_seed=f"{self.project}/{self.stack}")
+        """Physical names, all derived from the naming root; global ones also from the deployment's subscription."""
+        return Naming(self.name_root, unique_seed=f"{self.subscription}/{self.project}/{self.stack}")
 
     @property
     def tags(self) -> dict[str, str]:
