@@ -83,6 +83,21 @@ class Render:
     def children(self, parent: str) -> list[Resource]:
         return [r for r in self.resources if r.parent == parent]
 
+    def upstream(self, name: str) -> set[str]:
+        """Everything the engine creates before resource ``name``: its dependencies and its provider's, transitively."""
+        by_name = {r.name: r for r in self.resources}
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            r = by_name.get(todo.pop())
+            if r is None:
+                continue
+            for dep in [*r.depends_on, *([r.provider] if r.provider else [])]:
+                if dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
+        return seen
+
 
 def _urn_name(urn: str) -> str:
     return urn.split("::")[-1]

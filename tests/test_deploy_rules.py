@@ -59,6 +59,42 @@ def test_the_cluster_identity_manages_the_node_subnet(render_of):
     assert re.fullmatch(r"[0-9a-f-]{36}", grant.inputs["principalId"])
 
 
+VNET_WRITES = ("azure-native:network:Subnet", "azure-native:network:PrivateEndpoint",
+               "azure-native:network:PrivateDnsZoneGroup", "azure-native:privatedns:VirtualNetworkLink")
+AGENT_POOL = "azure-native:containerservice:AgentPool"
+
+
+def test_aks_takes_over_the_vnet_after_every_other_write_to_it(render_of, renders):
+    """Round-3 audit #6: AKS fails to set VNet ownership while another operation updates the VNet
+    (Azure/AKS#4522 "SetVNetOwnershipFailed ... VirtualNetworkNotInSucceededState"; hashicorp/terraform-provider-azurerm
+    #32682 serialises on the VNet for the same reason)."""
+    for stack in renders:
+        r = render_of(stack)
+        before_cluster = r.upstream("aks-aks")
+        for write in (w for t in VNET_WRITES for w in r.of_type(t)):
+            assert write.name in before_cluster, (stack, write.name)
+
+
+def test_node_pools_are_created_one_at_a_time(render_of, renders):
+    """Round-3 audit #6: AKS refuses a pool operation while another runs (cilium/cilium#25944 "OperationNotAllowed
+    ... Another agentpool operation ... is in progress") and pools racing for one VNet fail (Azure/AKS#4522)."""
+    for stack in renders:
+        pools = [p.name for p in render_of(stack).of_type(AGENT_POOL)]
+        upstream = {p: render_of(stack).upstream(p) for p in pools}
+        # A chain: one pool waits for no other, the next for one, the next for two...
+        assert sorted(len(set(pools) & upstream[p]) for p in pools) == list(range(len(pools))), stack
+
+
+def test_a_load_balancer_service_waits_for_the_control_planes_subnet_role(render_of, renders):
+    """Round-3 audit #13: without Network Contributor on the BYO subnet the cloud provider's first attempt fails with
+    LinkedAuthorizationFailed (learn.microsoft.com/azure/aks/concepts-network-cni-overview)."""
+    services = [(stack, s) for stack in renders for s in render_of(stack).of_type("kubernetes:core/v1:Service")
+                if s.inputs["spec"].get("type") == "LoadBalancer"]
+    assert services
+    for stack, service in services:
+        assert "aks-network-contributor" in render_of(stack).upstream(service.name), stack
+
+
 def test_the_program_waits_for_kubernetes_access_before_its_first_kubernetes_call_unless_told_not_to():
     """Audit #7: a new role assignment takes up to five minutes to take effect
     (learn.microsoft.com/azure/aks/entra-id-authorization); `pulumi up` must not need a rerun."""
@@ -104,7 +140,7 @@ def test_workloads_that_pull_from_the_registry_wait_for_the_pull_grant(render_of
             login = f"{r.cfg.registry_name}.azurecr.io/"
             for w in workloads(r):
                 if any(c["image"].startswith(login) for c in pod_spec(w.revealed)["containers"]):
-                    assert "registry-acrpull" in w.depends_on, w.name
+                    assert "aks-acrpull" in w.depends_on, w.name
 
 
 def test_the_default_system_pool_is_two_nodes_of_four_vcpus():

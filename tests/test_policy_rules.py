@@ -81,7 +81,7 @@ NEGATIVE = [
     ("aks-gpu-pools", "gpu-basics", "aks-aks", "agentPoolProfiles.0.scaleSetPriority", "Spot", "must be regular"),
     ("acr-locked-down", "gpu-basics", "registry-acr", "adminUserEnabled", True, "adminUserEnabled"),
     ("acr-locked-down", "av-resim", "registry-acr", "sku.name", "Standard", "Premium"),
-    ("acr-pull-to-a-service-principal", "gpu-basics", "registry-acrpull", "principalType", "User",
+    ("acr-pull-to-a-service-principal", "gpu-basics", "aks-acrpull", "principalType", "User",
      "principalType: ServicePrincipal"),
     ("storage-secure", "training-autoscale", "storage-ckpt-account", "allowSharedKeyAccess", True,
      "allowSharedKeyAccess must be false"),
@@ -170,7 +170,7 @@ STACK_NEGATIVE = {
     "private-registries-have-endpoints": [
         ("av-resim", lambda rs: [r for r in rs if r.name != "registry-private-endpoint"], "private endpoint")],
     "registries-are-attached": [
-        ("gpu-basics", lambda rs: [r for r in rs if r.name != "registry-acrpull"], "no AcrPull assignment")],
+        ("gpu-basics", lambda rs: [r for r in rs if r.name != "aks-acrpull"], "no AcrPull assignment")],
 }
 
 

@@ -20,7 +20,7 @@ def test_registry_has_no_admin_user_no_anonymous_pull_and_is_attached_by_acrpull
     r = render_of("dev")
     (acr,) = r.of_type(ACR)
     assert acr.inputs["adminUserEnabled"] is False and acr.inputs["anonymousPullEnabled"] is False
-    pull = r.named("registry-acrpull").inputs
+    pull = r.named("aks-acrpull").inputs
     assert pull["roleDefinitionId"].endswith("/roleDefinitions/7f951dda-4ed3-4680-a7ca-43fe172d538d")
     assert pull["principalType"] == "ServicePrincipal"
     assert pull["scope"].endswith(f"/registries/{r.named('registry-acr').inputs['registryName']}")

@@ -6,7 +6,7 @@ Only the system pool is declared inline (AKS needs one at creation); every other
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -85,6 +85,11 @@ class ClusterArgs:
     ai_toolchain_operator: bool = False
     """The AI toolchain operator add-on (KAITO, ``aiToolchainOperatorProfile``); it needs the OIDC issuer, which
     every cluster here has."""
+    registry_id: pulumi.Input[str] | None = None
+    """A registry the nodes pull from: the kubelet identity gets AcrPull on it, as ``--attach-acr`` grants."""
+    after: Sequence[pulumi.Resource] = ()
+    """Other writes to the node subnet's VNet (subnets, DNS links, private endpoints). AKS fails to take ownership of
+    a VNet that another operation is updating (SetVNetOwnershipFailed, Azure/AKS#4522), so they go first."""
 
 
 class Cluster(pulumi.ComponentResource):
@@ -96,6 +101,10 @@ class Cluster(pulumi.ComponentResource):
     managed_cluster: cs.ManagedCluster
     deployer_admin: authorization.RoleAssignment | None
     """The deployer's RBAC role; Kubernetes calls must wait for it (an edge Pulumi cannot see)."""
+    network_contributor: authorization.RoleAssignment
+    """The control plane's role on the node subnet; a LoadBalancer Service needs it (an edge Pulumi cannot see)."""
+    kubelet_pull: authorization.RoleAssignment | None
+    """The kubelet identity's AcrPull on ``registry_id`` (what a pod's image pull waits for)."""
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:aks:Cluster", name, None, opts)
@@ -163,12 +172,13 @@ class Cluster(pulumi.ComponentResource):
             tags={**args.tags, **({SECURITY_EXCEPTION: SecurityException.OPEN_API_SERVER.value}
                                   if args.open_api_server else {})},
             # The autoscaler owns the system pool's count; GPU/CPU pools are separate AgentPool resources.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["agentPoolProfiles[0].count"]),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["agentPoolProfiles[0].count"],
+                                        depends_on=list(args.after)),
         )
 
         # The CLI grants this on a BYO subnet; ARM does not. Without it the cloud provider cannot join load
         # balancers and NICs to the subnet (an internal LoadBalancer fails with LinkedAuthorizationFailed).
-        roles.assign(f"{name}-network-contributor", roles.NETWORK_CONTRIBUTOR,
+        self.network_contributor = roles.assign(f"{name}-network-contributor", roles.NETWORK_CONTRIBUTOR,
                      cluster.identity.apply(lambda i: i.principal_id), args.node_subnet_id,
                      "AKS control plane manages load balancers and IPs in the node subnet (concepts-network).", self)
         self.deployer_admin = None
@@ -178,12 +188,21 @@ class Cluster(pulumi.ComponentResource):
                 "Lets the identity running pulumi up manage Kubernetes objects (Azure RBAC).", self,
                 principal_type=args.deployer_principal_type)
 
-        self.managed_cluster = cluster
         kubelet = cluster.identity_profile.apply(lambda p: p["kubeletidentity"])
+        self.kubelet_object_id = kubelet.apply(lambda k: k.object_id)
+        self.kubelet_pull = None
+        if args.registry_id is not None:
+            self.kubelet_pull = roles.assign(
+                f"{name}-acrpull", roles.ACR_PULL, self.kubelet_object_id, args.registry_id,
+                "AKS kubelet identity pulls images (az aks --attach-acr).", self,
+                # The registry component held this grant until 2026-11: existing stacks keep their assignment.
+                aliases=[pulumi.Alias(name="registry-acrpull",
+                                      parent=pulumi.create_urn("registry", "aksgpu:azure:Registry"))])
+
+        self.managed_cluster = cluster
         self.name = cluster.name
         self.id = cluster.id
         self.resource_group_name = pulumi.Output.from_input(args.resource_group_name)
-        self.kubelet_object_id = kubelet.apply(lambda k: k.object_id)
         self.oidc_issuer_url = cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else "")
         self.register_outputs({
             "name": self.name,

@@ -43,6 +43,9 @@ class Network(pulumi.ComponentResource):
     endpoint_subnet_id: pulumi.Output[str]
     private_access: PrivateAccess
     """What a private endpoint needs: the endpoint subnet and the DNS zones."""
+    vnet_writes: list[pulumi.Resource]
+    """Writes to the VNet after its node subnet (the endpoint subnet, the DNS zone links): AKS must not take
+    ownership of the VNet while one runs."""
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:azure:Network", name, None, opts)
@@ -86,12 +89,13 @@ class Network(pulumi.ComponentResource):
         )
 
         zone_ids: dict[str, pulumi.Output[str]] = {}
+        self.vnet_writes = [endpoints]
         for service in sorted(set(args.private_services)):
             zone = privatedns.PrivateZone(
                 f"{name}-{service}-zone", private_zone_name=PRIVATE_DNS_ZONES[service],
                 resource_group_name=group.name, location="global", tags=dict(args.tags), opts=child,
             )
-            privatedns.VirtualNetworkLink(
+            self.vnet_writes.append(privatedns.VirtualNetworkLink(
                 f"{name}-{service}-zone-link",
                 resource_group_name=group.name,
                 private_zone_name=zone.name,
@@ -100,7 +104,7 @@ class Network(pulumi.ComponentResource):
                 location="global",
                 tags=dict(args.tags),
                 opts=child,
-            )
+            ))
             zone_ids[service] = zone.id
 
         self.resource_group_name = group.name

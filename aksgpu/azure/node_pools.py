@@ -129,6 +129,9 @@ class NodePoolArgs:
     """What its GPUs offer and who installs their driver; ``None`` for a CPU pool."""
     extra_labels: Mapping[str, str] | None = None
     """Labels other components need on the nodes (e.g. the device-plugin config selector)."""
+    after: pulumi.Resource | None = None
+    """The pool created before this one: AKS refuses a pool operation while another runs on the cluster
+    (OperationNotAllowed) and two pools racing for one VNet fail (SetVNetOwnershipFailed, Azure/AKS#4522)."""
 
 
 class _NodePool(pulumi.ComponentResource):
@@ -169,7 +172,8 @@ class _NodePool(pulumi.ComponentResource):
             **extra,
             # The autoscaler owns `count`; the explicit pool name means a replacement must delete first.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["count"], delete_before_replace=True,
-                                        replace_on_changes=list(FIXED_AT_CREATION)),
+                                        replace_on_changes=list(FIXED_AT_CREATION),
+                                        depends_on=[args.after] if args.after else []),
         )
         self.register_outputs({"pool_name": self.pool_name, "agent_pool_id": self.agent_pool.id})
 

@@ -1,4 +1,4 @@
-"""Azure Container Registry attached to the cluster (AcrPull for the kubelet identity), optionally private."""
+"""Azure Container Registry, optionally private; the cluster attaches it (aksgpu/azure/cluster.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import containerregistry as acr
 
-from aksgpu.azure import roles
-from aksgpu.azure.private_link import PrivateAccess, private_endpoint
+from aksgpu.azure.private_link import PrivateAccess, PrivateLink, private_endpoint
 from aksgpu.config.types import RegistrySku
 
 
@@ -23,8 +22,6 @@ class RegistryArgs:
     """Physical name (5-50 letters and digits, globally unique)."""
     sku: RegistrySku
     """``Basic``, ``Standard`` or ``Premium``."""
-    kubelet_object_id: pulumi.Input[str]
-    """Object id of the cluster's kubelet identity, which pulls images."""
     tags: Mapping[str, str]
     """Tags for every resource."""
     private: PrivateAccess | None = None
@@ -35,8 +32,8 @@ class Registry(pulumi.ComponentResource):
     login_server: pulumi.Output[str]
     id: pulumi.Output[str]
     name: pulumi.Output[str]
-    kubelet_pull: pulumi.Resource
-    """The kubelet identity's AcrPull assignment (what a pod's image pull needs)."""
+    private_link: PrivateLink | None
+    """Its private endpoint; None when public."""
 
     def __init__(self, name: str, args: RegistryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:azure:Registry", name, None, opts)
@@ -60,13 +57,12 @@ class Registry(pulumi.ComponentResource):
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
-        # "az aks update --attach-acr" is exactly this assignment.
-        self.kubelet_pull = roles.assign(f"{name}-acrpull", roles.ACR_PULL, args.kubelet_object_id, registry.id,
-                                         "AKS kubelet identity pulls images (az aks --attach-acr).", self)
+        self.private_link = None
         if args.private is not None:
-            private_endpoint(f"{name}-private", self, args.private, target_id=registry.id, group_id="registry",
-                             target_name=args.registry_name, location=args.location,
-                             resource_group_name=args.resource_group_name, tags=args.tags)
+            self.private_link = private_endpoint(
+                f"{name}-private", self, args.private, target_id=registry.id, group_id="registry",
+                target_name=args.registry_name, location=args.location,
+                resource_group_name=args.resource_group_name, tags=args.tags)
 
         self.login_server = registry.login_server
         self.id = registry.id

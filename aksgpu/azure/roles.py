@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 from pulumi_azure_native import authorization
 
@@ -33,7 +35,7 @@ def role_definition_id(scope: pulumi.Input[str], role: str) -> pulumi.Output[str
 def assign(name: str, role: str, principal_id: pulumi.Input[str], scope: pulumi.Input[str], description: str,
            parent: pulumi.Resource,
            principal_type: pulumi.Input[str] = authorization.PrincipalType.SERVICE_PRINCIPAL,
-           ) -> authorization.RoleAssignment:
+           aliases: Sequence[pulumi.Alias] = ()) -> authorization.RoleAssignment:
     """Grant built-in ``role`` on ``scope``. The principal type is always sent: with it Azure accepts a managed
     identity created seconds ago, before Entra ID has replicated it (no PrincipalNotFound)."""
     return authorization.RoleAssignment(
@@ -43,5 +45,5 @@ def assign(name: str, role: str, principal_id: pulumi.Input[str], scope: pulumi.
         role_definition_id=role_definition_id(scope, role),
         scope=scope,
         description=description,
-        opts=pulumi.ResourceOptions(parent=parent),
+        opts=pulumi.ResourceOptions(parent=parent, aliases=list(aliases)),
     )

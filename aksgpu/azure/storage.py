@@ -14,7 +14,7 @@ import pulumi
 from pulumi_azure_native import storage
 
 from aksgpu.azure import roles
-from aksgpu.azure.private_link import PrivateAccess, private_endpoint
+from aksgpu.azure.private_link import PrivateAccess, PrivateLink, private_endpoint
 from aksgpu.config.types import HOLDS_DATA, SECURITY_EXCEPTION, SecurityException, StorageAuth
 
 
@@ -72,6 +72,8 @@ class BlobStorage(pulumi.ComponentResource):
     """Container name → the container's name as an output: what writes a blob must wait for the container."""
     container_ids: dict[str, pulumi.Output[str]]
     """Container name → its resource id: the scope of a workload's data role."""
+    private_link: PrivateLink | None
+    """Its blob private endpoint; None when public."""
 
     def __init__(self, name: str, args: BlobStorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:storage:BlobStorage", name, None, opts)
@@ -131,10 +133,12 @@ class BlobStorage(pulumi.ComponentResource):
             roles.assign(f"{name}-deployer-data", role, args.deployer.principal_id, account.id,
                          "Lets the identity running pulumi up use the stack's blob commands (Entra ID, no keys).",
                          self, principal_type=args.deployer.principal_type)
+        self.private_link = None
         if args.private is not None:
-            private_endpoint(f"{name}-private", self, args.private, target_id=account.id, group_id="blob",
-                             target_name=f"{args.account_name}-blob", location=args.location,
-                             resource_group_name=args.resource_group_name, tags=args.tags)
+            self.private_link = private_endpoint(
+                f"{name}-private", self, args.private, target_id=account.id, group_id="blob",
+                target_name=f"{args.account_name}-blob", location=args.location,
+                resource_group_name=args.resource_group_name, tags=args.tags)
 
         self.account_name = account.name
         self.account_id = account.id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 
@@ -83,9 +84,23 @@ def autoscaler_profile(cfg: StackConfig) -> dict[str, str]:
             "skip_nodes_with_local_storage": str(a.skip_nodes_with_local_storage).lower()}
 
 
-def gpu_node_pool(g: GpuPool, pool_args: dict) -> GpuNodePool:
-    return GpuNodePool(f"gpu-{g.name}", NodePoolArgs(**pool_args, nodes=pool_nodes(g), gpu=g.gpu,
-                                                     extra_labels=sharing.node_labels(g.gpu)))
+def node_pools(cfg: StackConfig, cluster: Cluster, net: Network
+               ) -> tuple[dict[str, GpuNodePool], dict[str, CpuNodePool]]:
+    """The user pools, GPU pools first, each created after the one before it."""
+    gpu_pools: dict[str, GpuNodePool] = {}
+    cpu_pools: dict[str, CpuNodePool] = {}
+    previous = None
+    for pool in (*cfg.gpu_pools, *cfg.cpu_pools):
+        args = NodePoolArgs(nodes=pool_nodes(pool), cluster_name=cluster.name,
+                            resource_group_name=net.resource_group_name, subnet_id=net.node_subnet_id,
+                            tags=cfg.tags, after=previous)
+        if isinstance(pool, GpuPool):
+            made = gpu_pools[pool.name] = GpuNodePool(f"gpu-{pool.name}", dataclasses.replace(
+                args, gpu=pool.gpu, extra_labels=sharing.node_labels(pool.gpu)))
+        else:
+            made = cpu_pools[pool.name] = CpuNodePool(f"cpu-{pool.name}", args)
+        previous = made.agent_pool
+    return gpu_pools, cpu_pools
 
 
 def build_azure_layer(cfg: StackConfig, needs: Needs, preflight: bool = True) -> AzureLayer:
@@ -105,32 +120,12 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, preflight: bool = True) ->
         protect_group=any(a.protect for a in cfg.storage.accounts),
     ))
     c = cfg.cluster
-    cluster = Cluster("aks", ClusterArgs(
-        resource_group_name=net.resource_group_name, location=cfg.location, cluster_name=n.cluster(),
-        node_resource_group=n.node_resource_group(), dns_prefix=n.dns_prefix(),
-        node_subnet_id=net.node_subnet_id, system_pool=pool_nodes(c.system_pool), pod_cidr=cfg.network.pod_cidr,
-        service_cidr=cfg.network.service_cidr, dns_service_ip=cfg.network.dns_service_ip, tags=tags,
-        autoscaler=autoscaler_profile(cfg), kubernetes_version=c.kubernetes_version, sku_tier=c.sku_tier,
-        private=c.private, authorized_ip_ranges=tuple(c.authorized_ip_ranges), open_api_server=c.open_api_server,
-        local_accounts=c.local_accounts, admin_group_object_ids=tuple(c.admin_group_object_ids),
-        network_policy=c.network_policy, upgrade_channel=c.upgrade_channel,
-        node_os_upgrade_channel=c.node_os_upgrade_channel, managed_blob_csi_driver=c.managed_blob_csi_driver,
-        deployer_object_id=deployer.object_id if c.grant_deployer_admin else None,
-        deployer_principal_type=c.deployer_principal_type, prometheus_metrics=cfg.monitoring.enabled,
-        keda=cfg.addons.keda, ai_toolchain_operator=needs.ai_toolchain_operator,
-    ))
-    pool_args = dict(cluster_name=cluster.name, resource_group_name=net.resource_group_name,
-                     subnet_id=net.node_subnet_id, tags=tags)
-    gpu_pools = {g.name: gpu_node_pool(g, pool_args) for g in cfg.gpu_pools}
-    cpu_pools = {p.name: CpuNodePool(f"cpu-{p.name}", NodePoolArgs(**pool_args, nodes=pool_nodes(p)))
-                 for p in cfg.cpu_pools}
-
+    # Registry and storage first: their private endpoints write to the VNet, which AKS then takes over.
     registry = None
     if cfg.registry.enabled:
         registry = Registry("registry", RegistryArgs(
             resource_group_name=net.resource_group_name, location=cfg.location,
-            registry_name=cfg.registry_name, sku=cfg.registry.sku,
-            kubelet_object_id=cluster.kubelet_object_id, tags=tags,
+            registry_name=cfg.registry_name, sku=cfg.registry.sku, tags=tags,
             private=net.private_access if cfg.registry.private else None,
         ))
 
@@ -145,13 +140,32 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, preflight: bool = True) ->
         ))
         for a in cfg.storage.accounts
     }
+    endpoints = [s.private_link for s in (registry, *storage.values()) if s is not None and s.private_link]
+
+    cluster = Cluster("aks", ClusterArgs(
+        resource_group_name=net.resource_group_name, location=cfg.location, cluster_name=n.cluster(),
+        node_resource_group=n.node_resource_group(), dns_prefix=n.dns_prefix(),
+        node_subnet_id=net.node_subnet_id, system_pool=pool_nodes(c.system_pool), pod_cidr=cfg.network.pod_cidr,
+        service_cidr=cfg.network.service_cidr, dns_service_ip=cfg.network.dns_service_ip, tags=tags,
+        autoscaler=autoscaler_profile(cfg), kubernetes_version=c.kubernetes_version, sku_tier=c.sku_tier,
+        private=c.private, authorized_ip_ranges=tuple(c.authorized_ip_ranges), open_api_server=c.open_api_server,
+        local_accounts=c.local_accounts, admin_group_object_ids=tuple(c.admin_group_object_ids),
+        network_policy=c.network_policy, upgrade_channel=c.upgrade_channel,
+        node_os_upgrade_channel=c.node_os_upgrade_channel, managed_blob_csi_driver=c.managed_blob_csi_driver,
+        deployer_object_id=deployer.object_id if c.grant_deployer_admin else None,
+        deployer_principal_type=c.deployer_principal_type, prometheus_metrics=cfg.monitoring.enabled,
+        keda=cfg.addons.keda, ai_toolchain_operator=needs.ai_toolchain_operator,
+        registry_id=registry.id if registry else None, after=[*net.vnet_writes, *endpoints],
+    ))
+    gpu_pools, cpu_pools = node_pools(cfg, cluster, net)
 
     metrics, autoscaler_logs, keda_identity = _monitoring(cfg, net, cluster, deployer, needs)
 
     access = KubernetesAccess("k8s", KubernetesAccessArgs(
         cluster=cluster.managed_cluster, cluster_name=cluster.name, resource_group_name=net.resource_group_name,
         login_mode=cfg.cluster.login_mode, local_accounts=cfg.cluster.local_accounts,
-        wait_for=[cluster.deployer_admin] if cluster.deployer_admin else None,
+        # The deployer's role for every call; the subnet role for LoadBalancer Services (LinkedAuthorizationFailed).
+        wait_for=[cluster.network_contributor, *([cluster.deployer_admin] if cluster.deployer_admin else [])],
         preflight=preflight, private=cfg.cluster.private, add_on_crds=add_on_crds(cfg, needs),
     ))
     return AzureLayer(net, cluster, gpu_pools, cpu_pools, registry, storage, access, metrics, autoscaler_logs,

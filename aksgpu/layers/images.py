@@ -38,7 +38,8 @@ def build_images(cfg: StackConfig, layer: AzureLayer, folders: Mapping[str, str]
             context=load_context(folder), repository=repository, mode=cfg.build.mode,
             registry_name=registry.name, login_server=registry.login_server,
             resource_group_name=layer.network.resource_group_name, location=cfg.location,
-            context_account=context_account, context_container=context_container, pull_access=registry.kubelet_pull,
+            context_account=context_account, context_container=context_container,
+            pull_access=layer.cluster.kubelet_pull,
         ))
         for repository, folder in folders.items()
     }
