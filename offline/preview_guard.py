@@ -20,8 +20,8 @@ def urn_type_and_name(urn: str) -> tuple[str, str]:
 
 
 def holds_no_data(step: dict[str, Any]) -> bool:
-    """The program tagged the resource ``holds-data: false`` (e.g. the account of uploaded build contexts),
-    in its old or its new state."""
+    """The program tagged the resource ``holds-data: false`` (the build-context accounts of earlier versions), in
+    its old or its new state."""
     states = [step.get("oldState"), step.get("newState")]
     return any(((s or {}).get("inputs") or {}).get("tags", {}).get(HOLDS_DATA) == "false" for s in states)
 

@@ -33,16 +33,13 @@ UNKNOWN_VALUES = frozenset({
 SECURITY_EXCEPTION = "security-exception"
 """Tag naming a resource's one deliberate departure from these rules (aksgpu/config/schema.py, same name)."""
 OPEN_API_SERVER = "open-api-server"
-SHARED_KEY_BUILD_CONTEXT = "shared-key-build-context"
 BASELINE_OPERATOR_PODS = "baseline-operator-pods"
 EXCEPTIONS = {
     OPEN_API_SERVER: "apiServerAccessProfile",
-    SHARED_KEY_BUILD_CONTEXT: "allowSharedKeyAccess",
     BASELINE_OPERATOR_PODS: "pod-security.kubernetes.io/enforce",
 }
 """Each exception the rules accept, and the property it excuses: on a resource without that property the tag
 means nothing, so it is a mistake. The namespace one is a label, not a tag: a workload namespace at baseline."""
-HOLDS_DATA = "holds-data"
 OPERATOR_NAMESPACES = frozenset({"gpu-operator", "node-feature-discovery", "kube-system"})
 """Where privileged pods may run: the GPU driver, toolkit and NFD load kernel modules and read host devices."""
 
@@ -323,8 +320,6 @@ def storage_secure(p: Mapping[str, Any]) -> Iterator[str]:
         if at(p, "sasPolicy", "expirationAction") != "Block" or days is None or not 0 < days <= MAX_SAS_DAYS:
             yield ("allowSharedKeyAccess must be false, or a sasPolicy must block SAS tokens longer than "
                    f"{MAX_SAS_DAYS} days (sas mode)")
-    if tags(p).get(SECURITY_EXCEPTION) == SHARED_KEY_BUILD_CONTEXT and tags(p).get(HOLDS_DATA) != "false":
-        yield f"the {SHARED_KEY_BUILD_CONTEXT} exception is for accounts tagged {HOLDS_DATA}: false only"
 
 
 def demo_groups_expire(p: Mapping[str, Any]) -> Iterator[str]:

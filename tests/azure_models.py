@@ -31,9 +31,6 @@ ARM_TYPES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "azure.mgmt.containerservice", "AgentPool", ("resourceGroupName", "resourceName", "agentPoolName")),
     "azure-native:containerregistry:Registry": (
         "azure.mgmt.containerregistry.v2023_01_01_preview", "Registry", ("resourceGroupName", "registryName")),
-    "azure-native:containerregistry:TaskRun": (
-        "azure.mgmt.containerregistry.v2019_06_01_preview", "TaskRun",
-        ("resourceGroupName", "registryName", "taskRunName")),
     "azure-native:storage:StorageAccount": (
         "azure.mgmt.storage.v2024_01_01", "StorageAccountCreateParameters", ("resourceGroupName", "accountName")),
     "azure-native:storage:BlobContainer": (

@@ -94,14 +94,12 @@ FAULTS = [
     ("azure-native:storage:StorageAccount", lambda i: i.update(allowSharedKeys=False), "has no such property"),
     ("azure-native:authorization:RoleAssignment", lambda i: i.update(principalType="Robot"), "is not one of"),
     ("azure-native:containerregistry:Registry", lambda i: i.update(registryName="cr"), "is shorter than 5"),
-    ("azure-native:containerregistry:TaskRun",
-     lambda i: i["runRequest"].update(timeout=10), "is below 300"),
 ]
 
 
 @pytest.mark.parametrize("typ, fault, words", FAULTS, ids=[f"{t.split(':')[-1]}-{w}" for t, _, w in FAULTS])
 def test_the_check_catches_a_fault_planted_in_a_real_input(render_of, typ, fault, words):
-    inputs = _inputs(render_of("function-gpu"), typ)
+    inputs = _inputs(render_of("training-autoscale"), typ)
     report = Report()
     check_resource(typ, "planted", inputs, report)
     assert report.violations == []

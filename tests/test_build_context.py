@@ -1,14 +1,9 @@
-"""Build contexts are pure: which files go in, one digest for their content, a reproducible tarball."""
+"""Build contexts are pure: which files go in, one digest for their content."""
 
 from __future__ import annotations
 
-import hashlib
-import tarfile
-
-import pulumi
 import pytest
 
-from aksgpu.images.built import image_reference
 from aksgpu.images.context import ignore_rules, is_excluded, load_context
 
 
@@ -57,35 +52,3 @@ def test_digest_changes_with_content_and_not_with_ignored_files(tmp_path):
 def test_a_context_without_dockerfile_is_refused(tmp_path):
     with pytest.raises(FileNotFoundError, match="no Dockerfile"):
         load_context(str(folder(tmp_path, {"app.py": ""})))
-
-
-def test_tarball_is_byte_identical_for_identical_content(tmp_path):
-    root = folder(tmp_path / "ctx", {"Dockerfile": "FROM scratch\n", "bin/run.sh": "#!/bin/sh\n"})
-    (root / "bin/run.sh").chmod(0o755)
-    context = load_context(str(root))
-    a = context.write_tarball(tmp_path / "a.tar.gz")
-    b = context.write_tarball(tmp_path / "b.tar.gz")
-    assert hashlib.sha256(a.read_bytes()).digest() == hashlib.sha256(b.read_bytes()).digest()
-    with tarfile.open(a) as tar:
-        members = {m.name: m for m in tar.getmembers()}
-    assert sorted(members) == ["Dockerfile", "bin/run.sh"]
-    assert members["bin/run.sh"].mode == 0o755 and members["Dockerfile"].mode == 0o644
-    assert {(m.mtime, m.uid, m.gid) for m in members.values()} == {(0, 0, 0)}
-
-
-def test_a_succeeded_build_gives_the_pushed_digest():
-    result = {"status": "Succeeded", "run_id": "ca1",
-              "output_images": [{"repository": "function", "tag": "abc", "digest": "sha256:99"}]}
-    assert image_reference("cr.azurecr.io", "function", "abc", result) == "cr.azurecr.io/function@sha256:99"
-
-
-@pytest.mark.parametrize("result, says", [
-    ({"status": "Failed", "run_id": "ca7", "output_images": []}, "image build ca7 of function:abc ended Failed"),
-    ({"status": "Queued", "run_id": "ca8"}, "ended Queued"),
-    (None, "ended without a status"),
-    ({"status": "Succeeded", "run_id": "ca9", "output_images": []}, "succeeded but reported no pushed digest"),
-])
-def test_a_build_that_did_not_push_a_digest_stops_pulumi_up_naming_the_run(result, says):
-    with pytest.raises(pulumi.RunError) as error:
-        image_reference("cr.azurecr.io", "function", "abc", result)
-    assert says in str(error.value) and "\n" not in str(error.value)

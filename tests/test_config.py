@@ -132,8 +132,6 @@ BAD_CONFIGS = [
     ({"lifetime": "forever"}, "aksgpu:lifetime", "allowed: demo, long-lived"),
     ({"build": {"mode": "docker"}}, "aksgpu:build.mode", "allowed: acr, local"),
     ({"build": {"context": "."}}, "aksgpu:build.context", "unknown key; allowed here: mode"),
-    ({"storage": {"accounts": [{"role": "build"}]}}, "aksgpu:storage.accounts[0].role",
-     "reserved for the account that holds image build contexts"),
     ({"scenario": "function-gpu", "addons": {"gpuOperator": False}, "gpuPools": [{**T4, "driver": "install"}]},
      "aksgpu:addons.gpuOperator", "requests nvidia.com/gpu"),
     ({"gpuPools": [{**T4, "labels": {"team": "a b"}}]}, "aksgpu:gpuPools[0].labels.team",

@@ -44,7 +44,7 @@ def test_private_registries_build_where_the_registry_is_reachable(render_of):
     (learn.microsoft.com/azure/container-registry/manage-network-bypass-policy-for-tasks)."""
     r = render_of("av-resim")
     assert r.cfg.registry.private
-    assert not r.of_type("azure-native:containerregistry:TaskRun") and r.of_type("docker:index/image:Image")
+    assert not r.of_type("command:local:Command") and r.of_type("docker:index/image:Image")
     assert r.named("registry-acr").inputs["networkRuleBypassOptions"] == "None"
 
 

@@ -1,15 +1,17 @@
-"""How a stack's images get into its registry: an ACR Task run from an uploaded context (``acr``), or the local
-Docker engine (``local``); either way pods run the pushed digest, after the kubelet's pull grant."""
+"""How a stack's images get into its registry: `az acr build` (``acr``) or the local Docker engine pushing with an
+Entra token (``local``); either way pods run the digest the registry holds, after the kubelet's pull grant."""
 
 from __future__ import annotations
 
-import json
 import re
 
+import pulumi
 import pytest
 
 from aksgpu import outputs
+from aksgpu.images.built import TOKEN_USER
 from aksgpu.images.context import load_context
+from aksgpu.images.reference import digest_of
 from tests.helpers import render_with
 
 STACK = "function-gpu"
@@ -26,57 +28,43 @@ def local():
     return render_with(scenario=STACK, build={"mode": "local"})
 
 
-def test_acr_task_builds_the_function_folder_for_amd64_and_pushes_a_content_tag(r):
-    run = r.named("image-function-build", "azure-native:containerregistry:TaskRun")
-    assert run.inputs["taskRunName"] == f"function-{TAG}"
-    assert run.inputs["registryName"] == r.cfg.naming.registry()
-    # The request carries the SAS URL, so the whole request is a secret in state; the render masks its values.
-    assert run.inputs["runRequest"]["sourceLocation"] == "[secret]"
-    assert "sig=" not in json.dumps(run.inputs)
-    request = run.revealed["runRequest"]
-    assert request["type"] == "DockerBuildRequest" and request["dockerFilePath"] == "Dockerfile"
-    assert request["platform"] == {"architecture": "amd64", "os": "Linux"}
-    assert request["imageNames"] == [f"function:{TAG}"] and request["isPushEnabled"] is True
-    account = r.cfg.naming.storage_account("build")
-    assert re.fullmatch(rf"https://{account}\.blob\.core\.windows\.net/contexts/function/[0-9a-f]{{64}}\.tar\.gz"
-                        r"\?.*sr=b&sp=r&.*", request["sourceLocation"])
+def test_acr_mode_builds_the_folder_in_azure_for_amd64_and_prints_only_the_pushed_digest(r):
+    """Round-3 audit #5: the CLI follows the run itself, so the TaskRun polling bug (pulumi-azure-native#1713)
+    cannot fail a build that ran; the log goes to stderr, stdout is the digest."""
+    build = r.named("image-function-build", "command:local:Command")
+    registry = r.cfg.naming.registry()
+    assert build.inputs["create"] == (
+        f"az acr build --registry {registry} --image function:{TAG} --platform linux/amd64 --timeout 3600 "
+        f"docker/function >&2 && az acr repository show --name {registry} --image function:{TAG} "
+        "--query digest --output tsv")
+    assert not r.of_type("azure-native:containerregistry:TaskRun") and not r.of_type("azure-native:storage:Blob")
 
 
-def test_acr_task_reruns_only_for_a_new_context(r):
-    run = r.named("image-function-build")
-    assert run.ignore_changes == ["runRequest"]  # a re-signed SAS alone never rebuilds
-    assert "image-function-context" in run.depends_on  # the run reads the uploaded blob by URL
+def test_acr_mode_rebuilds_only_for_a_new_context(r):
+    build = r.named("image-function-build")
+    assert build.inputs["triggers"] == [load_context("docker/function").digest]
+    assert build.replace_on_changes == ["triggers[*]"]
 
 
-def test_context_upload_is_named_by_its_digest_from_a_relative_path(r):
-    blob = r.named("image-function-context", "azure-native:storage:Blob")
-    digest = load_context("docker/function").digest
-    assert blob.inputs["blobName"] == f"function/{digest}.tar.gz"
-    assert blob.inputs["containerName"] == "contexts"
-    assert blob.inputs["source"] == {"fileAsset": "build/contexts/function.tar.gz"}
+def test_local_mode_pushes_with_an_entra_token_fetched_after_the_registry_is_reachable(local):
+    """Round-3 audit #3: Docker's credential store has nothing for a registry made in the same `pulumi up`; the
+    push carries a token from `az acr login --expose-token` (container-registry-authentication)."""
+    image = local.named("image-function-image", "docker:index/image:Image")
+    assert image.inputs["build"] == {"context": "docker/function", "dockerfile": "docker/function/Dockerfile",
+                                     "platform": "linux/amd64"}
+    assert image.inputs["imageName"] == f"{local.cfg.naming.registry()}.azurecr.io/function:{TAG}"
+    registry = image.revealed["registry"]
+    assert registry["username"] == TOKEN_USER and registry["server"] == f"{local.cfg.naming.registry()}.azurecr.io"
+    assert registry["password"] == "mock-entra-access-token"  # the token, stripped of the CLI's newline
+    assert image.inputs["registry"]["password"] == "[secret]"
+    assert "command:local:run" in local.invokes
+    assert not local.of_type("command:local:Command")
 
 
-def test_build_context_account_is_private_https_only_with_short_sas(r):
-    account = r.named("build-contexts-account").inputs
-    assert account["allowBlobPublicAccess"] is False
-    assert account["enableHttpsTrafficOnly"] is True and account["minimumTlsVersion"] == "TLS1_2"
-    assert account["allowSharedKeyAccess"] is True  # a SAS is signed with the key; data accounts keep it off
-    assert account["sasPolicy"]["sasExpirationPeriod"] == "7.00:00:00"
-
-
-def test_registry_keeps_the_admin_user_off(r):
-    registry = r.named("registry-acr").inputs
-    assert registry["adminUserEnabled"] is False and registry["anonymousPullEnabled"] is False
-
-
-def test_local_mode_builds_with_docker_for_amd64_without_registry_credentials(local):
-    image = local.named("image-function-image", "docker:index/image:Image").inputs
-    assert image["build"]["context"] == "docker/function"
-    assert image["build"]["platform"] == "linux/amd64"
-    assert image["imageName"] == f"{local.cfg.naming.registry()}.azurecr.io/function:{TAG}"
-    assert "registry" not in image  # the push uses `az acr login`'s Entra token, not an admin password
-    assert not local.of_type("azure-native:containerregistry:TaskRun")
-    assert not [r for r in local.resources if r.name.startswith("build-contexts")]
+def test_a_private_registry_is_pushed_to_only_once_its_endpoint_resolves(render_of):
+    r = render_of("av-resim")
+    image = r.named("image-jobs-image", "docker:index/image:Image")
+    assert {"registry-private-endpoint", "registry-private-dns"} <= set(image.depends_on)
 
 
 def test_local_mode_deploys_the_pushed_digest(local):
@@ -92,3 +80,10 @@ def test_every_image_output_is_the_stacks_registry_by_digest(renders):
                 assert key == outputs.image(repository)
                 assert re.fullmatch(rf"{r.cfg.naming.registry()}\.azurecr\.io/{repository}@sha256:[0-9a-f]{{64}}",
                                     image), (r.stack, key)
+
+
+def test_anything_but_a_digest_from_the_registry_stops_pulumi_up_in_one_line():
+    assert digest_of("function", f"sha256:{'a' * 64}\n") == f"sha256:{'a' * 64}"
+    with pytest.raises(pulumi.RunError, match=r"^image function: the registry reported 'ERROR: not found', not a "
+                                              r"sha256 digest; workloads only run images by digest$"):
+        digest_of("function", "ERROR: not found\n")

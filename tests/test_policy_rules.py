@@ -87,7 +87,6 @@ NEGATIVE = [
      "allowSharedKeyAccess must be false"),
     ("storage-secure", "training-autoscale", "storage-ckpt-account", "minimumTlsVersion", "TLS1_0", "TLS1_2"),
     ("storage-secure", "training-autoscale", "storage-ckpt-checkpoints", "publicAccess", "Blob", "publicAccess"),
-    ("storage-secure", "function-gpu", "build-contexts-account", "tags.holds-data", ..., "holds-data: false only"),
     ("demo-resource-groups-expire", "gpu-basics", "net-rg", "tags.expires-at", "tomorrow", "expires-at"),
     ("security-exceptions-known", "gpu-basics", "aks-aks", "tags.security-exception", "trust-me",
      "not an exception this pack knows"),
@@ -223,9 +222,9 @@ def test_a_rule_that_fails_inside_reports_a_violation_naming_the_error():
 
 
 def test_the_exception_tag_names_match_the_programs():
-    from aksgpu.config.types import HOLDS_DATA, SECURITY_EXCEPTION, SecurityException
+    from aksgpu.config.types import SECURITY_EXCEPTION, SecurityException
 
-    assert rules.SECURITY_EXCEPTION == SECURITY_EXCEPTION and rules.HOLDS_DATA == HOLDS_DATA
+    assert rules.SECURITY_EXCEPTION == SECURITY_EXCEPTION
     assert set(rules.EXCEPTIONS) == {e.value for e in SecurityException}
 
 

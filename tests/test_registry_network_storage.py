@@ -1,6 +1,6 @@
 """Registry, network and storage: attach, private mode, secure storage defaults."""
 
-from aksgpu.config.types import HOLDS_DATA, SECURITY_EXCEPTION, SecurityException
+from aksgpu.config.types import SECURITY_EXCEPTION
 from offline.mocks import azure_id, guid
 from tests.helpers import render_with
 
@@ -62,34 +62,14 @@ def test_vnet_has_node_and_private_endpoint_subnets_as_configured():
     assert vnet.inputs["addressSpace"] == {"addressPrefixes": ["10.50.0.0/16"]}
 
 
-BUILD_ACCOUNT = "build-contexts-account"
-"""Holds only image build contexts (acr build mode); see test_function_deployment."""
-
-
-def data_accounts(render):
-    return [sa for sa in render.of_type(SA) if sa.name != BUILD_ACCOUNT]
-
-
-def test_storage_is_https_only_tls12_without_public_blobs_or_shared_keys(render_of):
-    r = render_of("training-autoscale")
-    for sa in r.of_type(SA):
-        i = sa.inputs
-        assert i["enableHttpsTrafficOnly"] is True and i["minimumTlsVersion"] == "TLS1_2"
-        assert i["allowBlobPublicAccess"] is False
-    assert data_accounts(r)
-    for sa in data_accounts(r):
-        assert sa.inputs["allowSharedKeyAccess"] is False, "identity mode: Entra ID tokens only"
-
-
-def test_only_the_build_context_account_keeps_shared_keys_and_it_says_so_in_a_tag(render_of):
-    (account,) = render_of("function-gpu").of_type(SA)
-    assert account.inputs["allowSharedKeyAccess"] is True and account.inputs["publicNetworkAccess"] == "Enabled"
-    assert account.inputs["tags"][SECURITY_EXCEPTION] == SecurityException.SHARED_KEY_BUILD_CONTEXT
-    assert account.inputs["tags"][HOLDS_DATA] == "false"
-    # A SAS policy still bounds what a leaked key could sign.
-    assert account.inputs["sasPolicy"] == {"expirationAction": "Block", "sasExpirationPeriod": "7.00:00:00"}
-    for stack in ("av-resim", "training-autoscale"):
-        assert all(SECURITY_EXCEPTION not in sa.inputs["tags"] for sa in data_accounts(render_of(stack)))
+def test_storage_is_https_only_tls12_without_public_blobs_or_shared_keys(render_of, renders):
+    """No account keeps shared keys in identity mode (every stack's mode): Entra ID tokens only."""
+    for stack in renders:
+        for sa in render_of(stack).of_type(SA):
+            i = sa.inputs
+            assert i["enableHttpsTrafficOnly"] is True and i["minimumTlsVersion"] == "TLS1_2", stack
+            assert i["allowBlobPublicAccess"] is False and i["allowSharedKeyAccess"] is False, stack
+            assert SECURITY_EXCEPTION not in i["tags"], stack
 
 
 def test_blob_containers_are_private(render_of):
@@ -99,7 +79,7 @@ def test_blob_containers_are_private(render_of):
 
 def test_av_resim_storage_is_private_input_and_output(render_of):
     r = render_of("av-resim")
-    accounts = {a.name: a.inputs for a in data_accounts(r)}
+    accounts = {a.name: a.inputs for a in r.of_type(SA)}
     assert set(accounts) == {"storage-input-account", "storage-output-account"}
     for a in accounts.values():
         assert a["publicNetworkAccess"] == "Disabled" and a["networkRuleSet"]["defaultAction"] == "Deny"

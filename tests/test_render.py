@@ -113,7 +113,7 @@ SENTINEL = "S3NT1NEL"
 
 @pytest.fixture
 def sentinel_secrets(monkeypatch):
-    """Mocks whose every secret value (notebook token, SAS tokens, kubeconfig) carries a sentinel."""
+    """Mocks whose every secret value (notebook token, registry token, kubeconfig) carries a sentinel."""
     from offline import mocks
 
     new_resource, call, kubeconfig = mocks.AzureMocks.new_resource, mocks.AzureMocks.call, mocks.aad_kubeconfig
@@ -126,8 +126,8 @@ def sentinel_secrets(monkeypatch):
 
     def marked_call(self, args):
         result = call(self, args)
-        if "serviceSasToken" in result:
-            result["serviceSasToken"] += f"&{SENTINEL}-sas"
+        if args.token == "command:local:run":
+            result["stdout"] = f"{SENTINEL}-registry"
         return result
 
     monkeypatch.setattr(mocks.AzureMocks, "new_resource", marked_resource)
@@ -141,11 +141,10 @@ def test_no_secret_value_reaches_the_render_files_or_outputs(sentinel_secrets, t
     r = render_with(
         scenario="gpu-sharing",
         gpuPools=[{"name": "shared", "minCount": 1, "maxCount": 1, "sharing": {"mode": "time-slicing", "replicas": 4}}],
-        build={"mode": "acr"},
-        storage={"auth": "sas", "accounts": [{"role": "data"}]},
+        build={"mode": "local"},
     )
     revealed = json.dumps([x.revealed for x in r.resources])
-    assert f"{SENTINEL}-token" in revealed and f"{SENTINEL}-sas" in revealed  # the sentinels are really there
+    assert f"{SENTINEL}-token" in revealed and f"{SENTINEL}-registry" in revealed  # the sentinels are really there
     out = write_render(r, tmp_path)
     for path in out.rglob("*"):
         if path.is_file():

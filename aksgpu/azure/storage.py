@@ -15,7 +15,7 @@ from pulumi_azure_native import storage
 
 from aksgpu.azure import roles
 from aksgpu.azure.private_link import PrivateAccess, PrivateLink, private_endpoint
-from aksgpu.config.types import HOLDS_DATA, SECURITY_EXCEPTION, SecurityException, StorageAuth
+from aksgpu.config.types import StorageAuth
 
 
 def sas_expiry(days: int, today: dt.date | None = None) -> str:
@@ -56,13 +56,8 @@ class BlobStorageArgs:
     """Access for whoever runs ``pulumi up`` (Owner and Contributor grant no blob data access)."""
     protect: bool = False
     """Refuse ``pulumi destroy`` of the account and its containers."""
-    holds_data: bool = True
-    """False for an account whose blobs the program recreates (build contexts): tagged so the pull-request guard
-    lets a preview replace it."""
     private: PrivateAccess | None = None
     """Private mode: public network access off, blob private endpoint in the VNet."""
-    security_exception: SecurityException | None = None
-    """The account's deliberate departure from the baseline, tagged so the policy pack accepts it."""
 
 
 class BlobStorage(pulumi.ComponentResource):
@@ -103,8 +98,7 @@ class BlobStorage(pulumi.ComponentResource):
                 sas_expiration_period=f"{args.sas_expiry_days}.00:00:00",
                 expiration_action=storage.ExpirationAction.BLOCK,
             ) if args.auth == StorageAuth.SAS else None,
-            tags={**args.tags, **({} if args.holds_data else {HOLDS_DATA: "false"}),
-                  **({SECURITY_EXCEPTION: args.security_exception.value} if args.security_exception else {})},
+            tags=dict(args.tags),
             opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(delete_before_replace=True)),
         )
         # Soft delete: a mistaken overwrite or delete of results can be undone for 7 days.

@@ -311,8 +311,6 @@ class RegistryConfig(ConfigModel):
 def _role(value: str) -> str:
     if not re.fullmatch(r"[a-z][a-z0-9]{0,7}", value):
         raise ValueError("must be 1-8 lowercase letters and digits starting with a letter")
-    if value == "build":
-        raise ValueError("is reserved for the account that holds image build contexts")
     return value
 
 
@@ -383,8 +381,8 @@ class MonitoringConfig(ConfigModel):
 
 class BuildConfig(ConfigModel):
     mode: BuildMode = BuildMode.ACR
-    """`acr`: an ACR Task run builds in Azure (no Docker needed where `pulumi up` runs). `local`: the Docker engine
-    where `pulumi up` runs builds and pushes."""
+    """`acr`: `az acr build` runs an ACR Task that builds in Azure (no Docker needed where `pulumi up` runs). `local`:
+    the Docker engine where `pulumi up` runs builds, and pushes with an Entra token the deploy fetches."""
 
 
 def _region(value: str) -> str:

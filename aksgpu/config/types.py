@@ -13,8 +13,9 @@ from aksgpu.config.gpu_sizes import GpuSize
 PROJECT = "aksgpu"
 """The Pulumi project name, and the namespace of every config key."""
 HOLDS_DATA = "holds-data"
-"""Tag: ``false`` on storage the program can recreate at will (build contexts), which the pull-request guard
-lets a preview replace; data accounts carry no such tag."""
+"""Tag: ``false`` on storage the program can recreate at will, which the pull-request guard lets a preview
+replace or delete. Data accounts never carry it; the build-context accounts of versions before 2026-11 did, so
+the preview that drops them passes."""
 SECURITY_EXCEPTION = "security-exception"
 """Tag naming the one deliberate departure from the security baseline a resource makes (a ``SecurityException``
 value); the policy pack accepts exactly these, and docs/security.md justifies each."""
@@ -116,8 +117,6 @@ class SecurityException(StrEnum):
 
     OPEN_API_SERVER = "open-api-server"
     """A public API server without authorized IP ranges (Entra ID still required): ``cluster.openApiServer``."""
-    SHARED_KEY_BUILD_CONTEXT = "shared-key-build-context"
-    """The build-context account keeps shared keys and public access: ACR Tasks fetch contexts by SAS URL."""
     BASELINE_OPERATOR_PODS = "baseline-operator-pods"
     """A workload namespace at the baseline Pod Security level, not restricted: KAITO 0.6.0's inference pods (which
     its controller writes) set no security context, so restricted admission would refuse them."""

@@ -1,6 +1,6 @@
-"""A Docker build context as files and one content digest, and a reproducible tarball of it.
+"""A Docker build context as files and one content digest.
 
-The digest names the image tag and the uploaded context, so an unchanged folder never rebuilds
+The digest names the image tag, so an unchanged folder never rebuilds
 and any changed byte does. `.dockerignore` is honoured the way Docker reads it: patterns in
 order, the last one that matches a path (or one of its parent folders) decides, `!` re-includes.
 """
@@ -8,10 +8,7 @@ order, the last one that matches a path (or one of its parent folders) decides, 
 from __future__ import annotations
 
 import fnmatch
-import gzip
 import hashlib
-import io
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -59,22 +56,6 @@ class BuildContext:
     @property
     def path(self) -> Path:
         return PROJECT_ROOT / self.directory
-
-    def write_tarball(self, destination: Path) -> Path:
-        """A gzipped tar of the context that is byte-identical for identical contents (no times, no owners)."""
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for name in self.files:
-                source = self.path / name
-                info = tarfile.TarInfo(name)
-                data = source.read_bytes()
-                info.size = len(data)
-                info.mode = 0o755 if source.stat().st_mode & 0o111 else 0o644
-                tar.addfile(info, io.BytesIO(data))
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        with open(destination, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
-            gz.write(buffer.getvalue())
-        return destination
 
 
 def load_context(directory: str) -> BuildContext:

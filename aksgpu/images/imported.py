@@ -10,10 +10,13 @@ registry. (pulumi-docker's registry lookup would need a Docker engine: pulumi/pu
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
 from pulumi_command import local
+
+from aksgpu.images.reference import by_digest, digest_command
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,9 @@ class ImportedImageArgs:
     """The registry's login server, for the reference pods pull."""
     pull_access: pulumi.Resource | None = None
     """The kubelet's AcrPull assignment: pulls before it exists fail, so the reference waits for it."""
+    reachable_after: Sequence[pulumi.Resource] = ()
+    """What this machine needs before it reads a private registry's digests: its private endpoint, the runner's
+    network links."""
 
 
 def target(source: str) -> str:
@@ -43,18 +49,13 @@ class ImportedImage(pulumi.ComponentResource):
     def __init__(self, name: str, args: ImportedImageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:build:ImportedImage", name, None, opts)
         image = target(args.source)
-        repository = image.split(":")[0]
         # Re-running with --force is a no-op for an unchanged tag; the digest is what the registry now holds.
-        script = pulumi.Output.concat(
-            "az acr import --name ", args.registry_name, f" --source {args.source} --image {image} --force",
-            " >&2 && az acr repository show --name ", args.registry_name,
-            f" --image {image} --query digest --output tsv")
         command = local.Command(
-            f"{name}-import", create=script, triggers=[args.source],
-            opts=pulumi.ResourceOptions(parent=self))
-        self.image_ref = pulumi.Output.concat(
-            args.login_server, "/", repository, "@", command.stdout.apply(lambda out: out.strip()))
-        if args.pull_access is not None:
-            # As for built images: Pulumi cannot see that pulling needs the role assignment.
-            self.image_ref = pulumi.Output.all(self.image_ref, args.pull_access.id).apply(lambda v: v[0])
+            f"{name}-import",
+            create=pulumi.Output.concat("az acr import --name ", args.registry_name,
+                                        f" --source {args.source} --image {image} --force >&2 && ",
+                                        digest_command(args.registry_name, image)),
+            triggers=[args.source],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.reachable_after)))
+        self.image_ref = by_digest(args.login_server, image.split(":")[0], command.stdout, args.pull_access)
         self.register_outputs({"image_ref": self.image_ref})

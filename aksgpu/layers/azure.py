@@ -53,6 +53,13 @@ class AzureLayer:
     """What the KEDA add-on reads the workspace's metrics as (``addons.keda``)."""
 
     @property
+    def registry_reachable_after(self) -> list[pulumi.Resource]:
+        """What ``pulumi up``'s machine needs before it talks to the registry's data plane (pushes, digests): a
+        private registry's endpoint and DNS record."""
+        link = self.registry.private_link if self.registry is not None else None
+        return [link] if link is not None else []
+
+    @property
     def kubernetes_opts(self) -> pulumi.ResourceOptions:
         """Every in-cluster component uses the stack's one Kubernetes provider."""
         return pulumi.ResourceOptions(providers=[self.kubernetes.provider])

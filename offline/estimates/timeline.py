@@ -47,16 +47,23 @@ def _image_row(inputs: Mapping[str, Any], table: Mapping[str, Any]) -> Mapping[s
     return None
 
 
+def _command_row(inputs: Mapping[str, Any], table: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``commands`` row whose key starts a local command's script (``az acr build``), if any."""
+    script = str(inputs.get("create") or "")
+    return next((row for start, row in (table.get("commands") or {}).items() if script.startswith(start)), None)
+
+
 def duration(resource: Resource, table: Mapping[str, Any]) -> tuple[float, str]:
     """Seconds to create ``resource`` and where that number comes from. Components take no time themselves.
 
-    A Helm release is looked up by its chart first, a workload by its image, everything else by its type.
+    A Helm release is looked up by its chart first, a workload by its image, a command by its script, everything
+    else by its type.
     """
     if not resource.custom:
         return 0.0, "component: finishes with its children"
     inputs = resource.inputs
     row = ((table.get("charts") or {}).get(inputs.get("chart")) or _image_row(inputs, table)
-           or table["types"].get(resource.type) or table["default"])
+           or _command_row(inputs, table) or table["types"].get(resource.type) or table["default"])
     annotations = (inputs.get("metadata") or {}).get("annotations") or {}
     if "empty_pool_seconds" in row and inputs.get("count") == 0:
         return row["empty_pool_seconds"], row["source"]

@@ -28,7 +28,7 @@ def server_image(cfg: StackConfig, st: LlmSettings, platform: Platform) -> pulum
     registry = platform.azure.registry
     return ImportedImage("vllm-image", ImportedImageArgs(
         source=reference, registry_name=registry.name, login_server=registry.login_server,
-        pull_access=platform.azure.cluster.kubelet_pull),
+        pull_access=platform.azure.cluster.kubelet_pull, reachable_after=platform.azure.registry_reachable_after),
         opts=platform.opts).image_ref
 
 
