@@ -176,7 +176,8 @@ class AzureMocks(Mocks):
             private = (inputs.get("apiServerAccessProfile") or {}).get("enablePrivateCluster")
             return {
                 "fqdn": None if private else fqdn,
-                "privateFQDN": fqdn.replace(".hcp.", ".privatelink.") if private else None,
+                # <host>.<guid>.privatelink.<region>.azmk8s.io; the zone AKS makes is all but the host label.
+                "privateFQDN": fqdn.replace(".hcp.", f".{guid(rid, 'dns-zone')}.privatelink.") if private else None,
                 "nodeResourceGroup": inputs.get("nodeResourceGroup"),
                 "identity": {"type": "SystemAssigned", "principalId": guid(rid, "identity"), "tenantId": TENANT},
                 "identityProfile": {"kubeletidentity": {

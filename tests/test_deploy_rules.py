@@ -60,7 +60,8 @@ def test_the_cluster_identity_manages_the_node_subnet(render_of):
 
 
 VNET_WRITES = ("azure-native:network:Subnet", "azure-native:network:PrivateEndpoint",
-               "azure-native:network:PrivateDnsZoneGroup", "azure-native:privatedns:VirtualNetworkLink")
+               "azure-native:network:VirtualNetworkPeering", "azure-native:network:PrivateDnsZoneGroup",
+               "azure-native:privatedns:VirtualNetworkLink")
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
-from pulumi_azure_native import authorization
+from pulumi_azure_native import authorization, privatedns
 from pulumi_azure_native import containerservice as cs
 
 from aksgpu.azure import roles
@@ -87,9 +87,20 @@ class ClusterArgs:
     every cluster here has."""
     registry_id: pulumi.Input[str] | None = None
     """A registry the nodes pull from: the kubelet identity gets AcrPull on it, as ``--attach-acr`` grants."""
+    runner_vnet_id: str | None = None
+    """A private cluster's API server zone (which AKS makes in the node resource group) is linked to this VNet too,
+    in state: where ``pulumi up`` runs resolves the API server, and destroy removes the link."""
     after: Sequence[pulumi.Resource] = ()
     """Other writes to the node subnet's VNet (subnets, DNS links, private endpoints). AKS fails to take ownership of
     a VNet that another operation is updating (SetVNetOwnershipFailed, Azure/AKS#4522), so they go first."""
+
+
+def api_server_zone(private_fqdn: str) -> str:
+    """The private DNS zone that resolves a private API server: its FQDN without the host label."""
+    zone = private_fqdn.partition(".")[2]
+    if ".privatelink." not in f".{zone}":
+        raise ValueError(f"{private_fqdn!r} is not a private API server FQDN (<host>.<guid>.privatelink.<region>...)")
+    return zone
 
 
 class Cluster(pulumi.ComponentResource):
@@ -105,6 +116,8 @@ class Cluster(pulumi.ComponentResource):
     """The control plane's role on the node subnet; a LoadBalancer Service needs it (an edge Pulumi cannot see)."""
     kubelet_pull: authorization.RoleAssignment | None
     """The kubelet identity's AcrPull on ``registry_id`` (what a pod's image pull waits for)."""
+    runner_dns_link: privatedns.VirtualNetworkLink | None
+    """The private API server zone's link to ``runner_vnet_id``."""
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:aks:Cluster", name, None, opts)
@@ -198,6 +211,21 @@ class Cluster(pulumi.ComponentResource):
                 # The registry component held this grant until 2026-11: existing stacks keep their assignment.
                 aliases=[pulumi.Alias(name="registry-acrpull",
                                       parent=pulumi.create_urn("registry", "aksgpu:azure:Registry"))])
+
+        self.runner_dns_link = None
+        if args.private and args.runner_vnet_id is not None:
+            self.runner_dns_link = privatedns.VirtualNetworkLink(
+                f"{name}-api-zone-runner-link",
+                resource_group_name=args.node_resource_group,
+                # The private FQDN is <prefix>-<hash>.<zone>; AKS names the zone <guid>.privatelink.<region>.azmk8s.io.
+                private_zone_name=cluster.private_fqdn.apply(api_server_zone),
+                virtual_network_link_name="runner",
+                virtual_network=privatedns.SubResourceArgs(id=args.runner_vnet_id),
+                registration_enabled=False,
+                location="global",
+                tags=dict(args.tags),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
 
         self.managed_cluster = cluster
         self.name = cluster.name

@@ -34,6 +34,14 @@ class NetworkArgs:
     protect_group: bool = False
     """Refuse ``pulumi destroy`` of the resource group: it holds protected data, and deleting a resource group in
     Azure deletes everything in it, protected or not."""
+    runner_vnet_id: str | None = None
+    """A VNet to peer with both ways and to link this network's private DNS zones to (where ``pulumi up`` runs)."""
+
+
+def peering_target(vnet_id: str) -> tuple[str, str]:
+    """(resource group, name) of a VNet from its resource id."""
+    parts = vnet_id.split("/")
+    return parts[4], parts[8]
 
 
 class Network(pulumi.ComponentResource):
@@ -44,8 +52,10 @@ class Network(pulumi.ComponentResource):
     private_access: PrivateAccess
     """What a private endpoint needs: the endpoint subnet and the DNS zones."""
     vnet_writes: list[pulumi.Resource]
-    """Writes to the VNet after its node subnet (the endpoint subnet, the DNS zone links): AKS must not take
-    ownership of the VNet while one runs."""
+    """Writes to the VNet after its node subnet (the endpoint subnet, the DNS zone links, peerings): AKS must not
+    take ownership of the VNet while one runs."""
+    runner_links: list[pulumi.Resource]
+    """The peerings and DNS links that let the runner's VNet reach this one's private endpoints."""
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:azure:Network", name, None, opts)
@@ -90,6 +100,9 @@ class Network(pulumi.ComponentResource):
 
         zone_ids: dict[str, pulumi.Output[str]] = {}
         self.vnet_writes = [endpoints]
+        self.runner_links = []
+        if args.runner_vnet_id is not None:
+            self.runner_links += self._peer(name, args.runner_vnet_id, group.name, vnet)
         for service in sorted(set(args.private_services)):
             zone = privatedns.PrivateZone(
                 f"{name}-{service}-zone", private_zone_name=PRIVATE_DNS_ZONES[service],
@@ -105,7 +118,21 @@ class Network(pulumi.ComponentResource):
                 tags=dict(args.tags),
                 opts=child,
             ))
+            if args.runner_vnet_id is not None:
+                # In state, so a destroy deletes it before the zone (ARM refuses a zone that still has links).
+                self.runner_links.append(privatedns.VirtualNetworkLink(
+                    f"{name}-{service}-zone-runner-link",
+                    resource_group_name=group.name,
+                    private_zone_name=zone.name,
+                    virtual_network_link_name="runner",
+                    virtual_network=privatedns.SubResourceArgs(id=args.runner_vnet_id),
+                    registration_enabled=False,
+                    location="global",
+                    tags=dict(args.tags),
+                    opts=child,
+                ))
             zone_ids[service] = zone.id
+        self.vnet_writes += self.runner_links
 
         self.resource_group_name = group.name
         self.vnet_id = vnet.id
@@ -118,3 +145,21 @@ class Network(pulumi.ComponentResource):
             "node_subnet_id": self.node_subnet_id,
             "endpoint_subnet_id": self.endpoint_subnet_id,
         })
+
+    def _peer(self, name: str, runner_vnet_id: str, group: pulumi.Output[str],
+              vnet: network.VirtualNetwork) -> list[pulumi.Resource]:
+        """Peerings both ways between this VNet and the runner's: traffic flows once both exist (Connected)."""
+        runner_group, runner_vnet = peering_target(runner_vnet_id)
+        settings = dict(allow_virtual_network_access=True, allow_forwarded_traffic=False, allow_gateway_transit=False,
+                        use_remote_gateways=False)
+        to_runner = network.VirtualNetworkPeering(
+            f"{name}-to-runner", virtual_network_peering_name="to-runner", resource_group_name=group,
+            virtual_network_name=vnet.name, remote_virtual_network=network.SubResourceArgs(id=runner_vnet_id),
+            **settings, opts=pulumi.ResourceOptions(parent=self))
+        # Named after this VNet: one runner VNet may be peered with several stacks.
+        from_runner = network.VirtualNetworkPeering(
+            f"{name}-from-runner", virtual_network_peering_name=vnet.name.apply(lambda v: f"to-{v}"),
+            resource_group_name=runner_group, virtual_network_name=runner_vnet,
+            remote_virtual_network=network.SubResourceArgs(id=vnet.id), **settings,
+            opts=pulumi.ResourceOptions(parent=self))
+        return [to_runner, from_runner]

@@ -39,6 +39,17 @@ def blob_container_name_error(name: str) -> str | None:
     )
 
 
+VNET_ID = re.compile(r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w.()]{1,90}"
+                     r"/providers/Microsoft\.Network/virtualNetworks/[A-Za-z0-9][-\w.]{0,62}[\w]", re.IGNORECASE)
+
+
+def vnet_id_error(value: str) -> str | None:
+    if not VNET_ID.fullmatch(value):
+        return ("must be a virtual network's resource id: /subscriptions/<id>/resourceGroups/<group>/providers/"
+                "Microsoft.Network/virtualNetworks/<name>")
+    return None
+
+
 def name_root_error(root: str) -> str | None:
     if _ROOT.match(root):
         return None

@@ -225,6 +225,14 @@ def api_server_decision(c: ClusterConfig) -> Problems:
                           "cluster.openApiServer: true")
 
 
+def runner_network(cfg: StackConfig) -> Problems:
+    if cfg.network.runner_vnet_id and not cfg.private_endpoints_or_api_server:
+        yield ConfigError(f"{K}network.runnerVnetId", cfg.network.runner_vnet_id,
+                          "links a runner to private endpoints and a private API server; this stack has none "
+                          "(cluster.private, registry.private, storage.private)")
+
+
 def check(cfg: StackConfig) -> list[ConfigError]:
     """Every rule but the API server decision (the loader runs that one last, after the scenario's)."""
-    return [*network(cfg.network), *pools(cfg), *cluster(cfg.cluster), *storage(cfg), *add_ons(cfg)]
+    return [*network(cfg.network), *pools(cfg), *cluster(cfg.cluster), *storage(cfg), *add_ons(cfg),
+            *runner_network(cfg)]

@@ -140,6 +140,10 @@ class NetworkConfig(ConfigModel):
     """Kubernetes service range; must not overlap the VNet or pods."""
     dns_service_ip: Annotated[str, AfterValidator(_ipv4)] = "172.16.0.10"
     """Cluster DNS address inside the service range."""
+    runner_vnet_id: Annotated[str, valid(naming.vnet_id_error)] | None = None
+    """Resource id of the VNet where `pulumi up` runs for a private stack (a self-hosted runner's). The stack peers
+    it both ways and links its private DNS zones (registry, blob, the API server's) to it, all in state: the first
+    `pulumi up` from there completes, and destroy removes them. Its address space must not overlap this VNet's."""
 
 
 class AutoscalerConfig(ConfigModel):
@@ -499,6 +503,12 @@ class StackConfig(ConfigModel):
         if self.lifetime == Lifetime.LONG_LIVED:
             return self.tags
         return {**self.tags, expiry.EXPIRES_AT: expiry.expires_at(now, self.ttl_hours)}
+
+    @property
+    def private_endpoints_or_api_server(self) -> bool:
+        """Something of the stack is reachable only from its VNet or one linked to it."""
+        return self.cluster.private or (self.registry.enabled and self.registry.private) or \
+            bool(self.storage.accounts and self.storage.private)
 
     def gpu_pool(self, name: str) -> GpuPool:
         return next(p for p in self.gpu_pools if p.name == name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -33,6 +34,9 @@ class KubernetesAccessArgs:
     preflight: bool = True
     """Before any Kubernetes resource is touched: check a private API server answers from here, and wait until
     the deployer's access works (role assignments take minutes to propagate). Off only without a cluster."""
+    reachable_after: Sequence[pulumi.Resource] = ()
+    """What this machine needs before it reaches a private API server (the runner's peering and DNS link): the
+    credentials, and so the reachability check, wait for them."""
     add_on_crds: tuple[str, ...] = ()
     """Custom resource kinds AKS add-ons install that the program writes (managed Prometheus's PodMonitor,
     KEDA's ScaledObject): the preflight waits until the cluster serves them."""
@@ -51,7 +55,7 @@ class KubernetesAccess(pulumi.ComponentResource):
         super().__init__("aksgpu:aks:KubernetesAccess", name, None, opts)
         # The cluster's name is known before the cluster exists; without this edge a first `pulumi preview`
         # would ask Azure for credentials of a cluster that is not there yet.
-        invoke = pulumi.InvokeOutputOptions(parent=self, depends_on=[args.cluster])
+        invoke = pulumi.InvokeOutputOptions(parent=self, depends_on=[args.cluster, *args.reachable_after])
         if args.local_accounts:
             # Admin credentials bypass Entra ID and audit; they exist only when local accounts are enabled.
             admin = cs.list_managed_cluster_admin_credentials_output(

@@ -55,9 +55,9 @@ class AzureLayer:
     @property
     def registry_reachable_after(self) -> list[pulumi.Resource]:
         """What ``pulumi up``'s machine needs before it talks to the registry's data plane (pushes, digests): a
-        private registry's endpoint and DNS record."""
+        private registry's endpoint and DNS record, and the runner's peering and DNS links."""
         link = self.registry.private_link if self.registry is not None else None
-        return [link] if link is not None else []
+        return [link, *self.network.runner_links] if link is not None else []
 
     @property
     def kubernetes_opts(self) -> pulumi.ResourceOptions:
@@ -124,7 +124,7 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, preflight: bool = True) ->
         address_space=cfg.network.address_space, node_subnet=cfg.network.node_subnet,
         endpoint_subnet=cfg.network.endpoint_subnet, tags=tags, private_services=private_services(cfg),
         resource_group_tags=cfg.resource_group_tags(dt.datetime.now(dt.UTC)),
-        protect_group=any(a.protect for a in cfg.storage.accounts),
+        protect_group=any(a.protect for a in cfg.storage.accounts), runner_vnet_id=cfg.network.runner_vnet_id,
     ))
     c = cfg.cluster
     # Registry and storage first: their private endpoints write to the VNet, which AKS then takes over.
@@ -162,7 +162,8 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, preflight: bool = True) ->
         deployer_object_id=deployer.object_id if c.grant_deployer_admin else None,
         deployer_principal_type=c.deployer_principal_type, prometheus_metrics=cfg.monitoring.enabled,
         keda=cfg.addons.keda, ai_toolchain_operator=needs.ai_toolchain_operator,
-        registry_id=registry.id if registry else None, after=[*net.vnet_writes, *endpoints],
+        registry_id=registry.id if registry else None, runner_vnet_id=cfg.network.runner_vnet_id,
+        after=[*net.vnet_writes, *endpoints],
     ))
     gpu_pools, cpu_pools = node_pools(cfg, cluster, net)
 
@@ -174,6 +175,7 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, preflight: bool = True) ->
         # The deployer's role for every call; the subnet role for LoadBalancer Services (LinkedAuthorizationFailed).
         wait_for=[cluster.network_contributor, *([cluster.deployer_admin] if cluster.deployer_admin else [])],
         preflight=preflight, private=cfg.cluster.private, add_on_crds=add_on_crds(cfg, needs),
+        reachable_after=[*net.runner_links, *([cluster.runner_dns_link] if cluster.runner_dns_link else [])],
     ))
     return AzureLayer(net, cluster, gpu_pools, cpu_pools, registry, storage, access, metrics, autoscaler_logs,
                       keda_identity)
