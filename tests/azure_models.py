@@ -44,6 +44,9 @@ ARM_TYPES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "azure.mgmt.network", "VirtualNetwork", ("resourceGroupName", "virtualNetworkName")),
     "azure-native:network:Subnet": (
         "azure.mgmt.network", "Subnet", ("resourceGroupName", "virtualNetworkName", "subnetName")),
+    "azure-native:network:VirtualNetworkPeering": (
+        "azure.mgmt.network", "VirtualNetworkPeering",
+        ("resourceGroupName", "virtualNetworkName", "virtualNetworkPeeringName")),
     "azure-native:network:PrivateEndpoint": (
         "azure.mgmt.network", "PrivateEndpoint", ("resourceGroupName", "privateEndpointName")),
     "azure-native:network:PrivateDnsZoneGroup": (
@@ -86,7 +89,6 @@ ARM_TYPES: dict[str, tuple[str, str, tuple[str, ...]]] = {
 RESPONSE_MODELS = {"azure-native:storage:StorageAccount": "StorageAccount",
                    "azure-native:authorization:RoleAssignment": "RoleAssignment"}
 """Where Azure answers with another model than the request's."""
-NOT_ARM = {"azure-native:storage:Blob": "a data-plane upload by the provider: no ARM request, no schema"}
 NEWER_ENUM_VALUES = {
     "KnownDataFlowStreams": {"Microsoft-PrometheusMetrics": "the stream of managed Prometheus, added to this "
                              "extensible enum after the 2022-06-01 spec; Azure/prometheus-collector's "
