@@ -18,6 +18,21 @@ from pulumi_command import local
 
 from aksgpu.images.reference import by_digest, digest_command
 
+DOCKER_HUB_TOKEN_ENV = "DOCKERHUB_TOKEN"
+"""Where a Docker Hub access token is read from (the deploy workflow sets it from the repository secret)."""
+
+
+@dataclass(frozen=True)
+class SourceLogin:
+    """An account on the source registry. Its token is read from the environment where ``pulumi up`` runs, never
+    kept in state: anonymous imports from Docker Hub share its pull limits and fail intermittently
+    (container-registry-import-images: "we recommend that you use the credentials")."""
+
+    username: str
+    """The account's user name."""
+    token_env: str
+    """The environment variable holding its access token (a CI secret)."""
+
 
 @dataclass(frozen=True)
 class ImportedImageArgs:
@@ -32,6 +47,8 @@ class ImportedImageArgs:
     reachable_after: Sequence[pulumi.Resource] = ()
     """What this machine needs before it reads a private registry's digests: its private endpoint, the runner's
     network links."""
+    source_login: SourceLogin | None = None
+    """Sign in to the source registry; None: an anonymous import."""
 
 
 def target(source: str) -> str:
@@ -49,11 +66,15 @@ class ImportedImage(pulumi.ComponentResource):
     def __init__(self, name: str, args: ImportedImageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:build:ImportedImage", name, None, opts)
         image = target(args.source)
+        login = ""
+        if args.source_login is not None:
+            user, env = args.source_login.username, args.source_login.token_env
+            login = f' --username {user} --password "${{{env}:?set {env} to the access token of {user}}}"'
         # Re-running with --force is a no-op for an unchanged tag; the digest is what the registry now holds.
         command = local.Command(
             f"{name}-import",
             create=pulumi.Output.concat("az acr import --name ", args.registry_name,
-                                        f" --source {args.source} --image {image} --force >&2 && ",
+                                        f" --source {args.source} --image {image}{login} --force >&2 && ",
                                         digest_command(args.registry_name, image)),
             triggers=[args.source],
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.reachable_after)))

@@ -6,7 +6,7 @@ import pulumi
 
 from aksgpu.autoscaling.gpu_deployment import GpuScaling
 from aksgpu.config.schema import StackConfig
-from aksgpu.images.imported import ImportedImage, ImportedImageArgs
+from aksgpu.images.imported import DOCKER_HUB_TOKEN_ENV, ImportedImage, ImportedImageArgs, SourceLogin
 from aksgpu.outputs import Outputs
 from aksgpu.scenario import Platform
 from scenarios.llm_serving import settings as llm
@@ -28,7 +28,8 @@ def server_image(cfg: StackConfig, st: LlmSettings, platform: Platform) -> pulum
     registry = platform.azure.registry
     return ImportedImage("vllm-image", ImportedImageArgs(
         source=reference, registry_name=registry.name, login_server=registry.login_server,
-        pull_access=platform.azure.cluster.kubelet_pull, reachable_after=platform.azure.registry_reachable_after),
+        pull_access=platform.azure.cluster.kubelet_pull, reachable_after=platform.azure.registry_reachable_after,
+        source_login=SourceLogin(st.docker_hub_username, DOCKER_HUB_TOKEN_ENV) if st.docker_hub_username else None),
         opts=platform.opts).image_ref
 
 

@@ -125,6 +125,12 @@ def _image(value: str) -> str:
     return value
 
 
+def _docker_hub_user(value: str) -> str:
+    if not re.fullmatch(r"[a-z0-9]{4,30}", value):
+        raise ValueError("must be a Docker Hub user name: 4-30 lowercase letters and digits")
+    return value
+
+
 class LlmSettings(ConfigModel):
     section: ClassVar[str] = "llm"
 
@@ -152,6 +158,10 @@ class LlmSettings(ConfigModel):
         f"{VLLM_IMAGE}:{VLLM_VERSION}, -cu129 on AKS drivers")
     """vllm: the server image: a public tag, copied into the stack's registry at `pulumi up` (`az acr import`)
     and run by the digest recorded there, or an `@sha256:` reference run as it is."""
+    docker_hub_username: Annotated[str, AfterValidator(_docker_hub_user)] | None = None
+    """vllm: a Docker Hub account the image copy signs in with; `pulumi up` reads its access token from the
+    `DOCKERHUB_TOKEN` environment variable (a CI secret), never from state. Unset: an anonymous copy, which shares
+    Docker Hub's pull limits."""
     max_replicas: int | None = derived("the pool's maxCount", ge=1)
     """vllm: most replicas KEDA may run (one per node)."""
     waiting_per_replica: int = Field(4, ge=1, le=256)
@@ -216,6 +226,9 @@ def _check_vllm(cfg: StackConfig, st: LlmSettings, pool: GpuPool) -> Iterator[Co
     if st.dtype == Dtype.BFLOAT16 and not supports_bf16(pool.size):
         yield ConfigError(f"{K}dtype", st.dtype.value, f"{pool.size.gpu_model} (compute capability "
                           f"{pool.size.compute_capability}) has no bfloat16; use half or auto")
+    if st.docker_hub_username and not from_docker_hub(image_reference(st, pool)):
+        yield ConfigError(f"{K}dockerHubUsername", st.docker_hub_username,
+                          f"signs in the copy from Docker Hub; {image_reference(st, pool)} is not copied from there")
     if not 1 <= max_replicas(cfg, st) <= pool.max_count:
         yield ConfigError(f"{K}maxReplicas", st.max_replicas,
                           f"must be 1-{pool.max_count}: one replica per node of pool '{pool.name}'")
@@ -283,6 +296,12 @@ def dtype_flag(st: LlmSettings, pool: GpuPool) -> str:
     if st.dtype != Dtype.AUTO:
         return st.dtype.value
     return "half" if MODELS[st.model].bf16 and not supports_bf16(pool.size) else "auto"
+
+
+def from_docker_hub(reference: str) -> bool:
+    """A tag the deploy copies from Docker Hub (a digest is run as it is, never copied)."""
+    host = reference.split("/", 1)[0]
+    return "@sha256:" not in reference and (host == "docker.io" or "." not in host)
 
 
 def image_reference(st: LlmSettings, pool: GpuPool) -> str:

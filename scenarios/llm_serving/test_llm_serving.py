@@ -71,6 +71,9 @@ def flags(render) -> dict[str, str]:
     ({"image": "docker.io/vllm/vllm-openai:latest"}, [T4], "aksgpu:llm.image", "not latest"),
     ({"image": "docker.io/vllm/vllm-openai"}, [T4], "aksgpu:llm.image", "registry/repository:tag or a @sha256:"),
     ({"pool": "nope"}, [T4], "aksgpu:llm.pool", "must name a GPU pool of this stack: llm"),
+    ({"dockerHubUsername": "Me"}, [T4], "aksgpu:llm.dockerHubUsername", "4-30 lowercase letters and digits"),
+    ({"dockerHubUsername": "mlteam", "image": "ghcr.io/org/vllm:v1"}, [T4], "aksgpu:llm.dockerHubUsername",
+     "ghcr.io/org/vllm:v1 is not copied from there"),
     ({}, [{**T4, "sharing": {"mode": "time-slicing", "replicas": 2}}], "aksgpu:gpuPools", "sharing mode none"),
     ({"runtime": "kaito"}, [{**T4, "priority": "regular"}], "aksgpu:lifetime", "runtime: kaito may leave node pools"),
 ])
@@ -152,6 +155,18 @@ def test_the_server_image_is_vllms_release_copied_into_the_stacks_registry_and_r
                                            ("ghcr.io/org/team/server:1.2", "org/team/server:1.2")])
 def test_an_imported_image_keeps_its_repository_and_tag(source, image):
     assert imported_image.target(source) == image
+
+
+def test_a_docker_hub_account_signs_in_the_copy_with_a_token_the_environment_holds_never_state():
+    """Round-3 audit #9: anonymous imports share Docker Hub's pull limits (container-registry-import-images:
+    "If you have a Docker Hub account, we recommend that you use the credentials")."""
+    r = render_with("llm-hub", **{**llm_config(weights="hub", revision="0" * 40, dockerHubUsername="mlteam"),
+                                  "storage": {}})
+    script = r.named("vllm-image-import").inputs["create"]
+    assert ' --username mlteam --password "${DOCKERHUB_TOKEN:?set DOCKERHUB_TOKEN to the access token of mlteam}"' \
+        in script
+    assert "--username" not in render_with("llm-anon", **{**llm_config(weights="hub", revision="0" * 40),
+                                                        "storage": {}}).named("vllm-image-import").inputs["create"]
 
 
 def test_a_configured_digest_is_run_as_given():
