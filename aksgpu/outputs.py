@@ -1,8 +1,13 @@
 """The platform's stack output names (every stack has them); a scenario names its own in its ``deploy.py``.
-Components never name outputs."""
+Components never name outputs.
+
+An output that is a command is one shell command line, run as ``eval "$(pulumi stack output NAME)"``: no ``#``
+comments (they would end the line), so what a reader needs to know is printed by the command itself.
+"""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 
 import pulumi
@@ -20,6 +25,11 @@ PROMETHEUS_QUERY_ENDPOINT = "prometheusQueryEndpoint"
 GRAFANA_URL = "grafanaUrl"
 IMPORT_GPU_DASHBOARD = "importGpuDashboard"
 AUTOSCALER_LOGS = "autoscalerLogs"
+
+
+def explained_failure(command: str, why: str) -> str:
+    """``command``, printing ``why`` to stderr when it fails (and still failing)."""
+    return f"{command} || {{ echo {shlex.quote(why)} >&2; false; }}"
 
 
 def image(repository: str) -> str:

@@ -27,7 +27,7 @@ from aksgpu.kubernetes.workspace import Workspace
 from aksgpu.layers.azure import AzureLayer
 from aksgpu.layers.gpu_software import GpuSoftware
 from aksgpu.needs import Needs
-from aksgpu.outputs import Outputs
+from aksgpu.outputs import Outputs, explained_failure
 from aksgpu.volumes.blob_volume import WorkloadVolumes
 
 K = f"{PROJECT}:"
@@ -94,12 +94,14 @@ class Platform:
         account = self.cfg.storage_account(role)
         command = blob_batch_command(self.cfg.storage_account_name(account), container or account.container_names[0],
                                      upload, local, path)
+        needs = []
         if not self.cfg.cluster.grant_deployer_admin:
             role_name = "Contributor" if self.needs.deployer_blob_access.get(role) else "Reader"
-            command += f"  # needs Storage Blob Data {role_name} on the account (cluster.grantDeployerAdmin is off)"
+            needs.append(f"Storage Blob Data {role_name} on the account (cluster.grantDeployerAdmin is off)")
         if self.cfg.storage.private:
-            command += "  # from a machine in the VNet: the account has no public endpoint"
-        return command
+            needs.append("a machine in the VNet of the stack or in one peered and linked to it "
+                         "(network.runnerVnetId): the account has no public endpoint")
+        return explained_failure(command, f"this needs {' and '.join(needs)}") if needs else command
 
 
 def no_rules(cfg: StackConfig, settings: Any) -> Iterable[ConfigError]:

@@ -1,6 +1,7 @@
 """The offline render: its files, determinism, secrets, and how it fails on bad config."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +163,13 @@ def test_a_masked_secret_keeps_its_shape_so_its_manifest_is_still_valid(render_o
     secret = render_of("gpu-sharing").named("sharing-notebook-token-secret")
     assert secret.inputs["stringData"] == {"token": SECRET}
     kubernetes_validate.validate(manifest(secret), "1.33.0", strict=True)
+
+
+def test_command_outputs_run_under_eval_as_one_line_without_comments(renders):
+    """Newcomer #2: a `#` in an output ends the line under `eval "$(pulumi stack output X)"` and is passed to the
+    command as words under a bare `$(...)`; what a reader needs to know the command prints itself."""
+    for r in renders.values():
+        for key, value in r.outputs.items():
+            if isinstance(value, str):
+                assert "\n" not in value.strip() or key == outputs.KUBECONFIG, (r.stack, key)
+                assert not re.search(r"(^|\s)#", value), (r.stack, key, value)

@@ -79,7 +79,9 @@ def test_resim_outputs_say_how_to_move_data_and_submit_work(render_of):
     out = render_of("av-resim").outputs
     assert out[UPLOAD_INPUT].startswith("az storage blob upload-batch --auth-mode login --account-name ")
     assert "--destination input --source ./recordings" in out[UPLOAD_INPUT]
-    assert "from a machine in the VNet" in out[UPLOAD_INPUT]
+    assert out[UPLOAD_INPUT].endswith("|| { echo 'this needs a machine in the VNet of the stack or in one peered and "
+                                      "linked to it (network.runnerVnetId): the account has no public endpoint' >&2; "
+                                      "false; }")
     assert "create job --from=cronjob/gpu-io" in out["submitResim"]
 
 

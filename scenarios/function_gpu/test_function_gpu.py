@@ -99,8 +99,8 @@ def test_the_function_is_internal_by_default_and_reached_by_port_forward(r):
     assert service["metadata"]["annotations"] == {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"}
     # Its sources are named even so: the VNet (no LoadBalancer Service without source ranges).
     assert service["spec"]["loadBalancerSourceRanges"] == [r.cfg.network.address_space]
-    assert r.outputs[PORT_FORWARD].startswith(
-        "kubectl port-forward --namespace gpu-function service/gpu-function 8080:80")
+    assert r.outputs[PORT_FORWARD] == ("echo 'open http://localhost:8080/api/status' && "
+                                       "kubectl port-forward --namespace gpu-function service/gpu-function 8080:80")
 
 
 def test_a_public_function_is_limited_to_its_source_ranges():

@@ -124,7 +124,7 @@ class GpuFunction(pulumi.ComponentResource):
         ip = service.status.apply(lambda status: status.load_balancer.ingress[0].ip)
         self.base_url = pulumi.Output.concat("http://", ip, "/")
         self.status_url = pulumi.Output.concat(self.base_url, "api/status")
-        self.port_forward = (f"kubectl port-forward --namespace {args.namespace} service/gpu-function "
-                             f"{CONTAINER_PORT}:{SERVICE_PORT}  # then http://localhost:{CONTAINER_PORT}/api/status")
+        self.port_forward = (f"echo 'open http://localhost:{CONTAINER_PORT}/api/status' && kubectl port-forward "
+                             f"--namespace {args.namespace} service/gpu-function {CONTAINER_PORT}:{SERVICE_PORT}")
         self.register_outputs({"base_url": self.base_url, "status_url": self.status_url,
                                "port_forward": self.port_forward})

@@ -170,6 +170,6 @@ class SharedGpuInference(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, args.pool]),
         )
         self.notebook_token = pulumi.Output.secret(token.result)
-        self.notebook_command = (f"kubectl -n {args.namespace} port-forward deploy/notebook {NOTEBOOK_PORT} "
-                                 f"# then open http://127.0.0.1:{NOTEBOOK_PORT}/?token=$(pulumi stack output "
-                                 "notebookToken --show-secrets)")
+        self.notebook_command = (f'echo "open http://127.0.0.1:{NOTEBOOK_PORT}/?token=$(pulumi stack output '
+                                 f'notebookToken --show-secrets)" && kubectl -n {args.namespace} port-forward '
+                                 f"deploy/notebook {NOTEBOOK_PORT}")
