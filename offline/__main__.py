@@ -72,15 +72,46 @@ def _lifetime(args: argparse.Namespace) -> int:
 def _leftovers(args: argparse.Namespace) -> int:
     if problem := _unknown_stack(args.stack):
         return _error(problem)
-    from offline.leftovers import remains
-    found = remains(args.stack)
+    from offline.lifecycle import deployed, remains, retain
+    from offline.stack_files import stack_config
+    found = remains(deployed(stack_config(args.stack)))
     for item in found.kept:
         print(f"kept after destroy of {args.stack}: {item}")
+    if args.retain and found.kept_group and not found.leftovers:
+        retain(found.kept_group)
+        print(f"marked resource group {found.kept_group} lifetime: retained (no expiry; a push does not redeploy it)")
     for item in found.leftovers:
         print(f"LEFT OVER after destroy of {args.stack}: {item}", file=sys.stderr)
     if not found.leftovers and not found.kept:
         print(f"nothing of stack {args.stack} is left in Azure")
     return 1 if found.leftovers else 0
+
+
+def _push_targets(args: argparse.Namespace) -> int:
+    names = json.loads(args.stacks)
+    if problems := [p for n in names if (p := _unknown_stack(n))]:
+        return _error(problems[0])
+    from offline.lifecycle import push_targets
+    from offline.stack_files import stack_config
+    found = push_targets(names, json.load(sys.stdin), dt.datetime.now(dt.UTC), PROJECT,
+                         lambda stack: stack_config(stack).lifetime)
+    for stack, why in found.skipped.items():
+        print(f"::notice::a push leaves stack {stack} alone: {why}", file=sys.stderr)
+    print(json.dumps(found.deploy))
+    return 0
+
+
+def _drain_jobs(args: argparse.Namespace) -> int:
+    if problem := _unknown_stack(args.stack):
+        return _error(problem)
+    from offline.lifecycle import drain_jobs
+    from offline.stack_files import stack_needs
+    namespace = stack_needs(args.stack).namespace
+    if namespace is None:
+        print(f"stack {args.stack} has no workload namespace: nothing to drain")
+        return 0
+    print(drain_jobs(args.stack, namespace))
+    return 0
 
 
 def _render_diff(args: argparse.Namespace) -> int:
@@ -110,6 +141,25 @@ def _preview_guard(args: argparse.Namespace) -> int:
 def _expired_stacks(args: argparse.Namespace) -> int:
     from aksgpu.config.expiry import expired_stacks
     print(json.dumps(expired_stacks(json.load(sys.stdin), dt.datetime.now(dt.UTC), args.project)))
+    return 0
+
+
+def _ci_setup(args: argparse.Namespace) -> int:
+    import re
+
+    from offline.ci_setup import MAX_CREDENTIALS, load_workflows, script, subject_repo, subjects
+    from offline.stack_files import REPO_ROOT, stack_files
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):
+        return _error(f"--repo {args.repo!r}: expected OWNER/NAME")
+    if args.ids is not None and not re.fullmatch(r"\d+/\d+", args.ids):
+        return _error(f"--ids {args.ids!r}: expected OWNER_ID/REPO_ID (gh api repos/OWNER/NAME --jq "
+                      "'\"\\(.owner.id)/\\(.id)\"')")
+    credentials = subjects(load_workflows(REPO_ROOT / ".github" / "workflows"), subject_repo(args.repo, args.ids),
+                           sorted(stack_files()))
+    if len(credentials) > MAX_CREDENTIALS:
+        return _error(f"the workflows need {len(credentials)} federated credentials, more than the {MAX_CREDENTIALS} "
+                      "an Entra app may have; split the stacks over two apps or use a flexible federated credential")
+    print(script(args.repo, credentials, args.state_account, args.key_vault), end="")
     return 0
 
 
@@ -159,7 +209,24 @@ COMMANDS: dict[str, Command] = {
                               lambda p: p.add_argument("--project", default=PROJECT, help="Pulumi project name"),
                               _expired_stacks),
     "leftovers": Command("what of a destroyed stack is still in Azure, but its protected data (needs az)",
-                         _stack_argument, _leftovers),
+                         lambda p: (_stack_argument(p),
+                                    p.add_argument("--retain", action="store_true",
+                                                   help="mark the group kept for protected data lifetime: retained")),
+                         _leftovers),
+    "push-targets": Command("of the changed stacks (a JSON list), those a push deploys: live or long-lived ones, "
+                            "from `az group list` JSON on stdin",
+                            lambda p: p.add_argument("stacks", help="the changed stacks, a JSON list"),
+                            _push_targets),
+    "ci-setup": Command("print the Azure setup the workflows need (federated credentials from the workflows, "
+                        "roles, resource providers, repository variables) as a script to review and run",
+                        lambda p: (p.add_argument("--repo", required=True, help="the GitHub repository, OWNER/NAME"),
+                                   p.add_argument("--ids", help="OWNER_ID/REPO_ID: subjects in the immutable form of "
+                                                  "repositories created after 2026-06-18"),
+                                   p.add_argument("--state-account", help="the state backend's storage account"),
+                                   p.add_argument("--key-vault", help="the secrets provider's Key Vault")),
+                        _ci_setup),
+    "drain-jobs": Command("before a destroy: delete the Jobs in the stack's namespace, so Kueue lets its queue go "
+                          "(needs pulumi and kubectl)", _stack_argument, _drain_jobs),
 }
 
 

@@ -27,6 +27,8 @@ _ARM_PATHS: dict[str, tuple[str, ...]] = {
     "azure-native:network:VirtualNetwork": ("Microsoft.Network/virtualNetworks/{virtualNetworkName}",),
     "azure-native:network:Subnet": ("Microsoft.Network/virtualNetworks/{virtualNetworkName}/subnets/{subnetName}",),
     "azure-native:network:PrivateEndpoint": ("Microsoft.Network/privateEndpoints/{privateEndpointName}",),
+    "azure-native:network:VirtualNetworkPeering": (
+        "Microsoft.Network/virtualNetworks/{virtualNetworkName}/virtualNetworkPeerings/{virtualNetworkPeeringName}",),
     "azure-native:network:PrivateDnsZoneGroup": (
         "Microsoft.Network/privateEndpoints/{privateEndpointName}/privateDnsZoneGroups/{privateDnsZoneGroupName}",),
     "azure-native:privatedns:PrivateZone": ("Microsoft.Network/privateDnsZones/{privateZoneName}",),

@@ -15,6 +15,7 @@ from aksgpu.config.errors import StackFileError
 from aksgpu.config.loader import load_config
 from aksgpu.config.schema import StackConfig
 from aksgpu.config.types import PROJECT
+from aksgpu.needs import Needs
 from scenarios import REGISTRY
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -91,3 +92,9 @@ def stack_config(stack: str, config_file: Path | None = None) -> StackConfig:
     """A stack's parsed config, without loading its scenario (for tools that only read it)."""
     namespace = stack_namespace(config_file or stack_files()[stack])
     return load_config(namespace, PROJECT, stack, scenarios=REGISTRY)
+
+
+def stack_needs(stack: str) -> Needs:
+    """What the stack's scenario needs of the platform (its namespace, images...), from its config."""
+    cfg = stack_config(stack)
+    return REGISTRY[cfg.scenario].needs_of(cfg, cfg.settings)

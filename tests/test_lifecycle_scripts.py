@@ -3,6 +3,7 @@ the state-backend script."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -10,7 +11,8 @@ import sys
 
 import pytest
 
-from offline import preview_guard, render_diff
+from aksgpu.config.expiry import Lifetime, expired_stacks
+from offline import lifecycle, preview_guard, render_diff
 from offline.stack_files import REPO_ROOT
 
 SCRIPTS = REPO_ROOT / "scripts"
@@ -90,10 +92,13 @@ def test_expired_stacks_reads_az_group_list_from_stdin():
     assert result.returncode == 0 and json.loads(result.stdout) == ["x"]
 
 
+SUBSCRIPTION = "22222222-3333-4444-5555-666666666666"
+
+
 @pytest.fixture
 def fake_az(tmp_path):
-    """An `az` on PATH that answers from a JSON file:
-    {"groups": [names that exist], "ips": [ids], "resources": {group: [{"name", "type"}]}}."""
+    """An `az` on PATH signed in to SUBSCRIPTION that answers from a JSON file and logs every call:
+    {"groups": {name: tags} of those that exist, "ips": [ids], "resources": {group: [{"name", "type"}]}}."""
     state = tmp_path / "azure.json"
     az = tmp_path / "bin" / "az"
     az.parent.mkdir()
@@ -101,8 +106,16 @@ def fake_az(tmp_path):
 import json, sys
 state = json.load(open({str(state)!r}))
 args = sys.argv[1:]
-if args[:2] == ["group", "exists"]:
+with open({str(tmp_path / "calls.log")!r}, "a") as log:
+    log.write(json.dumps(args) + "\\n")
+if args[:2] == ["account", "show"]:
+    print(json.dumps({SUBSCRIPTION!r}))
+elif args[:2] == ["group", "exists"]:
     print(json.dumps(args[args.index("--name") + 1] in state["groups"]))
+elif args[:2] == ["group", "show"]:
+    print(json.dumps(state["groups"][args[args.index("--name") + 1]]))
+elif args[:2] == ["group", "update"]:
+    print("{{}}")
 elif args[:3] == ["network", "public-ip", "list"]:
     print(json.dumps(state["ips"]))
 elif args[:2] == ["resource", "list"]:
@@ -115,39 +128,74 @@ else:
     return state, env
 
 
+def az_calls(state) -> list[list[str]]:
+    log = state.parent / "calls.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
 def test_leftover_check_passes_when_nothing_is_left(fake_az):
     state, env = fake_az
-    state.write_text(json.dumps({"groups": [], "ips": []}))
+    state.write_text(json.dumps({"groups": {}, "ips": []}))
     result = offline("leftovers", "--stack", "function-gpu", env=env)
     assert result.returncode == 0 and "nothing of stack function-gpu is left" in result.stdout
 
 
 def test_leftover_check_fails_loudly_for_groups_and_public_ips(fake_az):
     state, env = fake_az
-    state.write_text(json.dumps({"groups": ["rg-function-gpu-nodes"], "ips": ["/subscriptions/s/ip/kubernetes-a1"]}))
+    state.write_text(json.dumps({"groups": {"rg-function-gpu-nodes": {}},
+                                 "ips": ["/subscriptions/s/ip/kubernetes-a1"]}))
     result = offline("leftovers", "--stack", "function-gpu", env=env)
     assert result.returncode == 1
     assert "LEFT OVER after destroy of function-gpu: resource group rg-function-gpu-nodes" in result.stderr
     assert "public IP /subscriptions/s/ip/kubernetes-a1" in result.stderr
 
 
-def test_protected_data_and_its_resource_group_are_kept_and_said_so(fake_az):
+KEPT_GROUP_TAGS = {"pulumi-project": "aksgpu", "pulumi-stack": "av-resim", "lifetime": "demo",
+                   "expires-at": "2026-11-20T00:00:00Z", "owner": "platform team"}
+
+
+def kept_account(stack: str) -> dict[str, str]:
+    """The protected account of ``stack`` under the name its deployment into SUBSCRIPTION gives it."""
     from offline.stack_files import stack_config
-    cfg = stack_config("av-resim")
-    output = cfg.storage_account_name(next(a for a in cfg.storage.accounts if a.protect))
-    account = {"name": output, "type": "Microsoft.Storage/storageAccounts"}
+    cfg = stack_config(stack).for_deployment(SUBSCRIPTION)
+    return {"name": cfg.storage_account_name(next(a for a in cfg.storage.accounts if a.protect)),
+            "type": "Microsoft.Storage/storageAccounts"}
+
+
+def test_protected_data_and_its_resource_group_are_kept_and_said_so(fake_az):
+    account = kept_account("av-resim")
     state, env = fake_az
-    state.write_text(json.dumps({"groups": ["rg-av-resim"], "ips": [], "resources": {"rg-av-resim": [account]}}))
+    state.write_text(json.dumps({"groups": {"rg-av-resim": KEPT_GROUP_TAGS}, "ips": [],
+                                 "resources": {"rg-av-resim": [account]}}))
     result = offline("leftovers", "--stack", "av-resim", env=env)
     assert result.returncode == 0, result.stderr
-    assert f"kept after destroy of av-resim: storage account {output} in resource group rg-av-resim" in result.stdout
+    assert f"kept after destroy of av-resim: storage account {account['name']} in resource group rg-av-resim" \
+        in result.stdout
     assert "has protect: true" in result.stdout
+    assert not [c for c in az_calls(state) if c[:2] == ["group", "update"]]  # only with --retain
+
+
+def test_a_kept_group_is_marked_retained_so_expiry_and_pushes_leave_it_alone(fake_az):
+    """Round-3 audit #16: a kept group still tagged demo and past its expiry made the expiry workflow dispatch a
+    destroy every hour, forever."""
+    state, env = fake_az
+    state.write_text(json.dumps({"groups": {"rg-av-resim": KEPT_GROUP_TAGS}, "ips": [],
+                                 "resources": {"rg-av-resim": [kept_account("av-resim")]}}))
+    result = offline("leftovers", "--stack", "av-resim", "--retain", env=env)
+    assert result.returncode == 0, result.stderr
+    (update,) = [c for c in az_calls(state) if c[:2] == ["group", "update"]]
+    tags = dict(t.split("=", 1) for t in update[update.index("--tags") + 1:update.index("--output")])
+    assert tags == {"pulumi-project": "aksgpu", "pulumi-stack": "av-resim", "lifetime": "retained",
+                    "owner": "platform team"}
+    now = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)
+    assert expired_stacks([{"tags": tags}], now, "aksgpu") == []
+    assert lifecycle.push_targets(["av-resim"], [{"tags": tags}], now, "aksgpu", lambda s: Lifetime.DEMO).deploy == []
 
 
 def test_anything_beside_the_protected_data_is_a_leftover(fake_az):
     state, env = fake_az
     extra = {"name": "vnet-av-resim", "type": "Microsoft.Network/virtualNetworks"}
-    state.write_text(json.dumps({"groups": ["rg-av-resim"], "ips": [], "resources": {"rg-av-resim": [extra]}}))
+    state.write_text(json.dumps({"groups": {"rg-av-resim": {}}, "ips": [], "resources": {"rg-av-resim": [extra]}}))
     result = offline("leftovers", "--stack", "av-resim", env=env)
     assert result.returncode == 1
     assert "LEFT OVER after destroy of av-resim: Microsoft.Network/virtualNetworks vnet-av-resim" in result.stderr
@@ -155,7 +203,7 @@ def test_anything_beside_the_protected_data_is_a_leftover(fake_az):
 
 def test_an_unprotected_stacks_resource_group_is_a_leftover(fake_az):
     state, env = fake_az
-    state.write_text(json.dumps({"groups": ["rg-function-gpu"], "ips": [], "resources": {}}))
+    state.write_text(json.dumps({"groups": {"rg-function-gpu": {}}, "ips": [], "resources": {}}))
     result = offline("leftovers", "--stack", "function-gpu", env=env)
     assert result.returncode == 1 and "resource group rg-function-gpu" in result.stderr
 
@@ -183,3 +231,103 @@ def test_state_backend_script_is_valid_bash_and_explains_its_arguments():
     assert usage.returncode == 2 and "usage:" in usage.stderr
     text = script.read_text()
     assert "--allow-shared-key-access false" in text and "--enable-purge-protection true" in text
+
+
+NOW = dt.datetime(2026, 11, 24, 12, tzinfo=dt.UTC)
+
+
+def group(stack: str, **tags: str) -> dict:
+    return {"name": f"rg-{stack}", "tags": {"pulumi-project": "aksgpu", "pulumi-stack": stack, **tags}}
+
+
+def test_a_push_deploys_live_demos_and_long_lived_stacks_only():
+    """Why #4: a change to a shared component re-created every demo the expiry job had destroyed."""
+    groups = [group("live", lifetime="demo", **{"expires-at": "2026-11-25T00:00:00Z"}),
+              group("expired", lifetime="demo", **{"expires-at": "2026-11-24T00:00:00Z"}),
+              group("kept", lifetime="retained"),
+              group("other-project-stack", lifetime="demo") | {"tags": {"pulumi-project": "x", "pulumi-stack": "gone"}}]
+    lifetimes = {"prod": Lifetime.LONG_LIVED}
+    found = lifecycle.push_targets(["live", "expired", "kept", "gone", "prod"], groups, NOW, "aksgpu",
+                                   lambda s: lifetimes.get(s, Lifetime.DEMO))
+    assert found.deploy == ["live", "prod"]
+    assert found.skipped == {
+        "expired": "expired: the expiry workflow destroys it",
+        "gone": "a demo that is not deployed (never, or destroyed): run the deploy workflow for it",
+        "kept": "destroyed; only its protected data is kept: run the deploy workflow to bring it back"}
+
+
+def test_push_targets_reads_az_group_list_and_says_what_it_skips():
+    groups = [group("gpu-basics", lifetime="demo", **{"expires-at": "2999-01-01T00:00:00Z"})]
+    result = offline("push-targets", json.dumps(["gpu-basics", "function-gpu"]), input=json.dumps(groups))
+    assert result.returncode == 0 and json.loads(result.stdout) == ["gpu-basics"]
+    assert "::notice::a push leaves stack function-gpu alone: a demo that is not deployed" in result.stderr
+    refused = offline("push-targets", json.dumps(["nope"]), input="[]")
+    assert refused.returncode == 2 and "no config file for stack 'nope'" in refused.stderr
+
+
+@pytest.fixture
+def fake_cli(tmp_path):
+    """`pulumi` printing a kubeconfig output (or failing when there is none) and `kubectl` logging its call."""
+    bin_dir = tmp_path / "cli"
+    bin_dir.mkdir()
+    (bin_dir / "pulumi").write_text(f"""#!{sys.executable}
+import os, sys
+if os.environ.get("NO_OUTPUT"):
+    sys.exit("error: current stack does not have output property kubeconfig")
+print("apiVersion: v1")
+""")
+    (bin_dir / "kubectl").write_text(f"""#!{sys.executable}
+import sys
+open({str(tmp_path / "kubectl.log")!r}, "w").write(" ".join(sys.argv[1:]))
+print('job.batch "resim-gpu-io-1" deleted')
+""")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    return tmp_path, {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_a_destroy_first_deletes_the_scenarios_jobs_so_kueue_lets_its_queue_go(fake_cli):
+    """Round-3 audit #12: Kueue keeps a ClusterQueue while admitted Jobs remain; the unattended destroy waited."""
+    root, env = fake_cli
+    result = offline("drain-jobs", "--stack", "av-resim", env=env)
+    assert result.returncode == 0 and 'deleted the Jobs and CronJobs of namespace av-resim' in result.stdout
+    call = (root / "kubectl.log").read_text()
+    assert "--namespace av-resim delete cronjobs,jobs --all --ignore-not-found --wait=true" in call
+    assert not list(root.glob("*.kubeconfig"))  # the credentials file is gone
+
+
+def test_draining_a_stack_that_is_not_deployed_is_a_no_op(fake_cli):
+    root, env = fake_cli
+    result = offline("drain-jobs", "--stack", "av-resim", env={**env, "NO_OUTPUT": "1"})
+    assert result.returncode == 0 and "nothing to drain" in result.stdout
+    assert not (root / "kubectl.log").exists()
+
+
+def test_state_backend_waits_for_its_role_assignments_instead_of_stopping_at_the_first_403(tmp_path):
+    """Round-3 audit #11: a role assignment takes up to 10 minutes to apply; the data-plane call right after it
+    was refused and `set -e` ended the bootstrap."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "az").write_text(f"""#!{sys.executable}
+import sys
+from pathlib import Path
+args = " ".join(sys.argv[1:])
+log = Path({str(tmp_path / "az.log")!r})
+log.write_text(log.read_text() + args + "\\n" if log.exists() else args + "\\n")
+if args.startswith(("storage container create", "keyvault key create")):
+    attempts = log.read_text().count(args)
+    if attempts < 3:
+        sys.exit("(AuthorizationPermissionMismatch) This request is not authorized to perform this operation.")
+if "--query id" in args or "--query user.name" in args:
+    print("/subscriptions/s/resourceGroups/g/providers/x/y")
+""")
+    (bin_dir / "az").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "RETRY_SECONDS": "0"}
+    result = subprocess.run(["bash", str(SCRIPTS / "create-state-backend.sh"), "rg-state", "stteam", "kv-team"],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "az.log").read_text().splitlines()
+    assert sum(c.startswith("storage container create") for c in calls) == 3
+    assert sum(c.startswith("keyvault key create") for c in calls) == 3
+    assert calls[0].startswith(("ad signed-in-user show", "account show"))
+    assert "provider register --namespace Microsoft.KeyVault --wait --output none" in calls

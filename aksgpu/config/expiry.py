@@ -18,6 +18,9 @@ LIFETIME = "lifetime"
 """Tag on every Azure resource: the stack's lifetime."""
 MAX_TTL_HOURS = 720
 """30 days: a stack that should live longer is ``long-lived``."""
+RETAINED = "retained"
+"""The ``lifetime`` a destroy leaves on a resource group it kept for protected data: no longer a demo to expire
+or a live stack to update (offline/lifecycle.py); the stack's next ``pulumi up`` sets its lifetime back."""
 
 
 class Lifetime(StrEnum):
@@ -48,11 +51,16 @@ def is_expired(tags: Mapping[str, str] | None, now: dt.datetime) -> bool:
     return now >= due
 
 
-def expired_stacks(groups: Iterable[Mapping[str, Any]], now: dt.datetime, project: str) -> list[str]:
-    """Stacks of ``project`` whose resource group (``az group list`` JSON) is past its expiry."""
-    stacks = set()
+def stack_groups(groups: Iterable[Mapping[str, Any]], project: str) -> dict[str, Mapping[str, str]]:
+    """Stack → its resource group's tags, for the groups (``az group list`` JSON) that ``project`` made."""
+    found = {}
     for group in groups:
         tags = group.get("tags") or {}
-        if tags.get("pulumi-project") == project and tags.get("pulumi-stack") and is_expired(tags, now):
-            stacks.add(tags["pulumi-stack"])
-    return sorted(stacks)
+        if tags.get("pulumi-project") == project and tags.get("pulumi-stack"):
+            found[tags["pulumi-stack"]] = tags
+    return found
+
+
+def expired_stacks(groups: Iterable[Mapping[str, Any]], now: dt.datetime, project: str) -> list[str]:
+    """Stacks of ``project`` whose resource group (``az group list`` JSON) is past its expiry."""
+    return sorted(stack for stack, tags in stack_groups(groups, project).items() if is_expired(tags, now))
