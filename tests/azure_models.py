@@ -1,7 +1,7 @@
 """Check Azure resource inputs against Microsoft's generated ARM models of the API versions the program sends.
 
 pulumi-azure-native 3.29.0 sends each resource type at one API version (its docstrings say which); the
-``azure-mgmt-*`` packages pinned in requirements-dev.txt carry AutoRest models generated from the same REST specs
+``azure-mgmt-*`` packages pinned in pyproject.toml's dev group carry AutoRest models generated from the same REST specs
 for those versions. Their ``_attribute_map`` gives every property (Python names follow the specs'
 x-ms-client-name, as Pulumi's input names do), ``_validation`` the required, read-only, pattern, length and range
 rules, the ``__init__`` annotations the enum of a string property, and the operations' URL serialisation the name

