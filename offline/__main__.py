@@ -163,6 +163,23 @@ def _ci_setup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _new_stack(args: argparse.Namespace) -> int:
+    from offline.docs import write_docs
+    from offline.new_stack import new_stack_file
+    settings = {k: v for k, v in (("nameRoot", args.name_root), ("owner", args.owner), ("lifetime", args.lifetime))
+                if v is not None}
+    try:
+        path = new_stack_file(args.name, args.like, settings)
+    except ValueError as error:
+        return _error(str(error))
+    updated = write_docs()
+    print(f"wrote {path.name}; regenerated {', '.join(map(str, updated)) or 'no docs (none changed)'}")
+    print(f"next: review and commit them; deploy with `pulumi stack select --create {args.name}` and `pulumi up "
+          f"--policy-pack policy`, or the deploy workflow with stack {args.name}, whose environment needs its "
+          "federated credential (python -m offline ci-setup prints it)")
+    return 0
+
+
 @dataclass(frozen=True)
 class Command:
     help: str
@@ -217,6 +234,14 @@ COMMANDS: dict[str, Command] = {
                             "from `az group list` JSON on stdin",
                             lambda p: p.add_argument("stacks", help="the changed stacks, a JSON list"),
                             _push_targets),
+    "new-stack": Command("a new environment: Pulumi.NAME.yaml from a stack of the same scenario, checked, and the "
+                         "generated docs brought up to date",
+                         lambda p: (p.add_argument("name", help="the new stack's name"),
+                                    p.add_argument("--like", required=True, help="the stack to start from"),
+                                    p.add_argument("--name-root", help="nameRoot (stack names over 20 characters)"),
+                                    p.add_argument("--owner", help="owner tag"),
+                                    p.add_argument("--lifetime", choices=("demo", "long-lived"), help="lifetime")),
+                         _new_stack),
     "ci-setup": Command("print the Azure setup the workflows need (federated credentials from the workflows, "
                         "roles, resource providers, repository variables) as a script to review and run",
                         lambda p: (p.add_argument("--repo", required=True, help="the GitHub repository, OWNER/NAME"),

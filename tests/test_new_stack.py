@@ -1,0 +1,58 @@
+"""A new environment is one command (Why #6, newcomer #12): a stack file for an existing scenario, checked, with
+the generated docs brought up to date."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from aksgpu.config.errors import ConfigError
+from offline.docs import write_docs
+from offline.new_stack import new_stack_file
+from offline.stack_files import REPO_ROOT, read_yaml, stack_config, stack_files
+
+
+@pytest.fixture
+def project(tmp_path):
+    for name in ("README.md", "Pulumi.yaml", *(p.name for p in stack_files().values())):
+        shutil.copy(REPO_ROOT / name, tmp_path / name)
+    shutil.copytree(REPO_ROOT / "docs", tmp_path / "docs")
+    return tmp_path
+
+
+def test_a_new_environment_copies_a_stack_of_its_scenario_with_what_it_changes(project):
+    path = new_stack_file("ta-staging", "training-autoscale", {"owner": "ml-platform", "lifetime": "long-lived"},
+                          root=project)
+    text = path.read_text()
+    assert text.startswith("# yaml-language-server: $schema=./docs/stack-file.schema.json\n# ta-staging: an "
+                           "environment of scenario training-autoscale, from Pulumi.training-autoscale.yaml")
+    config = read_yaml(path)["config"]
+    assert config["aksgpu:owner"] == "ml-platform" and config["aksgpu:lifetime"] == "long-lived"
+    assert text.count("aksgpu:owner:") == 1  # replaced, not added twice
+    assert stack_config("ta-staging", path).scenario == "training-autoscale"
+
+
+def test_its_docs_are_regenerated_so_the_tests_pass_at_once(project):
+    new_stack_file("gb-eu", "gpu-basics", {}, root=project)
+    stale = write_docs(check=True, root=project)
+    assert stale and all(p.name in ("README.md", "estimates.md") for p in stale)
+    write_docs(root=project)
+    assert "| `Pulumi.gb-eu.yaml` |" in (project / "README.md").read_text()
+    assert write_docs(check=True, root=project) == []
+
+
+def test_a_stack_name_too_long_for_names_is_refused_with_a_shorter_root_and_leaves_no_file(project):
+    with pytest.raises(ConfigError, match=r"set nameRoot, e\.g\. 'ta-staging'"):
+        new_stack_file("training-autoscale-staging", "training-autoscale", {}, root=project)
+    assert not (project / "Pulumi.training-autoscale-staging.yaml").exists()
+    path = new_stack_file("training-autoscale-staging", "training-autoscale", {"nameRoot": "ta-staging"},
+                          root=project)
+    assert stack_config("training-autoscale-staging", path).naming.resource_group() == "rg-ta-staging"
+
+
+def test_an_existing_stack_or_an_unknown_model_is_refused(project):
+    with pytest.raises(ValueError, match="Pulumi.dev.yaml already exists"):
+        new_stack_file("dev", "gpu-basics", {}, root=project)
+    with pytest.raises(ValueError, match="no stack 'nope' to start from"):
+        new_stack_file("x1", "nope", {}, root=project)
