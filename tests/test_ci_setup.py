@@ -10,6 +10,7 @@ import sys
 from offline.ci_setup import RESOURCE_PROVIDERS, load_workflows, subject_repo, subjects
 from offline.mocks import azure_id
 from offline.stack_files import REPO_ROOT, stack_files
+from tests.tools import venv_tool
 
 WORKFLOWS = load_workflows(REPO_ROOT / ".github" / "workflows")
 
@@ -61,7 +62,8 @@ def test_the_setup_is_a_valid_script_with_roles_that_create_and_assign():
                             capture_output=True, text=True, cwd=REPO_ROOT)
     assert result.returncode == 0, result.stderr
     text = result.stdout
-    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+    lint = subprocess.run([venv_tool("shellcheck"), "--shell=bash", "-"], input=text, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
     assert re.search(r"--role Contributor --scope \"/subscriptions/\$subscription\"", text)
     assert "--role 'Role Based Access Control Administrator'" in text
     assert len(re.findall(r"az ad app federated-credential create", text)) == len(stack_files()) + 2

@@ -225,8 +225,10 @@ def test_a_private_stack_without_a_runner_is_left_out_with_a_warning(tmp_path, m
 
 
 def test_state_backend_script_is_valid_bash_and_explains_its_arguments():
+    from tests.tools import venv_tool
     script = SCRIPTS / "create-state-backend.sh"
-    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    lint = subprocess.run([venv_tool("shellcheck"), str(script)], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
     usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
     assert usage.returncode == 2 and "usage:" in usage.stderr
     text = script.read_text()
