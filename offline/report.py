@@ -96,8 +96,11 @@ def node_pool_rows(render: Render) -> list[dict[str, Any]]:
     for r in render.of_type(AGENT_POOL):
         pools.append({"name": r.inputs["agentPoolName"], **r.inputs})
     rows = []
-    gpu_cfg = {g.name: g for g in render.cfg.gpu_pools}
-    for p in sorted(pools, key=lambda p: (p.get("mode") != "System", p["name"])):
+    cfg = render.cfg
+    gpu_cfg = {g.name: g for g in cfg.gpu_pools}
+    # Config order (system pool, GPU pools, CPU pools), as cost.md lists them.
+    order = [cfg.cluster.system_pool.name, *gpu_cfg, *(c.name for c in cfg.cpu_pools)]
+    for p in sorted(pools, key=lambda p: order.index(p["name"]) if p["name"] in order else len(order)):
         size = GPU_SIZES.get(p["vmSize"])
         g = gpu_cfg.get(p["name"])
         rows.append({
@@ -109,9 +112,17 @@ def node_pool_rows(render: Render) -> list[dict[str, Any]]:
             "gpusPerNode": g.schedulable_gpus_per_node if g else 0,
             "sharing": (f"{g.sharing.mode} ×{g.sharing.shares}" if g and g.sharing.mode.has_replicas
                         else g.sharing.mode.value if g else "-"),
-            "driver": ((p.get("gpuProfile") or {}).get("driver") or "-") if size else "-",
+            "driver": driver_owner(p, cfg.addons.gpu_operator) if size else "-",
         })
     return rows
+
+
+def driver_owner(pool: dict[str, Any], gpu_operator: bool) -> str:
+    """Who installs a GPU pool's NVIDIA driver: AKS (``gpuProfile.driver: Install``), or with ``None`` the GPU
+    operator (AKS installs none)."""
+    if (pool.get("gpuProfile") or {}).get("driver") == "Install":
+        return "AKS"
+    return "GPU operator" if gpu_operator else "nobody"
 
 
 def summary(render: Render, cost: Totals, up_minutes: float) -> str:
@@ -130,8 +141,8 @@ def summary(render: Render, cost: Totals, up_minutes: float) -> str:
 
     rows = node_pool_rows(render)
     lines += ["## Node pools", "",
-              "| pool | mode | VM size | GPU model × count | spot | min–max | taints | GPU driver | sharing "
-              "| schedulable nvidia.com/gpu per node |",
+              "| pool | mode | VM size | GPU model × count | spot | min–max | taints | GPU driver installed by "
+              "| sharing | schedulable nvidia.com/gpu per node |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         taints = "<br>".join(f"`{t}`" for t in row["taints"]) or "-"
@@ -142,18 +153,26 @@ def summary(render: Render, cost: Totals, up_minutes: float) -> str:
     lines += ["", ("GPU nodes stay up when idle (min > 0) in pools: " + ", ".join(idle_gpu) +
                    f"; idle GPU cost is above zero (${cost.idle_gpu:.3f}/h estimated).") if idle_gpu else
               "Every GPU pool scales to zero when idle.",
-              "", "AKS fixes a pool's VM size, GPU driver, priority, spot price and MIG profile when it creates the "
-                  "pool: changing one of them in config replaces the pool (its nodes and their pods go; the system "
-                  "pool's size cannot change at all without a new cluster).",
+              "", "AKS fixes a pool's VM size, priority, spot price and MIG profile when it creates the pool, and a "
+                  "new GPU driver reaches only nodes made afterwards: changing one of them in config replaces the "
+                  "pool (its nodes and their pods go; the system pool's size cannot change at all without a new "
+                  "cluster).",
               "", f"Estimated cost (cost.md): ${cost.idle:.3f}/h idle, ${cost.full:.3f}/h at full scale. "
                   f"Estimated `pulumi up` (timeline.md): {up_minutes:.0f} min.", ""]
 
-    counts = Counter(r.type for r in render.resources)
-    lines += ["## Resources by type", "", "| type | count |", "|---|---|"]
-    lines += [f"| `{t}` | {n} |" for t, n in sorted(counts.items())]
-    lines += [f"| **total** | {sum(counts.values())} |", ""]
+    lines += ["## Architecture", "",
+              "Each box is a component and how many resources it holds. An arrow points from what a component waits "
+              "for to the component: a resource it depends on, or the Kubernetes provider its objects go through; "
+              "an arrow that others already imply is left out (also in `graph.mmd`).", "",
+              "```mermaid", graph(render).rstrip("\n"), "```", ""]
 
-    lines += ["## Outputs", "", "| output | value |", "|---|---|"]
+    counts = Counter(r.type for r in render.resources)
+    lines += ["<details><summary>Resources by type</summary>", "", "| type | count |", "|---|---|"]
+    lines += [f"| `{t}` | {n} |" for t, n in sorted(counts.items())]
+    lines += [f"| **total** | {sum(counts.values())} |", "", "</details>", ""]
+
+    lines += ["## Outputs", "", "Rendered under mocks: ids, digests, addresses and host names are stand-ins of the "
+              "shape Azure gives; a real `pulumi up` prints its own.", "", "| output | value |", "|---|---|"]
     for key, value in render.outputs.items():
         shown = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
         lines.append(f"| `{key}` | `{shown}` |")
@@ -165,22 +184,47 @@ def _node_id(name: str) -> str:
 
 
 def graph(render: Render) -> str:
-    """Mermaid: each component a subgraph of its resources; arrows are dependencies between components."""
-    components = [r for r in render.resources if not r.custom]
-    names = {c.name for c in components}
-    # A custom resource belongs to its parent component; a component stands for itself.
-    owner = {r.name: r.parent if r.custom else r.name for r in render.resources}
-    lines = ["flowchart LR"]
-    for c in components:
-        lines.append(f'  subgraph {_node_id(c.name)}["{c.name}: {c.type.split(":")[-1]}"]')
-        for r in render.resources:
-            if r.parent == c.name and r.custom:
-                lines.append(f'    {_node_id(r.name + "_r")}["{r.name}<br/><small>{r.type.split(":")[-1]}</small>"]')
-        lines.append("  end")
-    for c in components:
-        if c.parent in names:
-            lines.append(f"  {_node_id(c.parent)} --- {_node_id(c.name)}")
-    edges = {(owner[dep], owner[r.name]) for r in render.resources for dep in r.depends_on
+    """Mermaid, top to bottom: one box per top-level component (a nested component folds into it) with how many
+    resources it holds; an arrow is a dependency between two of them, through ``dependsOn`` or a resource's
+    provider (every Kubernetes object depends on the provider that reaches the cluster)."""
+    components = {r.name: r for r in render.resources if not r.custom}
+
+    def top(name: str) -> str | None:
+        while name in components and components[name].parent in components:
+            name = components[name].parent
+        return name if name in components else None
+
+    owner = {r.name: top(r.parent if r.custom else r.name) for r in render.resources}
+    held = Counter(owner[r.name] for r in render.resources if r.custom)
+    tops = sorted({o for o in owner.values() if o}, key=lambda n: n)
+    lines = ["flowchart TB"]
+    for name in tops:
+        kind = components[name].type.split(":")[-1]
+        count = f"{held[name]} resource{'s' if held[name] != 1 else ''}"
+        lines.append(f'  {_node_id(name)}["{name}<br/><small>{kind}, {count}</small>"]')
+    edges = {(owner[dep], owner[r.name]) for r in render.resources
+             for dep in [*r.depends_on, *([r.provider] if r.provider else [])]
              if owner.get(dep) and owner.get(r.name) and owner[dep] != owner[r.name]}
-    lines += [f"  {_node_id(a)} --> {_node_id(b)}" for a, b in sorted(edges)]
+    lines += [f"  {_node_id(a)} --> {_node_id(b)}" for a, b in sorted(transitive_reduction(edges))]
     return "\n".join(lines) + "\n"
+
+
+def transitive_reduction(edges: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """``edges`` without those another path already implies (a→c when a→b→c): what a reader needs to see."""
+    after: dict[str, set[str]] = {}
+    for a, b in edges:
+        after.setdefault(a, set()).add(b)
+
+    def implied(a: str, b: str) -> bool:
+        """Whether b is reachable from a without the edge a→b."""
+        seen, todo = set(), [n for n in after.get(a, ()) if n != b]
+        while todo:
+            node = todo.pop()
+            if node == b:
+                return True
+            if node not in seen:
+                seen.add(node)
+                todo += after.get(node, ())
+        return False
+
+    return {(a, b) for a, b in edges if not implied(a, b)}

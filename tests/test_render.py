@@ -31,7 +31,7 @@ def test_resources_json_is_sorted_by_type_and_name_with_parent_and_dependencies(
             assert d["parent"] is None or d["parent"] in names
             assert set(d["dependsOn"]) <= names, d["name"]
         assert (out / "summary.md").read_text().startswith(f"# Stack `{stack}`")
-        assert (out / "graph.mmd").read_text().startswith("flowchart LR")
+        assert (out / "graph.mmd").read_text().startswith("flowchart TB")
 
 
 def test_every_resource_but_components_has_a_component_parent(render_of, renders):

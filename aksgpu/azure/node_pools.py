@@ -26,9 +26,11 @@ SPOT_TAINT = "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"
 POOL_LABEL = "kubernetes.azure.com/agentpool"
 """Label AKS sets on every node with its pool name."""
 FIXED_AT_CREATION = ("vmSize", "gpuProfile", "scaleSetPriority", "spotMaxPrice", "gpuInstanceProfile")
-"""Pool inputs AKS refuses to change on an existing pool (aks-managed-gpu-nodes: the driver is immutable;
-spot-node-pool: priority and max price; use-nvidia-gpu: VM size; gpu-multi-instance: the MIG profile). A change
-to one replaces the pool instead of failing as an update."""
+"""Pool inputs a change to which replaces the pool rather than updating it. AKS refuses to change the others on an
+existing pool (spot-node-pool: priority and max price; use-nvidia-gpu: VM size; gpu-multi-instance: the MIG
+profile). The driver it would change in place, but only for nodes made afterwards (nvidia-gpu-operator: "This
+setting doesn't change any existing nodes. You can scale the node pool to zero and then back up"): a pool with
+nodes on both drivers would run the GPU operator's driver beside AKS's, so a replacement makes the change whole."""
 
 
 def taint_fields(taint: str) -> dict[str, str]:

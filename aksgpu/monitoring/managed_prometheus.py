@@ -1,6 +1,9 @@
-"""Azure Monitor managed Prometheus for one cluster, as `az aks update --enable-azure-monitor-metrics` builds it:
-an Azure Monitor workspace, a data collection endpoint and rule forwarding the cluster's Prometheus metrics to
-it, and the rule's association with the cluster (whose ``azureMonitorProfile.metrics`` runs the collector).
+"""Azure Monitor managed Prometheus for one cluster: the part of what `az aks update --enable-azure-monitor-metrics`
+builds that collection needs, an Azure Monitor workspace, a data collection endpoint and rule forwarding the
+cluster's Prometheus metrics to it, and the rule's association with the cluster (whose
+``azureMonitorProfile.metrics`` runs the collector). The CLI's template also adds the node and Kubernetes
+recording-rule groups that Azure's stock dashboards read; they are not created here (the GPU dashboard and the
+alerts query raw series).
 Beside them: the GPU alert rule group, an action group that e-mails them, and optionally Azure Managed Grafana
 reading the workspace.
 

@@ -148,6 +148,20 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
+def gantt(path: Sequence[Step]) -> list[str]:
+    """The critical path as a Mermaid Gantt chart: one bar per step, hours:minutes from the start of `pulumi up`."""
+    # Clock times, not epoch seconds: Mermaid reads and draws both in the viewer's time zone, so 00:05:00 shows
+    # as 00:05 everywhere.
+    lines = ["```mermaid", "gantt", "  title Critical path of pulumi up (estimated)", "  dateFormat HH:mm:ss",
+             "  axisFormat %H:%M"]
+    for i, s in enumerate(path):
+        label = re.sub(r"[:;#]", " ", s.name)
+        start = round(s.start)
+        lines.append(f"  {label} : s{i}, {start // 3600:02d}:{start % 3600 // 60:02d}:{start % 60:02d}, "
+                     f"{max(1, round(s.seconds))}s")
+    return [*lines, "```"]
+
+
 def timeline_markdown(render: Render, steps: Mapping[str, Step] | None = None) -> str:
     steps = steps or schedule(render.resources, load_durations())
     total = total_seconds(steps)
@@ -163,6 +177,8 @@ def timeline_markdown(render: Render, steps: Mapping[str, Step] | None = None) -
         f"- One step after another, as the seed's guide runs its commands: {_minutes(serial)} "
         f"({serial / total:.1f}x longer).",
         f"- Resources: {sum(1 for r in render.resources if r.custom)}; on the critical path: {len(path)}.",
+        "",
+        *gantt(path),
         "",
         "## Critical path",
         "",

@@ -120,7 +120,7 @@ def test_the_mig_stack_gives_each_pod_an_aks_made_instance_of_one_a100(render_of
     assert not r.of_type(CM)  # no time-slicing or MPS config: the instances are real devices
     assert len(dict(gpu_pods(r, "a100mig"))) == 4
     summary = (write_render(r, tmp_path) / "summary.md").read_text()
-    assert "| Install | mig | 7 |" in summary  # 7 schedulable nvidia.com/gpu per node
+    assert "| AKS | mig | 7 |" in summary  # 7 schedulable nvidia.com/gpu per node
 
 
 SHARED_T4 = {"name": "t4", "minCount": 1, "maxCount": 1, "sharing": {"mode": "time-slicing", "replicas": 4}}
