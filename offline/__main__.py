@@ -1,4 +1,5 @@
-"""python -m offline COMMAND: the offline tools, without a cloud, the Pulumi CLI or credentials.
+"""python -m offline COMMAND: the offline tools (render, docs, a new stack, the CI setup), which need no cloud, Pulumi
+CLI or credentials, and the workflows' helpers, of which those that ask Azure or a cluster say so in their help.
 
 Each command is one row of COMMANDS: its help, its arguments and the function that runs it. Each imports only what
 it uses, so the lifecycle helpers that read config never run the Pulumi program.
@@ -256,8 +257,9 @@ COMMANDS: dict[str, Command] = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m offline", description="The offline tools, without a cloud, "
-                                     "the Pulumi CLI or credentials.")
+    parser = argparse.ArgumentParser(prog="python -m offline", description="The offline tools, which need no "
+                                     "cloud, Pulumi CLI or credentials, and the workflows' helpers (those that ask "
+                                     "Azure or a cluster say so).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
         command.arguments(sub.add_parser(name, help=command.help, description=command.help))

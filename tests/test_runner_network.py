@@ -69,3 +69,11 @@ def test_a_runner_vnet_is_refused_where_nothing_is_private_or_the_id_is_not_a_vn
     with pytest.raises(ConfigError, match=r"aksgpu:network\.runnerVnetId.*virtual network's resource id"):
         load({"scenario": "gpu-basics", "cluster": {"private": True},
               "network": {"runnerVnetId": "/subscriptions/x/resourceGroups/rg/providers/Microsoft.Network/vnet"}})
+
+
+def test_the_docs_say_how_to_reach_kept_private_data_after_a_destroy():
+    """Round-3 audit #17: the kept output account has no public access and its endpoint is gone."""
+    from offline.stack_files import REPO_ROOT
+    text = (REPO_ROOT / "docs" / "deploying.md").read_text().split("**Kept data after a destroy.**", 1)[1]
+    assert "pulumi up" in text
+    assert "--public-network-access Enabled" in text and "--public-network-access Disabled" in text

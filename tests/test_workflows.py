@@ -208,7 +208,9 @@ def test_lifecycle_doc_names_every_workflow_and_helper():
     for path in FILES:
         assert path.name in text, path.name
     for helper in ("offline preview-guard", "offline expired-stacks", "offline leftovers", "offline render-diff",
-                   "make state-backend", "allow-replace", "PULUMI_BACKEND_URL", "PULUMI_SECRETS_PROVIDER"):
+                   "offline push-targets", "offline drain-jobs", "offline ci-setup", "make state-backend",
+                   "allow-replace", "PULUMI_BACKEND_URL", "PULUMI_SECRETS_PROVIDER",
+                   "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER", "lifetime: retained"):
         assert helper in text, helper
 
 
