@@ -35,6 +35,9 @@ class Needs:
     """Its GPU Jobs queue in Kueue (``addons.kueue``) within the GPU pools' capacity."""
     alert_rules: Sequence[AlertRule] = ()
     """Alert rules on its workloads' own metrics, added to the stack's rule group (``monitoring.enabled``)."""
+    autoscaled: bool = False
+    """Some of its Deployments can scale (more than one replica possible) with KEDA on managed Prometheus: only
+    then does the stack give KEDA an identity to read metrics with (``addons.keda``, ``monitoring.enabled``)."""
     ai_toolchain_operator: bool = False
     """The cluster runs the AKS AI toolchain operator add-on (KAITO)."""
     add_on_kinds: tuple[str, ...] = ()

@@ -77,9 +77,7 @@ class Platform:
         """Replica bounds for a GPU Deployment on ``pool`` (one GPU or GPU share per pod): at rest as many as the
         pool's minimum nodes hold (at least 1), at most as many as its maximum holds. ``reserved`` shares go to
         others (a notebook), and ``sharers`` Deployments split the rest."""
-        per_node = pool.schedulable_gpus_per_node
-        most = max(1, (per_node * pool.max_count - reserved) // sharers)
-        least = min(most, max(1, (per_node * pool.min_count - reserved) // sharers))
+        least, most = pool.replica_bounds(reserved, sharers)
         return GpuScaling(least, most, target, self.metrics)
 
     @property

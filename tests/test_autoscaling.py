@@ -124,3 +124,20 @@ def test_replica_bounds_must_hold_at_least_one_pod():
         GpuScaling(0, 2, 60)
     with pytest.raises(ValueError):
         GpuScaling(3, 2, 60)
+
+
+def test_keda_gets_an_identity_only_where_something_can_scale(renders):
+    """Round-3 k8s audit #10: stacks without a ScaledObject created KEDA's identity, its grant and credential, and
+    restarted AKS's keda-operator; #11: with min = max (gpu-sharing-mig: 7 MIG slices, 1 notebook, 3 services of 2)
+    a ScaledObject only restated the count."""
+    for stack, r in renders.items():
+        scaled = r.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")
+        identity = [u for u in r.of_type("azure-native:managedidentity:UserAssignedIdentity") if "keda" in u.name]
+        assert bool(identity) == bool(scaled), stack
+        for obj in scaled:
+            assert obj.inputs["spec"]["maxReplicaCount"] > obj.inputs["spec"]["minReplicaCount"], (stack, obj.name)
+    mig = renders["gpu-sharing-mig"]
+    assert not mig.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")
+    assert {d.inputs["spec"].get("replicas") for d in mig.of_type("kubernetes:apps/v1:Deployment")
+            if d.name.startswith("sharing-infer")} == {2}
+    assert renders["gpu-sharing"].of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")

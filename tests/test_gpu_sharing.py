@@ -69,6 +69,18 @@ def test_stacks_without_sharing_leave_the_device_plugin_config_alone(render_of):
     assert "devicePlugin" not in r.named("gpu-operator-release").inputs["values"]
 
 
+@pytest.mark.parametrize("mode, virtual", [("time-slicing", True), ("mps", True), ("none", False)])
+def test_a_shared_gpus_metrics_are_written_once_per_pod_using_it(mode, virtual):
+    """Round-3 k8s audit #2: without KUBERNETES_VIRTUAL_GPUS the DCGM exporter keeps one pod per GPU in its map
+    (dcgm-exporter internal/pkg/transformation/kubernetes.go:886-909; flag pkg/cmd/app.go:299-304, default false;
+    gpu-operator v26.7.0 never sets it), so every other sharer's per-pod KEDA query was empty and read as 0."""
+    from aksgpu.gpu.operator import operator_values
+    values = operator_values([pool(mode=mode, replicas=4 if mode != "none" else 1)], [], False, None)
+    env = values.get("dcgmExporter", {}).get("env", [])
+    assert ({"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"} in env) is virtual
+    assert upstream.unknown_value_paths(values, upstream.chart_values("gpu-operator")) == []
+
+
 def test_mig_pools_are_partitioned_by_aks_and_counted_per_instance(tmp_path):
     r = render_with(gpuPools=[{"name": "a100", "vmSize": "Standard_NC48ads_A100_v4", "driver": "install",
                                         "sharing": {"mode": "mig", "migProfile": "MIG3g"}}])

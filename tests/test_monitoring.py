@@ -220,3 +220,28 @@ def test_the_dashboard_queries_parse_and_name_only_kept_series():
     for view in ("per gpu", "node pool", "namespace", "pod", "memory", "llm requests waiting", "time to first token",
                  "tokens per second"):
         assert view in titles
+
+
+def utilisation_expressions(renders) -> list[tuple[str, str]]:
+    """(where, PromQL) for every expression that reads GPU utilisation: alerts, KEDA queries, the dashboard."""
+    found = []
+    for r in renders.values():
+        for group in r.of_type("azure-native:alertsmanagement:PrometheusRuleGroup"):
+            found += [(f"{r.stack} {rule['alert']}", rule["expression"]) for rule in group.inputs["rules"]]
+        for obj in r.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject"):
+            found += [(f"{r.stack} {obj.name}", t["metadata"]["query"]) for t in obj.inputs["spec"]["triggers"]]
+    dashboard = json.loads(DASHBOARD.read_text())
+    found += [(f"dashboard {p['title']}", t["expr"]) for p in dashboard["panels"] for t in p["targets"]]
+    return [(where, e) for where, e in found if "DCGM_FI_DEV_GPU_UTIL" in e and not e.startswith("count ")]
+
+
+def test_every_utilisation_query_reads_mig_instances_from_the_profiling_metric(renders):
+    """Round-3 k8s audit #3: DCGM reports DCGM_FI_DEV_GPU_UTIL as 0 on MIG instances (NVIDIA/dcgm-exporter#216,
+    #430: use DCGM_FI_PROF_GR_ENGINE_ACTIVE), so GpuIdle always fired on gpu-sharing-mig and its panels stayed
+    flat. The exporter labels a MIG instance's series with GPU_I_ID (internal/pkg/render/render_metrics.go)."""
+    found = utilisation_expressions(renders)
+    assert {where.split()[0] for where, _ in found} >= {"gpu-sharing-mig", "dashboard"}
+    for where, expression in found:
+        assert re.search(r'DCGM_FI_DEV_GPU_UTIL\{GPU_I_ID=""', expression), where
+        assert re.search(r'100 \* (max_over_time\()?DCGM_FI_PROF_GR_ENGINE_ACTIVE\{GPU_I_ID!=""', expression), where
+        assert metric_names(expression) <= kept_series(), where

@@ -186,7 +186,8 @@ def test_the_stack_waits_for_the_add_on_kinds_it_writes_and_those_its_scenario_n
     from aksgpu.needs import Needs
     from tests.helpers import load
 
-    assert add_on_crds(load({}), Needs()) == ("podmonitors.azmonitoring.coreos.com", "scaledobjects.keda.sh",
-                                              "triggerauthentications.keda.sh")
+    assert add_on_crds(load({}), Needs(autoscaled=True)) == (
+        "podmonitors.azmonitoring.coreos.com", "scaledobjects.keda.sh", "triggerauthentications.keda.sh")
+    assert add_on_crds(load({}), Needs()) == ("podmonitors.azmonitoring.coreos.com",)  # nothing scaled, no KEDA kinds
     assert add_on_crds(load({"monitoring": {"enabled": False}, "addons": {"keda": False}}),
                        Needs(add_on_kinds=("workspaces.kaito.sh",))) == ("workspaces.kaito.sh",)

@@ -34,6 +34,11 @@ class GpuScaling:
         if not 1 <= self.min_replicas <= self.max_replicas:
             raise ValueError(f"GPU scaling needs 1 <= min <= max, got {self.min_replicas}..{self.max_replicas}")
 
+    @property
+    def scales(self) -> bool:
+        """KEDA has metrics to read and room to move; with min = max a ScaledObject would only restate the count."""
+        return self.metrics is not None and self.max_replicas > self.min_replicas
+
 
 def gpu_deployment(name: str, deployment: str, namespace: pulumi.Input[str], namespace_name: str,
                    labels: Mapping[str, str], pod: Mapping[str, Any], scaling: GpuScaling,
@@ -44,7 +49,7 @@ def gpu_deployment(name: str, deployment: str, namespace: pulumi.Input[str], nam
     user provides after the first deploy)."""
     spec: dict[str, Any] = {"selector": {"matchLabels": dict(labels)}, "strategy": GPU_ROLLOUT,
                             "template": {"metadata": {"labels": dict(labels)}, "spec": dict(pod)}}
-    if scaling.metrics is None:
+    if not scaling.scales:
         spec["replicas"] = scaling.min_replicas
     # Scaled: no replicas here, or every `pulumi up` would reset what the HPA chose.
     workload = apps.v1.Deployment(
@@ -54,7 +59,7 @@ def gpu_deployment(name: str, deployment: str, namespace: pulumi.Input[str], nam
         spec=spec,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
     )
-    if scaling.metrics is not None and scaling.auth is not None:
+    if scaling.scales and scaling.auth is not None:
         scaled_object(f"{name}-scaler", deployment, namespace, scaling.min_replicas, scaling.max_replicas,
                       scaling.query(namespace_name, deployment), scaling.target, scaling.metrics, scaling.auth,
                       parent, labels=labels)

@@ -7,9 +7,10 @@ with the identity and its pods restarted so the webhook injects the token; each 
 TriggerAuthentication naming the identity.
 
 Why GPU utilisation: the function and the inference services answer HTTP with no request metrics of their own,
-while DCGM reports how busy each pod's GPU is (``DCGM_FI_DEV_GPU_UTIL``, 0-100). A pod that keeps its GPU above the
-threshold is saturated; more replicas (and the GPU nodes the autoscaler adds for them) share the load. A
-utilisation trigger cannot wake a workload from zero replicas (no pod, no GPU, no metric), so the minimum stays 1.
+while DCGM reports how busy each pod's GPU is (0-100, ``aksgpu/monitoring/gpu_utilisation.py``). A pod that keeps
+its GPU above the threshold is saturated; more replicas (and the GPU nodes the autoscaler adds for them) share the
+load. A utilisation trigger cannot wake a workload from zero replicas (no pod, no GPU, no metric), so the minimum
+stays 1.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 
 import pulumi
 from pulumi_kubernetes import apiextensions, apps, core
+
+from aksgpu.monitoring.gpu_utilisation import gpu_utilisation
 
 KEDA_NAMESPACE = "kube-system"
 KEDA_OPERATOR = "keda-operator"
@@ -32,8 +35,9 @@ AUTH_NAME = "managed-prometheus"
 POLLING_SECONDS = 30
 """As often as the DCGM exporter is scraped: a faster poll sees no new data."""
 COOLDOWN_SECONDS = 600
-"""How long KEDA waits after the last active trigger before scaling to the minimum: a GPU pod is expensive to
-restart (node, driver, image, model), so scale down slowly."""
+"""How long the HPA waits after a higher recommendation before it scales in (its scale-down stabilization window):
+a GPU pod is expensive to bring back (node, driver, image, model), so scale down slowly. KEDA's cooldownPeriod gets
+the same value but governs only scaling to zero, which these Deployments never do (minimum 1)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,8 @@ def gpu_utilisation_query(namespace: str, pod_prefix: str) -> str:
 
     A sum, because KEDA's Prometheus metric is an ``AverageValue`` target: the HPA divides the value by the
     threshold to get replicas (3 pods at 90 % with a 60 % target: 270 / 60, so 5 replicas)."""
-    return f'sum(DCGM_FI_DEV_GPU_UTIL{{namespace="{namespace}", pod=~"{pod_prefix}-.*"}})'
+    matchers = f'namespace="{namespace}", pod=~"{pod_prefix}-.*"'
+    return f"sum{gpu_utilisation(matchers)}"
 
 
 def queue_length_query(namespace: str, pod_prefix: str) -> str:

@@ -261,6 +261,13 @@ class GpuPool(Pool):
     def schedulable_gpus_per_node(self) -> int:
         return self.gpu.per_node
 
+    def replica_bounds(self, reserved: int = 0, sharers: int = 1) -> tuple[int, int]:
+        """Replicas of one of ``sharers`` GPU Deployments (a GPU or share each) on this pool, ``reserved`` shares
+        taken by others: at rest what the minimum nodes hold (at least 1), at most what the maximum holds."""
+        per_node = self.schedulable_gpus_per_node
+        most = max(1, (per_node * self.max_count - reserved) // sharers)
+        return min(most, max(1, (per_node * self.min_count - reserved) // sharers)), most
+
 
 class ClusterConfig(ConfigModel):
     kubernetes_version: Annotated[Annotated[str, AfterValidator(_version)] | None, BeforeValidator(_version_text)] = \

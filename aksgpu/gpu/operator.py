@@ -24,6 +24,10 @@ AKS_NVIDIA_RUNTIME = "nvidia-container-runtime"
 """The runtime handler AKS's containerd config defines on GPU nodes it set up (driver: install)."""
 
 
+DCGM_VIRTUAL_GPUS = "KUBERNETES_VIRTUAL_GPUS"
+"""The DCGM exporter's switch for GPUs shared by time-slicing or MPS (off by default; the operator never sets it)."""
+
+
 def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, str]], bundled_nfd: bool,
                     sharing_config_name: pulumi.Input[str] | None) -> dict[str, Any]:
     """Chart values; the driver is the operator's exactly when some pool skips the AKS driver."""
@@ -42,6 +46,11 @@ def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, s
     if sharing_config_name is not None:
         # No default: only nodes labelled nvidia.com/device-plugin.config=<key> share their GPUs.
         values["devicePlugin"] = {"config": {"name": sharing_config_name, "default": ""}}
+    if any(p.sharing.has_replicas for p in pools):
+        # A shared GPU's series would carry only one of the pods using it (the exporter's pod map keeps one entry
+        # per GPU, dcgm-exporter internal/pkg/transformation/kubernetes.go:886-909): with this the exporter writes
+        # the GPU's series once per pod, so each pod's KEDA query sees the load (pkg/cmd/app.go:299-304).
+        values["dcgmExporter"] = {"env": [{"name": DCGM_VIRTUAL_GPUS, "value": "true"}]}
     if any(p.sharing == SharingMode.MIG for p in pools):
         values["mig"] = {"strategy": "single"}
         # AKS partitions MIG pools from gpuInstanceProfile; the operator's MIG manager (default config

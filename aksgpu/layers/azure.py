@@ -186,7 +186,7 @@ def add_on_crds(cfg: StackConfig, needs: Needs) -> tuple[str, ...]:
     crds = list(needs.add_on_kinds)
     if cfg.monitoring.enabled and cfg.addons.gpu_operator:
         crds.append(PODMONITOR_CRD)
-    if cfg.addons.keda:
+    if cfg.addons.keda and cfg.monitoring.enabled and needs.autoscaled:
         crds += [SCALEDOBJECT_CRD, TRIGGERAUTHENTICATION_CRD]
     return tuple(crds)
 
@@ -213,7 +213,7 @@ def _monitoring(cfg: StackConfig, net: Network, cluster: Cluster, deployer: auth
         autoscaler_logs = AutoscalerLogs("autoscaler-logs", AutoscalerLogsArgs(
             resource_group_name=group, location=cfg.location, workspace_name=n.log_workspace(),
             cluster_id=cluster.id, tags=tags))
-    if cfg.addons.keda and metrics is not None:
+    if cfg.addons.keda and metrics is not None and needs.autoscaled:
         # The KEDA add-on's operator (kube-system/keda-operator) reads GPU utilisation as this identity.
         keda_identity = WorkloadIdentity("identity-keda", WorkloadIdentityArgs(
             identity_name=n.identity("keda"), resource_group_name=group, location=cfg.location,

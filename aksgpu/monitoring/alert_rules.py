@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aksgpu.monitoring.gpu_utilisation import gpu_utilisation
+
 SPOT_TAINT_KEY = "kubernetes.azure.com/scalesetpriority"
 
 
@@ -37,7 +39,7 @@ def gpu_alert_rules(idle_minutes: int, provision_minutes: int) -> list[AlertRule
     return [
         AlertRule(
             "GpuIdle",
-            "max by (Hostname, gpu) (max_over_time(DCGM_FI_DEV_GPU_UTIL[5m])) < 1",
+            f"max by (Hostname, gpu) {gpu_utilisation(over='5m')} < 1",
             idle_minutes, 3,
             f"A GPU has done no work for {idle_minutes} minutes while its node runs (and costs): scale the pool "
             "down (minCount) or give it work."),

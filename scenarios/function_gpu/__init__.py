@@ -2,7 +2,7 @@
 
 from aksgpu.scenario import Scenario
 from scenarios.function_gpu.deploy import deploy
-from scenarios.function_gpu.settings import NEEDS, FunctionSettings, check
+from scenarios.function_gpu.settings import FunctionSettings, check, needs
 
 SCENARIO = Scenario(
     name="function-gpu",
@@ -10,7 +10,7 @@ SCENARIO = Scenario(
             "scaled by KEDA on its GPUs' utilisation behind a LoadBalancer (internal by default)",
     seed="000 PyTorch Azure Function on a GPU",
     settings=FunctionSettings,
-    needs=NEEDS,
+    needs=needs,
     check=check,
     deploy=deploy,
 )

@@ -73,4 +73,7 @@ def check(cfg: StackConfig, st: FunctionSettings) -> Iterator[ConfigError]:
                           "exposure: internal and kubectl port-forward")
 
 
-NEEDS = Needs(images={"function": "docker/function"})
+def needs(cfg: StackConfig, st: FunctionSettings) -> Needs:
+    pool = function_pool(cfg, st)
+    low, high = pool.replica_bounds() if pool else (1, 1)
+    return Needs(images={"function": "docker/function"}, autoscaled=high > low)

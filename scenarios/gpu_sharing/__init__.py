@@ -2,15 +2,15 @@
 
 from aksgpu.scenario import Scenario
 from scenarios.gpu_sharing.deploy import deploy
-from scenarios.gpu_sharing.settings import MOVED, NEEDS, InferenceSettings, check
+from scenarios.gpu_sharing.settings import MOVED, InferenceSettings, check, needs
 
 SCENARIO = Scenario(
     name="gpu-sharing",
-    summary="One GPU shared (time-slicing, MPS or MIG, as the stack's pool says): inference services scaled by "
-            "KEDA and a Jupyter notebook each take a share, with a load-test template",
+    summary="One GPU shared (time-slicing, MPS or MIG, as the stack's pool says): inference services (scaled by "
+            "KEDA where the pool has room) and a Jupyter notebook each take a share, with a load-test template",
     seed="001 several workloads on one GPU",
     settings=InferenceSettings,
-    needs=NEEDS,
+    needs=needs,
     check=check,
     moved=MOVED,
     deploy=deploy,

@@ -56,4 +56,8 @@ def check(cfg: StackConfig, st: InferenceSettings) -> Iterator[ConfigError]:
                           f"offers {shares}; raise sharing.replicas or lower the count")
 
 
-NEEDS = Needs(images={"function": "docker/function", "jobs": "docker/jobs"})
+def needs(cfg: StackConfig, st: InferenceSettings) -> Needs:
+    pool = shared_pool(cfg)
+    low, high = pool.replica_bounds(reserved=int(st.notebook), sharers=st.services) if pool else (1, 1)
+    # MIG1g on one A100: 7 instances, 1 for the notebook, 2 for each of 3 services whatever the load.
+    return Needs(images={"function": "docker/function", "jobs": "docker/jobs"}, autoscaled=high > low)

@@ -82,7 +82,7 @@ class SharedGpuInference(pulumi.ComponentResource):
         super().__init__("aksgpu:workloads:SharedGpuInference", name, None, opts)
         ns = workload_namespace(f"{name}-ns", args.namespace, self)
         scaling = args.scaling
-        if scaling.metrics is not None:
+        if scaling.scales:
             auth = trigger_authentication(f"{name}-keda-auth", ns.metadata["name"], scaling.metrics, self)
             scaling = replace(scaling, auth=auth)
         self.service_urls = []

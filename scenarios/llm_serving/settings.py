@@ -109,7 +109,7 @@ KAITO_PRESETS: dict[str, Preset] = {
     "qwen2.5-coder-7b-instruct": Preset(1, 24), "phi-3-medium-4k-instruct": Preset(1, 28), "phi-4": Preset(1, 40),
     "qwen2.5-coder-32b-instruct": Preset(1, 70), "falcon-40b-instruct": Preset(2, 90),
 }
-"""Presets whose weights are in their image (no token), with their KAITO 0.6.0 requirement."""
+"""KAITO 0.6.0's presets (weights from Microsoft's registry, no token), with what each needs of a node."""
 
 VLLM_IMAGE = "docker.io/vllm/vllm-openai"
 VLLM_VERSION = "v0.33.0"
@@ -343,7 +343,9 @@ KAITO_WORKSPACE_CRD = "workspaces.kaito.sh"
 
 def needs(cfg: StackConfig, st: LlmSettings) -> Needs:
     kaito = st.runtime == Runtime.KAITO
+    pool = server_pool(cfg, st)
     return Needs(
+        autoscaled=not kaito and pool is not None and max_replicas(cfg, st) > 1,
         images={"jobs": "docker/jobs"}, namespace="llm-serving",
         data_access={SERVER: {MODELS_ROLE: False}} if blob_weights(st) else {},
         deployer_blob_access={MODELS_ROLE: True},  # uploadWeights writes the weights

@@ -331,6 +331,21 @@ def test_kaitos_pods_tolerate_the_pools_taints_and_land_in_a_baseline_namespace(
     assert monitor["spec"]["podMetricsEndpoints"][0]["portNumber"] == 5000
 
 
+def test_kaitos_pods_may_pull_the_presets_weights_over_https_and_nothing_else(render_of):
+    """Round-3 k8s audit #1: KAITO 0.6.0 gives every preset pod an init container that runs `oras pull` of the
+    weights from mcr.microsoft.com (kaito v0.6.0 pkg/workspace/manifests/manifests.go:351-376,
+    charts/kaito/workspace/values.yaml:25 presetRegistryName); the default deny let it reach only DNS."""
+    r = render_of("llm-serving-kaito")
+    policies = [manifest(p) for p in r.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")]
+    egress = [p for p in policies if p["spec"]["podSelector"] == {"matchLabels": {"kaito.sh/workspace": "llm"}}
+              and "Egress" in p["spec"]["policyTypes"]]
+    assert [p["metadata"]["name"] for p in egress] == ["llm-to-registry"]
+    (rule,) = egress[0]["spec"]["egress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 443}]
+    (block,) = rule["to"]
+    assert block["ipBlock"]["cidr"] == "0.0.0.0/0" and "10.0.0.0/8" in block["ipBlock"]["except"]
+
+
 def test_the_vllm_stacks_namespace_stays_restricted_and_its_cluster_has_no_kaito(render_of):
     r = render_of("llm-serving")
     (ns,) = [manifest(n) for n in r.of_type("kubernetes:core/v1:Namespace")

@@ -202,7 +202,7 @@ class LlmServing(pulumi.ComponentResource):
         if init:
             pod["initContainers"] = init
         scaling = args.scaling or GpuScaling(1, 1, st.waiting_per_replica)
-        if scaling.metrics is not None:
+        if scaling.scales:
             auth = trigger_authentication(f"{name}-keda-auth", ns.namespace, scaling.metrics, self)
             scaling = replace(scaling, auth=auth, query=queue_length_query)
         # Blob weights are uploaded after the first deploy, so that deploy cannot wait for a ready server.
@@ -227,7 +227,13 @@ class LlmServing(pulumi.ComponentResource):
                       "labelSelector": {"matchLabels": {POOL_LABEL: pool.pool_name}}},
             inference={"preset": {"name": preset}},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, args.pool]))
-        return {KAITO_POD_LABEL: SERVER}
+        pods = {KAITO_POD_LABEL: SERVER}
+        # KAITO 0.6.0 pulls the preset's weights when its pod starts (an `oras pull` init container, from
+        # mcr.microsoft.com and its *.data.mcr.microsoft.com CDN): the namespace's default deny would hold the pod
+        # in Init forever. HTTPS to public addresses is as narrow as a NetworkPolicy gets: the CDN has no fixed
+        # ranges, and the managed Cilium enforces FQDN rules only with Advanced Container Networking Services.
+        allow_https_to_internet(f"{name}-allow-preset-pull", f"{SERVER}-to-registry", ns.namespace, pods, self)
+        return pods
 
 
 class KaitoWorkspace(pulumi.CustomResource):
