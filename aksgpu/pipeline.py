@@ -52,8 +52,7 @@ def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> Sta
     images = build_images(cfg, azure, needs.images)
     queue = None
     if needs.job_queue and cfg.addons.kueue and workspace is not None:
-        queue = Kueue("kueue", KueueArgs(pools=list(azure.gpu_pools.values()), namespaces=[workspace.name],
-                                         namespace_outputs={workspace.name: workspace.namespace}),
+        queue = Kueue("kueue", KueueArgs(pools=list(azure.gpu_pools.values()), workspaces=[workspace]),
                       opts=azure.kubernetes_opts)
     platform = Platform(cfg=cfg, needs=needs, azure=azure, software=software, images=images, workspace=workspace,
                         volumes=volumes, job_queue=queue.queue if queue else None)

@@ -3,6 +3,8 @@ a batch larger than the pools waits instead of pending pods forever."""
 
 from __future__ import annotations
 
+import json
+
 import yaml
 
 from aksgpu.autoscaling.kueue import manager_config
@@ -143,3 +145,20 @@ def test_kueues_objects_wait_for_the_release_that_defines_their_kinds(renders):
         for obj in [x for x in r.resources if x.type.startswith("kubernetes:kueue.x-k8s.io/")]:
             # The ClusterQueue also waits for its flavors, the LocalQueue for the ClusterQueue (and so the release).
             assert "kueue-release" in obj.depends_on or "kueue-cluster-queue" in obj.depends_on, obj.name
+
+
+def test_everything_kueue_manages_goes_before_kueue_on_destroy(renders):
+    """Round-3 k8s audit #4: Kueue creates each Workload with its finalizer and only its controller removes it
+    (kueue v0.19.2 pkg/controller/jobframework/utils.go:273, reconciler.go:440-460); the chart ships its CRDs as
+    templates, so uninstalling it first left Workloads, and their namespace, Terminating. Pulumi deletes a resource
+    after everything that depends on it."""
+    queued_stacks = [r for r in renders.values() if r.of_type("kubernetes:helm.sh/v3:Release")
+                     and any(x.name == "kueue-release" for x in r.resources)]
+    assert {r.stack for r in queued_stacks} >= {"av-resim", "training-autoscale", "batch-inference"}
+    for r in queued_stacks:
+        queued = [x for x in r.resources if x.type in ("kubernetes:batch/v1:CronJob", "kubernetes:batch/v1:Job")
+                  and "kueue.x-k8s.io/queue-name" in json.dumps(x.inputs)]
+        assert queued, r.stack
+        for job in queued:
+            assert "kueue-release" in r.upstream(job.name), (r.stack, job.name)
+        assert "workspace-ns" in r.upstream("kueue-release"), r.stack

@@ -20,6 +20,7 @@ from pulumi_kubernetes import apiextensions
 from aksgpu.azure.node_pools import GpuNodePool, taint_fields
 from aksgpu.kubernetes import charts, helm
 from aksgpu.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, namespace
+from aksgpu.kubernetes.workspace import Workspace
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -44,6 +45,17 @@ class JobQueue:
     @property
     def labels(self) -> dict[str, str]:
         return {QUEUE_LABEL: self.name}
+
+
+def queued(queue: JobQueue | None, partial: bool = False, labels: Mapping[str, str] | None = None
+           ) -> dict[str, Any]:
+    """``job_template``'s arguments for Jobs with ``labels`` that go to ``queue``: its label, with ``partial``
+    Kueue's partial admission (an Indexed Job), and a dependency on Kueue, so a destroy deletes the template and
+    the Jobs submitted from it (their owner) while Kueue still runs to release their Workloads."""
+    if queue is None:
+        return {"job_labels": dict(labels or {})}
+    return {"job_labels": {**(labels or {}), **queue.labels},
+            "job_annotations": partial_admission(queue) if partial else {}, "depends_on": [queue.ready]}
 
 
 def queue_labels(queue: JobQueue | None) -> dict[str, str]:
@@ -96,10 +108,11 @@ def flavor_quota(pool: GpuNodePool) -> dict[str, str]:
 class KueueArgs:
     pools: Sequence[GpuNodePool]
     """The GPU pools Jobs may run on: a flavor each."""
-    namespaces: Sequence[str]
-    """Namespaces whose Jobs the ClusterQueue admits (each gets a LocalQueue)."""
-    namespace_outputs: Mapping[str, pulumi.Input[str]]
-    """The same namespaces as outputs: their LocalQueues wait for them."""
+    workspaces: Sequence[Workspace]
+    """The namespaces whose Jobs the ClusterQueue admits, each with a LocalQueue. Kueue outlives them: a Workload
+    keeps Kueue's finalizer until Kueue's controller removes it (kueue v0.19.2
+    pkg/controller/jobframework/utils.go:273, reconciler.go:440-460), so a namespace deleted after Kueue would hang
+    in Terminating."""
 
 
 class Kueue(pulumi.ComponentResource):
@@ -110,8 +123,9 @@ class Kueue(pulumi.ComponentResource):
         super().__init__("aksgpu:autoscaling:Kueue", name, None, opts)
         # Restricted, but without a default-deny policy: the API server calls Kueue's admission webhook.
         ns = namespace(f"{name}-ns", NAMESPACE, RESTRICTED_NAMESPACE_LABELS, self)
+        namespaces = [w.name for w in args.workspaces]
         release = helm.release(f"{name}-release", "kueue", charts.KUEUE, ns.metadata["name"],
-                               kueue_values(args.namespaces), self)
+                               kueue_values(namespaces), self, depends_on=list(args.workspaces))
         after_release = pulumi.ResourceOptions(parent=self, depends_on=[release])
         flavors = []
         for pool in args.pools:
@@ -128,7 +142,7 @@ class Kueue(pulumi.ComponentResource):
             metadata={"name": CLUSTER_QUEUE},
             spec={
                 "namespaceSelector": {"matchExpressions": [{
-                    "key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(args.namespaces)}]},
+                    "key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(namespaces)}]},
                 # A Job that does not fit does not block smaller ones behind it.
                 "queueingStrategy": "BestEffortFIFO",
                 "resourceGroups": [{
@@ -139,10 +153,10 @@ class Kueue(pulumi.ComponentResource):
                 }],
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[release, *(f for _, f in flavors)]))
-        for namespace_name in args.namespaces:
+        for workspace in args.workspaces:
             apiextensions.CustomResource(
-                f"{name}-local-queue-{namespace_name}", api_version=KUEUE_API, kind="LocalQueue",
-                metadata={"name": LOCAL_QUEUE, "namespace": args.namespace_outputs[namespace_name]},
+                f"{name}-local-queue-{workspace.name}", api_version=KUEUE_API, kind="LocalQueue",
+                metadata={"name": LOCAL_QUEUE, "namespace": workspace.namespace},
                 spec={"clusterQueue": CLUSTER_QUEUE},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster_queue]))
         self.queue = JobQueue(LOCAL_QUEUE, self)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -13,9 +13,10 @@ from aksgpu.kubernetes.charts import Chart
 
 def release(name: str, release_name: str, chart: Chart, namespace_name: pulumi.Input[str],
             values: Mapping[str, Any], parent: pulumi.Resource, timeout_seconds: int = 600,
-            upgrades_own_crds: bool = False) -> helm.v3.Release:
+            upgrades_own_crds: bool = False, depends_on: Sequence[pulumi.Resource] = ()) -> helm.v3.Release:
     """``upgrades_own_crds``: the chart updates its CRDs in a pre-upgrade hook, which needs Helm's OpenAPI
-    validation off, or a values change that uses new CRD fields fails before the hook runs."""
+    validation off, or a values change that uses new CRD fields fails before the hook runs. ``depends_on``: what
+    the release must outlive on destroy (an edge Pulumi cannot see)."""
     return helm.v3.Release(
         name,
         name=release_name,
@@ -30,5 +31,5 @@ def release(name: str, release_name: str, chart: Chart, namespace_name: pulumi.I
         cleanup_on_fail=True,
         timeout=timeout_seconds,
         disable_openapi_validation=upgrades_own_crds or None,
-        opts=pulumi.ResourceOptions(parent=parent),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
     )

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from aksgpu.autoscaling.kueue import JobQueue, partial_admission, queue_labels
+from aksgpu.autoscaling.kueue import JobQueue, queued
 from aksgpu.azure.node_pools import GpuNodePool
 from aksgpu.kubernetes.pods import container, job_spec, job_template, pod_spec, submit_command
 from aksgpu.kubernetes.security import resources
@@ -79,13 +79,13 @@ class ResimWorkloads(pulumi.ComponentResource):
                   {"name": "output", "mountPath": OUTPUT_MOUNT}]
         gpu = resources("1", "4Gi", gpus=1)
 
-        queued = {"job_labels": queue_labels(args.queue), "job_annotations": partial_admission(args.queue)}
         labels = {"app.kubernetes.io/name": "gpu-test"}
         load = container("gpu-test", args.jobs_image, ["python", "gpu_load.py", "--seconds", str(GPU_TEST_SECONDS)],
                          gpu)
         job_template(f"{name}-gpu-test", "gpu-test", ns, labels, job_spec(
             pod_spec(args.gpu_pool, [load]), labels, completions=args.gpu_test_jobs, indexed=True,
-            backoff_limit=args.gpu_test_jobs, deadline_seconds=DEADLINES["gpu-test"]), self, **queued)
+            backoff_limit=args.gpu_test_jobs, deadline_seconds=DEADLINES["gpu-test"]), self,
+            **queued(args.queue, partial=True))
 
         labels = {"app.kubernetes.io/name": "gpu-io"}
         shard = container("resim", args.jobs_image, [
@@ -96,7 +96,7 @@ class ResimWorkloads(pulumi.ComponentResource):
                      service_account=args.resim_volumes.service_account),
             labels, completions=args.resim_jobs, indexed=True,
             backoff_limit=2 * args.resim_jobs, deadline_seconds=DEADLINES["gpu-io"],
-            fail_on_exit_codes={"resim": [RESIM_USAGE_EXIT_CODE]}), self, **queued)
+            fail_on_exit_codes={"resim": [RESIM_USAGE_EXIT_CODE]}), self, **queued(args.queue, partial=True))
 
         self.submit_commands = {template: submit_command(args.workspace.name, template)
                                 for template in ("gpu-test", "gpu-io")}
@@ -109,6 +109,6 @@ class ResimWorkloads(pulumi.ComponentResource):
                 pod_spec(args.multi_gpu_pool, [big], volumes=volumes(args.large_model_volumes),
                          service_account=args.large_model_volumes.service_account),
                 labels, backoff_limit=3,
-                deadline_seconds=DEADLINES["large-model"]), self, job_labels=queue_labels(args.queue))
+                deadline_seconds=DEADLINES["large-model"]), self, **queued(args.queue))
             self.submit_commands["large-model"] = submit_command(args.workspace.name, "large-model")
         self.register_outputs({"submit_commands": self.submit_commands})

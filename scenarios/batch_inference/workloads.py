@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from aksgpu.autoscaling.kueue import JobQueue, queue_labels
+from aksgpu.autoscaling.kueue import JobQueue, queued
 from aksgpu.azure.node_pools import GpuNodePool
 from aksgpu.kubernetes.pods import container, job_spec, job_template, pod_spec, submit_command
 from aksgpu.kubernetes.security import resources
@@ -71,8 +71,8 @@ class BatchInference(pulumi.ComponentResource):
             pod_spec(args.pool, [predictor], volumes=volumes, service_account=args.volumes.service_account),
             labels, backoff_limit=3, deadline_seconds=DEADLINE_SECONDS,
             fail_on_exit_codes={"batch-predict": [NO_MODEL_EXIT_CODE]}), self,
-            job_labels=queue_labels(args.queue), schedule=args.schedule, time_zone=args.time_zone,
+            schedule=args.schedule, time_zone=args.time_zone,
             # Queued, a Job waits for Kueue's admission webhook, which suspends it until it fits.
-            depends_on=[args.queue.ready] if args.queue else [])
+            **queued(args.queue))
         self.run_now_command = submit_command(args.workspace.name, TEMPLATE)
         self.register_outputs({"run_now_command": self.run_now_command})

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_kubernetes import apps, batch, core
 
-from aksgpu.autoscaling.kueue import JobQueue, queue_labels
+from aksgpu.autoscaling.kueue import JobQueue, queue_labels, queued
 from aksgpu.azure.node_pools import CpuNodePool, GpuNodePool
 from aksgpu.kubernetes.network_policy import allow_https_to_internet, allow_ingress
 from aksgpu.kubernetes.pods import container, job_spec, job_template, pod_spec
@@ -119,7 +119,7 @@ class TrainingWorkload(pulumi.ComponentResource):
             pod_spec(args.gpu_pool, [runner], volumes=[volume],
                      service_account=train.service_account if train else None),
             labels, backoff_limit=6, deadline_seconds=TRAINING_DEADLINE_SECONDS), self,
-            job_labels={**RUN_LABEL, **queue_labels(args.queue)})
+            **queued(args.queue, labels=RUN_LABEL))
         namespace = args.workspace.name
         self.submit_runs_command = (
             f"for i in $(seq 1 {args.parallel_runs}); do kubectl -n {namespace} create job "
