@@ -14,6 +14,8 @@ from aksgpu.autoscaling.kueue import Kueue, KueueArgs
 from aksgpu.config.errors import ConfigError
 from aksgpu.config.loader import load_config
 from aksgpu.config.schema import StackConfig
+from aksgpu.config.types import SharingMode
+from aksgpu.images.built import GPU_TOOLS_IMAGE
 from aksgpu.layers.azure import azure_outputs, build_azure_layer
 from aksgpu.layers.gpu_software import build_gpu_software
 from aksgpu.layers.images import build_images
@@ -36,6 +38,12 @@ def read_stack_config(scenarios: Registry) -> StackConfig:
     return load_stack_config(namespace_values(project), project, stack, scenarios)
 
 
+def platform_images(cfg: StackConfig) -> dict[str, str]:
+    """Images the platform itself runs: the GPU tools image for the CUDA client check of an MPS pool."""
+    mps = any(p.sharing.mode == SharingMode.MPS for p in cfg.gpu_pools)
+    return dict([GPU_TOOLS_IMAGE]) if mps and cfg.addons.gpu_operator else {}
+
+
 def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> StackConfig:
     """Declare the stack's resources and export its outputs; the config as deployed (with its subscription).
 
@@ -47,9 +55,9 @@ def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> Sta
     scenario = scenarios[cfg.scenario]
     needs = scenario.needs_of(cfg, cfg.settings)
     azure = build_azure_layer(cfg, needs, preflight=preflight)
-    software = build_gpu_software(cfg, azure)
+    images = build_images(cfg, azure, {**needs.images, **platform_images(cfg)})
+    software = build_gpu_software(cfg, azure, images)
     workspace, volumes = build_workspace(cfg, azure, software, needs) if needs.namespace else (None, {})
-    images = build_images(cfg, azure, needs.images)
     queue = None
     if needs.job_queue and cfg.addons.kueue and workspace is not None:
         queue = Kueue("kueue", KueueArgs(pools=list(azure.gpu_pools.values()), workspaces=[workspace]),

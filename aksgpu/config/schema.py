@@ -362,7 +362,8 @@ class AddonsConfig(ConfigModel):
     blob_csi: bool | None = derived("true when storage.accounts exist")
     """Helm-installed Azure Blob CSI driver."""
     smoke_test: bool = False
-    """An nvidia-smi Job per GPU pool that proves GPUs are schedulable after `pulumi up`."""
+    """An nvidia-smi Job per GPU pool that proves GPUs are schedulable after `pulumi up`. An MPS pool gets its check
+    anyway, as a non-root CUDA client of its MPS server."""
     keda: bool = True
     """The AKS KEDA add-on: GPU workloads scale on metrics read from managed Prometheus (needs
     `monitoring.enabled`)."""

@@ -2,6 +2,11 @@
 
 No hostPath driver mounts (seed 002 mounted /usr/lib/nvidia-384 by hand): the operator's container toolkit
 injects nvidia-smi and the driver libraries into any container that is given a GPU.
+
+On an MPS pool nvidia-smi proves little: it opens no CUDA context, so it never talks to the MPS server. There the
+Job runs a CUDA client instead, as the non-root UID every workload uses, and fails the deploy if it cannot compute
+(the device plugin's MPS support is experimental, k8s-device-plugin v0.20.0 README, and non-root clients have
+failed on a pipe directory they could not traverse, bottlerocket-os/bottlerocket#4673).
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ import pulumi
 from pulumi_kubernetes import batch
 
 from aksgpu.azure.node_pools import GpuNodePool
+from aksgpu.config.types import SharingMode
 from aksgpu.kubernetes import charts
 from aksgpu.kubernetes.pods import AWAIT_GPU_START, GPU_START_SECONDS, container, job_spec, pod_spec
-from aksgpu.kubernetes.security import resources, workload_namespace
+from aksgpu.kubernetes.security import GPU_CLIENT_UID, NONROOT_UID, resources, workload_namespace
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,8 @@ class GpuSmokeTestArgs:
     """Namespace the program creates for the Jobs."""
     image: str = charts.CUDA_BASE_IMAGE
     """Image with a libc; pinned by tag."""
+    cuda_client_image: pulumi.Input[str] | None = None
+    """An image with torch (the project's jobs image): the CUDA client on MPS pools, required when there is one."""
 
 
 class GpuSmokeTest(pulumi.ComponentResource):
@@ -40,8 +48,16 @@ class GpuSmokeTest(pulumi.ComponentResource):
         nvidia_smi = container("nvidia-smi", args.image, ["nvidia-smi"], resources("100m", "128Mi", gpus=1),
                                tmp=False)
         for pool in args.pools:
-            job_name = f"nvidia-smi-{pool.pool_name}"
-            labels = {"app.kubernetes.io/name": "nvidia-smi", "aksgpu/pool": pool.pool_name}
+            check, probe = "nvidia-smi", nvidia_smi
+            if pool.gpu.sharing == SharingMode.MPS:
+                if args.cuda_client_image is None:
+                    raise ValueError(f"smoke test: MPS pool {pool.pool_name} needs a CUDA client image")
+                check = "cuda-client"
+                probe = container(check, args.cuda_client_image, [
+                    "python", "gpu_load.py", "--seconds", "5", "--size", "1024", "--require-cuda"],
+                    resources("500m", "1Gi", gpus=1))
+            job_name = f"{check}-{pool.pool_name}"
+            labels = {"app.kubernetes.io/name": check, "aksgpu/pool": pool.pool_name}
             batch.v1.Job(
                 f"{name}-{pool.pool_name}",
                 metadata={"name": job_name, "namespace": ns.metadata["name"], "labels": labels,
@@ -50,8 +66,9 @@ class GpuSmokeTest(pulumi.ComponentResource):
                           "annotations": {**AWAIT_GPU_START, "pulumi.com/replaceUnready": "true"}},
                 # No ttlSecondsAfterFinished: a Job deleted behind Pulumi's back is re-created by the next refresh,
                 # which scales a GPU node from zero again.
-                spec=job_spec(pod_spec(pool, [nvidia_smi], tmp=False), labels, backoff_limit=2,
-                              deadline_seconds=GPU_START_SECONDS),
+                spec=job_spec(pod_spec(pool, [probe], tmp=probe is not nvidia_smi,
+                                       uid=GPU_CLIENT_UID if probe is not nvidia_smi else NONROOT_UID),
+                              labels, backoff_limit=2, deadline_seconds=GPU_START_SECONDS),
                 # The pool: the Job is awaited, and its node is chosen by label (an edge Pulumi cannot see).
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, pool]),
             )

@@ -29,6 +29,9 @@ PLATFORM = "linux/amd64"
 """GPU node pools are x86_64."""
 BUILD_TIMEOUT_SECONDS = 3600
 """The torch + CUDA layer is several GB; a cold ACR build of the function image takes 10-20 minutes."""
+GPU_TOOLS_IMAGE = ("jobs", "docker/jobs")
+"""The project's image with torch (repository, folder): scenarios' Jobs run it, and so does the platform's CUDA
+client check on MPS pools."""
 TOKEN_USER = "00000000-0000-0000-0000-000000000000"
 """The user name ACR takes with an Entra access token (container-registry-authentication, "az acr login
 --expose-token")."""

@@ -13,6 +13,9 @@ from aksgpu.kubernetes.network_policy import deny_all_but_dns
 
 NONROOT_UID = 65532
 """An unprivileged UID that exists in distroless images and works as a bare number everywhere else."""
+GPU_CLIENT_UID = 10001
+"""The UID of every long-running GPU workload (the function, the notebook, vLLM) and of an MPS pool's check: the
+device plugin's MPS daemon runs without multi-user mode, so all clients of a GPU's MPS server must be one UID."""
 
 RESTRICTED_NAMESPACE_LABELS = {
     "pod-security.kubernetes.io/enforce": "restricted",

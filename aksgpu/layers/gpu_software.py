@@ -3,14 +3,17 @@ metrics scraping and KEDA's access to them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aksgpu.autoscaling.keda import KedaWorkloadIdentity, KedaWorkloadIdentityArgs, MetricsAccess
 from aksgpu.azure.node_pools import merged_tolerations
 from aksgpu.config.schema import StackConfig
+from aksgpu.config.types import SharingMode
 from aksgpu.gpu.nfd import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
 from aksgpu.gpu.nvidia_smi import GpuSmokeTest, GpuSmokeTestArgs
 from aksgpu.gpu.operator import GpuOperator, GpuOperatorArgs
+from aksgpu.images.built import GPU_TOOLS_IMAGE, ContainerImage
 from aksgpu.layers.azure import AzureLayer
 from aksgpu.monitoring.gpu_scraping import GpuMetricsScraping, GpuMetricsScrapingArgs
 from aksgpu.volumes.blob_csi import BlobCsiDriver, BlobCsiDriverArgs
@@ -27,7 +30,8 @@ class GpuSoftware:
     """How a ScaledObject reads GPU utilisation (KEDA on, monitoring on)."""
 
 
-def build_gpu_software(cfg: StackConfig, layer: AzureLayer) -> GpuSoftware:
+def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str, ContainerImage]) -> GpuSoftware:
+    """``images``: the stack's, the GPU tools image among them where an MPS pool's smoke test runs it."""
     opts = layer.kubernetes_opts
     pools = list(layer.gpu_pools.values())
     tolerations = merged_tolerations(*(p.tolerations for p in pools))
@@ -41,8 +45,12 @@ def build_gpu_software(cfg: StackConfig, layer: AzureLayer) -> GpuSoftware:
             pools=[p.gpu for p in pools], gpu_tolerations=tolerations, bundled_nfd=not addons.nfd), opts=opts)
     blob_csi = BlobCsiDriver("blob-csi", BlobCsiDriverArgs(), opts=opts) if addons.blob_csi else None
     smoke = None
-    if addons.smoke_test and operator is not None:
-        smoke = GpuSmokeTest("gpu-smoke-test", GpuSmokeTestArgs(pools=pools, wait_for=[operator.release]),
+    # An MPS pool is always checked: whether a non-root CUDA client reaches its server is what the pool is for.
+    checked = pools if addons.smoke_test else [p for p in pools if p.gpu.sharing == SharingMode.MPS]
+    if checked and operator is not None:
+        tools = images.get(GPU_TOOLS_IMAGE[0])
+        smoke = GpuSmokeTest("gpu-smoke-test", GpuSmokeTestArgs(
+            pools=checked, wait_for=[operator.release], cuda_client_image=tools.image_ref if tools else None),
                              opts=opts)
     scraping = access = None
     if layer.metrics is not None and operator is not None:

@@ -1,6 +1,9 @@
 """Load the GPU for a while and report the matrix throughput (seed 003's gpu_test jobs).
 
-    python gpu_load.py --seconds 60 [--size 4096]
+    python gpu_load.py --seconds 60 [--size 4096] [--require-cuda]
+
+``--require-cuda``: fail when CUDA cannot be used instead of loading the CPU (the platform's check that a
+non-root client reaches an MPS server).
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--size", type=int, default=4096)
+    parser.add_argument("--require-cuda", action="store_true", help="fail without a usable GPU")
     args = parser.parse_args()
+    if args.require_cuda and not torch.cuda.is_available():
+        raise SystemExit(f"no usable CUDA device as UID {os.getuid()} "
+                         f"(CUDA_MPS_PIPE_DIRECTORY={os.environ.get('CUDA_MPS_PIPE_DIRECTORY', 'unset')})")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     print(json.dumps(load(args.seconds, args.size, device)), flush=True)

@@ -19,9 +19,9 @@ from aksgpu.autoscaling.keda import trigger_authentication
 from aksgpu.azure.node_pools import GpuNodePool
 from aksgpu.kubernetes.network_policy import allow_ingress
 from aksgpu.kubernetes.pods import TMP_MOUNT, pod_spec
-from aksgpu.kubernetes.security import container_security_context, resources, workload_namespace
+from aksgpu.kubernetes.security import GPU_CLIENT_UID, container_security_context, resources, workload_namespace
 
-FUNCTION_UID = 10001
+FUNCTION_UID = GPU_CLIENT_UID
 """The image's non-root user (docker/function/Dockerfile)."""
 CONTAINER_PORT = 8080
 SERVICE_PORT = 80

@@ -102,7 +102,7 @@ def test_the_mps_stack_splits_each_t4_four_ways_for_clients_of_one_uid(render_of
     assert upstream.device_plugin_config_errors(doc) == []
     assert doc["sharing"]["mps"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
     pods = dict(gpu_pods(r, "mps"))
-    assert len(pods) == 4  # three services and the notebook
+    assert len(pods) == 5  # three services, the notebook and the pool's CUDA client check
     assert {p["securityContext"]["runAsUser"] for p in pods.values()} == {10001}
     assert all(p["securityContext"]["runAsNonRoot"] for p in pods.values())
 

@@ -27,14 +27,14 @@ from aksgpu.kubernetes.pods import (
     pod_spec,
     submit_command,
 )
-from aksgpu.kubernetes.security import resources, workload_namespace
+from aksgpu.kubernetes.security import GPU_CLIENT_UID, resources, workload_namespace
 from scenarios.function_gpu.workloads import CONTAINER_PORT, SERVICE_PORT, function_container, function_pod
 
 NOTEBOOK_IMAGE = ("quay.io/jupyter/pytorch-notebook:cuda12-2026-08-03"
                   "@sha256:69c72823a4e0dbee17114bbe44d0377bc9a39504a76f6314995f7d5bfaa98d60")
 """Jupyter's PyTorch + CUDA 12 image: the dated tag for people, the digest for the kubelet (the tag's manifest
 digest on quay.io: ``/api/v1/repository/jupyter/pytorch-notebook/tag/?specificTag=cuda12-2026-08-03``)."""
-NOTEBOOK_UID, NOTEBOOK_GID = 10001, 100
+NOTEBOOK_UID, NOTEBOOK_GID = GPU_CLIENT_UID, 100
 """A UID outside the node's range (the image's ``jovyan`` is 1000; its start script only warns about another
 UID) and the image's ``users`` group, which owns what jovyan may write."""
 NOTEBOOK_HOME = "/home/jovyan"

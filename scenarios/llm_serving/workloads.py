@@ -29,7 +29,7 @@ from aksgpu.kubernetes.network_policy import (
     allow_scraping,
 )
 from aksgpu.kubernetes.pods import container, job_spec, job_template, pod_spec, submit_command
-from aksgpu.kubernetes.security import resources
+from aksgpu.kubernetes.security import GPU_CLIENT_UID, resources
 from aksgpu.kubernetes.workspace import Workspace
 from aksgpu.monitoring.gpu_scraping import PODMONITOR_API, SCRAPE_INTERVAL
 from aksgpu.volumes.blob_volume import WorkloadVolumes
@@ -43,7 +43,7 @@ SERVICE_PORT = 80
 KAITO_API = "kaito.sh/v1beta1"
 KAITO_POD_LABEL = "kaito.sh/workspace"
 """KAITO labels its inference pods with their Workspace's name."""
-UID = 10001
+UID = GPU_CLIENT_UID
 """vLLM's image has user ``vllm`` (2000); a high UID avoids host UIDs, and ``USER`` gives Python's getpass a name."""
 WEIGHTS_MOUNT = "/models"
 CACHE_MOUNT = "/cache"

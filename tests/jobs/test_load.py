@@ -22,6 +22,17 @@ def test_gpu_load_reports_its_matrix_throughput():
     assert report["matmuls"] >= 10 and report["tflops"] >= 0 and report["device"] == "cpu"
 
 
+def test_a_required_gpu_that_cannot_be_used_fails_the_check_instead_of_loading_the_cpu():
+    """The MPS pool's smoke test: a client that cannot reach the GPU must fail its Job (and `pulumi up`)."""
+    import subprocess
+    import sys
+
+    from tests.docker_modules import DOCKER_DIR
+    result = subprocess.run([sys.executable, "gpu_load.py", "--seconds", "0.1", "--size", "8", "--require-cuda"],
+                            capture_output=True, text=True, cwd=DOCKER_DIR / "jobs", env={"CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 1 and "no usable CUDA device as UID" in result.stderr
+
+
 class SlowAnswer(QuietHandler):
     """Stands in for one inference service: 10 ms per request, one request at a time."""
 
