@@ -245,3 +245,13 @@ def test_every_utilisation_query_reads_mig_instances_from_the_profiling_metric(r
         assert re.search(r'DCGM_FI_DEV_GPU_UTIL\{GPU_I_ID=""', expression), where
         assert re.search(r'100 \* (max_over_time\()?DCGM_FI_PROF_GR_ENGINE_ACTIVE\{GPU_I_ID!=""', expression), where
         assert metric_names(expression) <= kept_series(), where
+
+
+def test_the_xid_alert_fires_on_a_new_error_and_resolves():
+    """Round-3 k8s audit #6: DCGM_FI_DEV_XID_ERRORS is "Value of the last XID error encountered" (the exporter's
+    dcp-metrics-included.csv), so `> 0` fired on one error until the exporter restarted."""
+    help_text = {c["name"]: c["help"] for c in upstream.fixture("dcgm", DCGM_EXPORTER, "dcp-metrics-included.json")}
+    assert help_text["DCGM_FI_DEV_XID_ERRORS"] == "Value of the last XID error encountered."
+    (rule,) = [r for r in gpu_alert_rules(30, 15) if r.name == "GpuXidError"]
+    assert rule.expression == "max by (Hostname, gpu) (changes(DCGM_FI_DEV_XID_ERRORS[10m])) > 0"
+    assert metric_names(rule.expression) == {"DCGM_FI_DEV_XID_ERRORS"}

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from aksgpu.monitoring.gpu_utilisation import gpu_utilisation
 
 SPOT_TAINT_KEY = "kubernetes.azure.com/scalesetpriority"
+XID_WINDOW_MINUTES = 10
+"""How long a new XID error keeps its alert firing."""
 
 
 @dataclass(frozen=True)
@@ -50,12 +52,16 @@ def gpu_alert_rules(idle_minutes: int, provision_minutes: int) -> list[AlertRule
             provision_minutes, 2,
             f"A pod has waited {provision_minutes} minutes for a GPU, longer than the autoscaler gives a node to "
             "appear: check GPU quota and spot capacity in the region, and the pool's maxCount."),
+        # The exporter's gauge holds the last XID code until it restarts ("Value of the last XID error
+        # encountered", dcp-metrics-included.csv): alerting on the value would fire on one old error forever. A
+        # change is a new error; the same code again does not change it, which the summary says.
         AlertRule(
             "GpuXidError",
-            "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS) > 0",
+            f"max by (Hostname, gpu) (changes(DCGM_FI_DEV_XID_ERRORS[{XID_WINDOW_MINUTES}m])) > 0",
             1, 1,
-            "The GPU driver reported an XID error (the value is its code): the GPU or its driver failed; drain "
-            "the node and look the code up in NVIDIA's XID catalogue."),
+            f"The GPU driver reported a new XID error in the last {XID_WINDOW_MINUTES} minutes "
+            "(DCGM_FI_DEV_XID_ERRORS holds its code; a repeat of the same code shows no change): the GPU or its "
+            "driver failed; drain the node and look the code up in NVIDIA's XID catalogue."),
         AlertRule(
             "SpotNodeNotReady",
             f'max by (node) (kube_node_spec_taint{{key="{SPOT_TAINT_KEY}", value="spot"}}) '

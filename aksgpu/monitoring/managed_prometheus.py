@@ -118,7 +118,7 @@ class ManagedPrometheus(pulumi.ComponentResource):
             resource_group_name=group, location=region, tags=tags,
             # The text the first deploys carry (issue 18 kept every input); the rules it names now live in
             # aksgpu/monitoring/alert_rules.py.
-            description="GPU cost, capacity and health alerts (components/monitoring/alert_rules.py).",
+            description="GPU cost, capacity and health alerts (aksgpu/monitoring/alert_rules.py).",
             scopes=[workspace.id], cluster_name=args.cluster_name, enabled=True, interval="PT1M",
             rules=[alertsmanagement.PrometheusRuleArgs(
                 alert=r.name, expression=r.expression, for_=iso_minutes(r.minutes), severity=r.severity,
