@@ -78,7 +78,8 @@ class Platform:
         pool's minimum nodes hold (at least 1), at most as many as its maximum holds. ``reserved`` shares go to
         others (a notebook), and ``sharers`` Deployments split the rest."""
         least, most = pool.replica_bounds(reserved, sharers)
-        return GpuScaling(least, most, target, self.metrics)
+        spare = pool.schedulable_gpus_per_node * pool.max_count - reserved - most * sharers
+        return GpuScaling(least, most, target, self.metrics, surge=spare >= sharers)
 
     @property
     def gpu_operator(self) -> list[pulumi.Resource]:

@@ -37,6 +37,8 @@ _ARM_PATHS: dict[str, tuple[str, ...]] = {
     "azure-native:containerservice:ManagedCluster": ("Microsoft.ContainerService/managedClusters/{resourceName}",),
     "azure-native:containerservice:AgentPool": (
         "Microsoft.ContainerService/managedClusters/{resourceName}/agentPools/{agentPoolName}",),
+    "azure-native:containerservice:MaintenanceConfiguration": (
+        "Microsoft.ContainerService/managedClusters/{resourceName}/maintenanceConfigurations/{configName}",),
     "azure-native:containerregistry:Registry": ("Microsoft.ContainerRegistry/registries/{registryName}",),
     "azure-native:storage:StorageAccount": ("Microsoft.Storage/storageAccounts/{accountName}",),
     "azure-native:storage:BlobServiceProperties": (

@@ -29,6 +29,8 @@ ARM_TYPES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "azure.mgmt.containerservice", "ManagedCluster", ("resourceGroupName", "resourceName")),
     "azure-native:containerservice:AgentPool": (  # 2025-09-01
         "azure.mgmt.containerservice", "AgentPool", ("resourceGroupName", "resourceName", "agentPoolName")),
+    "azure-native:containerservice:MaintenanceConfiguration": (  # 2025-09-01
+        "azure.mgmt.containerservice", "MaintenanceConfiguration", ("resourceGroupName", "resourceName", "configName")),
     "azure-native:containerregistry:Registry": (
         "azure.mgmt.containerregistry.v2023_01_01_preview", "Registry", ("resourceGroupName", "registryName")),
     "azure-native:storage:StorageAccount": (

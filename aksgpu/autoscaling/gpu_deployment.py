@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi_kubernetes import apps
+from pulumi_kubernetes import apps, policy
 
 from aksgpu.autoscaling.keda import MetricsAccess, gpu_utilisation_query, scaled_object
-from aksgpu.kubernetes.pods import AWAIT_GPU_START, GPU_ROLLOUT
+from aksgpu.kubernetes.pods import AWAIT_GPU_START, GPU_ROLLOUT, GPU_SURGE_ROLLOUT
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,9 @@ class GpuScaling:
     """The namespace's TriggerAuthentication (with ``metrics``)."""
     query: Callable[[str, str], str] = gpu_utilisation_query
     """(namespace, Deployment name) → the PromQL KEDA reads: by default the pods' summed GPU utilisation."""
+    surge: bool = False
+    """The pool at its maximum holds a GPU (or share) beyond every replica its Deployments may run, so a rollout
+    may start the new pod first (``GPU_SURGE_ROLLOUT``)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_replicas <= self.max_replicas:
@@ -47,7 +50,8 @@ def gpu_deployment(name: str, deployment: str, namespace: pulumi.Input[str], nam
     """``name``: the Deployment's resource name (its ScaledObject is ``<name>-scaler``); ``deployment``: its
     Kubernetes name. ``await_ready`` False: ``pulumi up`` does not wait for it (its pods wait for something the
     user provides after the first deploy)."""
-    spec: dict[str, Any] = {"selector": {"matchLabels": dict(labels)}, "strategy": GPU_ROLLOUT,
+    spec: dict[str, Any] = {"selector": {"matchLabels": dict(labels)},
+                            "strategy": GPU_SURGE_ROLLOUT if scaling.surge else GPU_ROLLOUT,
                             "template": {"metadata": {"labels": dict(labels)}, "spec": dict(pod)}}
     if not scaling.scales:
         spec["replicas"] = scaling.min_replicas
@@ -59,6 +63,14 @@ def gpu_deployment(name: str, deployment: str, namespace: pulumi.Input[str], nam
         spec=spec,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
     )
+    if scaling.min_replicas >= 2:
+        # Drains (node-image upgrades, consolidation) take one replica at a time; one alone is not held, or the
+        # drain, and with it the upgrade, would fail.
+        policy.v1.PodDisruptionBudget(
+            f"{name}-pdb",
+            metadata={"name": deployment, "namespace": namespace, "labels": dict(labels)},
+            spec={"maxUnavailable": 1, "selector": {"matchLabels": dict(labels)}},
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)))
     if scaling.scales and scaling.auth is not None:
         scaled_object(f"{name}-scaler", deployment, namespace, scaling.min_replicas, scaling.max_replicas,
                       scaling.query(namespace_name, deployment), scaling.target, scaling.metrics, scaling.auth,

@@ -17,6 +17,7 @@ from aksgpu.azure import roles
 from aksgpu.azure.node_pools import PoolNodes, agent_pool_settings
 from aksgpu.config.types import (
     SECURITY_EXCEPTION,
+    MaintenanceWindow,
     NetworkPolicy,
     NodeOsUpgradeChannel,
     PrincipalType,
@@ -72,6 +73,8 @@ class ClusterArgs:
     """Automatic Kubernetes upgrades."""
     node_os_upgrade_channel: NodeOsUpgradeChannel = NodeOsUpgradeChannel.NODE_IMAGE
     """Node OS updates."""
+    maintenance_window: MaintenanceWindow | None = None
+    """When the two channels may upgrade (planned maintenance); None: whenever AKS chooses."""
     managed_blob_csi_driver: bool = False
     """The AKS-managed Blob CSI driver."""
     deployer_object_id: pulumi.Input[str] | None = None
@@ -212,6 +215,9 @@ class Cluster(pulumi.ComponentResource):
                 aliases=[pulumi.Alias(name="registry-acrpull",
                                       parent=pulumi.create_urn("registry", "aksgpu:azure:Registry"))])
 
+        if args.maintenance_window is not None:
+            self._maintenance(name, args, args.maintenance_window, cluster)
+
         self.runner_dns_link = None
         if args.private and args.runner_vnet_id is not None:
             self.runner_dns_link = privatedns.VirtualNetworkLink(
@@ -238,3 +244,23 @@ class Cluster(pulumi.ComponentResource):
             "kubelet_object_id": self.kubelet_object_id,
             "oidc_issuer_url": self.oidc_issuer_url,
         })
+
+    def _maintenance(self, name: str, args: ClusterArgs, window: MaintenanceWindow, cluster: cs.ManagedCluster
+                     ) -> None:
+        """The planned-maintenance windows of both upgrade channels (aks planned-maintenance: the configurations
+        named ``aksManagedAutoUpgradeSchedule`` and ``aksManagedNodeOSUpgradeSchedule``, at least 4 hours)."""
+        configs = ["aksManagedAutoUpgradeSchedule"]
+        if args.node_os_upgrade_channel != NodeOsUpgradeChannel.UNMANAGED:
+            configs.append("aksManagedNodeOSUpgradeSchedule")
+        for config in configs:
+            cs.MaintenanceConfiguration(
+                f"{name}-{config}",
+                resource_group_name=args.resource_group_name,
+                resource_name_=cluster.name,
+                config_name=config,
+                maintenance_window=cs.MaintenanceWindowArgs(
+                    schedule=cs.ScheduleArgs(weekly=cs.WeeklyScheduleArgs(day_of_week=window.day.value,
+                                                                          interval_weeks=1)),
+                    start_time=window.start_time, duration_hours=window.duration_hours,
+                    utc_offset=window.utc_offset),
+                opts=pulumi.ResourceOptions(parent=self))

@@ -33,6 +33,13 @@ setting doesn't change any existing nodes. You can scale the node pool to zero a
 nodes on both drivers would run the GPU operator's driver beside AKS's, so a replacement makes the change whole."""
 
 
+UPGRADE_SURGE = "1"
+"""Extra nodes an upgrade creates before draining (aks upgrade-aks-node-pools: maxSurge); for these small pools the
+default 10 % also rounds to one node, stated here so a reader need not know it."""
+DRAIN_TIMEOUT_MINUTES = 30
+"""How long AKS waits for a node's pods to leave before it fails the upgrade (its default)."""
+
+
 def taint_fields(taint: str) -> dict[str, str]:
     """An AKS taint string ``key=value:Effect`` as Kubernetes writes a taint: key, value, effect."""
     key_value, effect = taint.rsplit(":", 1)
@@ -172,6 +179,10 @@ class _NodePool(pulumi.ComponentResource):
             mode=cs.AgentPoolMode.USER,
             **agent_pool_settings(pool, args.subnet_id, args.tags, self.taints, labels),
             **extra,
+            # An upgrade adds a node before it drains one, so an evicted GPU pod has somewhere to go; AKS gives the
+            # drain 30 minutes, enough for pods that stop gracefully, before it fails the upgrade.
+            upgrade_settings=cs.AgentPoolUpgradeSettingsArgs(max_surge=UPGRADE_SURGE,
+                                                            drain_timeout_in_minutes=DRAIN_TIMEOUT_MINUTES),
             # The autoscaler owns `count`; the explicit pool name means a replacement must delete first.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["count"], delete_before_replace=True,
                                         replace_on_changes=list(FIXED_AT_CREATION),

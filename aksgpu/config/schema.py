@@ -24,10 +24,12 @@ from aksgpu.config.types import (
     MIG_INSTANCES_PER_GPU,
     PROJECT,
     BuildMode,
+    DayOfWeek,
     Expander,
     GpuDriver,
     GpuNodes,
     LoginMode,
+    MaintenanceWindow,
     NetworkPolicy,
     NodeOsUpgradeChannel,
     PrincipalType,
@@ -144,6 +146,36 @@ class NetworkConfig(ConfigModel):
     """Resource id of the VNet where `pulumi up` runs for a private stack (a self-hosted runner's). The stack peers
     it both ways and links its private DNS zones (registry, blob, the API server's) to it, all in state: the first
     `pulumi up` from there completes, and destroy removes them. Its address space must not overlap this VNet's."""
+
+
+def _clock(value: str) -> str:
+    if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", value):
+        raise ValueError("must be a time HH:MM, 00:00 to 23:59")
+    return value
+
+
+def _utc_offset(value: str) -> str:
+    if not re.fullmatch(r"[+-](0\d|1[0-4]):(00|30|45)", value):
+        raise ValueError("must be a UTC offset such as +00:00 or -05:00")
+    return value
+
+
+class MaintenanceWindowConfig(ConfigModel):
+    """When AKS may upgrade Kubernetes and node images (the upgrade channels): each upgraded node is drained, so
+    its GPU pods restart elsewhere (docs/observability.md: what an upgrade costs)."""
+
+    day: DayOfWeek = DayOfWeek.SUNDAY
+    """Day of the week."""
+    start_time: Annotated[str, AfterValidator(_clock)] = "00:00"
+    """Start, `HH:MM` in `utcOffset`."""
+    duration_hours: int = Field(4, ge=4, le=24)
+    """Length in hours; AKS asks for at least 4."""
+    utc_offset: Annotated[str, AfterValidator(_utc_offset)] = "+00:00"
+    """The window's time zone as an offset from UTC."""
+
+    @property
+    def window(self) -> MaintenanceWindow:
+        return MaintenanceWindow(self.day, self.start_time, self.duration_hours, self.utc_offset)
 
 
 class AutoscalerConfig(ConfigModel):
@@ -298,6 +330,8 @@ class ClusterConfig(ConfigModel):
     """Automatic Kubernetes upgrades (`node-image` is legacy and forces `nodeOsUpgradeChannel: NodeImage`)."""
     node_os_upgrade_channel: NodeOsUpgradeChannel = NodeOsUpgradeChannel.NODE_IMAGE
     """Node OS updates."""
+    maintenance_window: MaintenanceWindowConfig = MaintenanceWindowConfig()
+    """When both channels may upgrade: weekly, outside working hours by default."""
     managed_blob_csi_driver: bool = False
     """Turn on the AKS-managed Blob CSI driver instead of the Helm-installed one (never both)."""
     login_mode: Annotated[LoginMode, BeforeValidator(_no_devicecode)] = LoginMode.AZURECLI

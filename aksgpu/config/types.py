@@ -74,6 +74,30 @@ class NodeOsUpgradeChannel(StrEnum):
     UNMANAGED = "Unmanaged"
 
 
+class DayOfWeek(StrEnum):
+    MONDAY = "Monday"
+    TUESDAY = "Tuesday"
+    WEDNESDAY = "Wednesday"
+    THURSDAY = "Thursday"
+    FRIDAY = "Friday"
+    SATURDAY = "Saturday"
+    SUNDAY = "Sunday"
+
+
+@dataclass(frozen=True)
+class MaintenanceWindow:
+    """When AKS may upgrade the cluster and its nodes' images (planned maintenance), weekly."""
+
+    day: DayOfWeek
+    """Day of the week."""
+    start_time: str
+    """Start, ``HH:MM``, in ``utc_offset``."""
+    duration_hours: int
+    """Length (AKS asks for at least 4 hours)."""
+    utc_offset: str
+    """``+HH:MM`` or ``-HH:MM``."""
+
+
 class PrincipalType(StrEnum):
     USER = "User"
     SERVICE_PRINCIPAL = "ServicePrincipal"

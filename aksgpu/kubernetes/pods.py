@@ -27,9 +27,13 @@ build (about 5 min), a multi-GB image pull and the model load."""
 AWAIT_GPU_START = {"pulumi.com/timeoutSeconds": str(GPU_START_SECONDS)}
 """Annotation: how long ``pulumi up`` waits for a GPU workload to become ready."""
 GPU_ROLLOUT = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
-"""Deployment strategy for pods that hold a GPU or a GPU share: replace, never surge. A surge pod needs one more
-GPU than the pool has when its pods fill it (and a pool at max cannot grow), so the default rollout would wait
-forever and every later `pulumi up` time out."""
+"""Deployment strategy for pods that hold a GPU or a GPU share where the pool has no spare one: replace, never
+surge. A surge pod needs one more GPU than the pool has when its pods fill it (and a pool at max cannot grow), so
+the default rollout would wait forever and every later `pulumi up` time out. A single replica is down while its
+replacement starts."""
+GPU_SURGE_ROLLOUT = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+"""Where the pool at its maximum holds a spare GPU (or share) beyond every replica its Deployments may run: the new
+pod starts before an old one stops, so a rollout takes nothing down."""
 DISRUPTIONS_DO_NOT_COUNT = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 """Spot evictions, preemptions and drains retry the pod without using up backoffLimit."""
 

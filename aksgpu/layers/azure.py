@@ -159,6 +159,7 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, preflight: bool = True) ->
         local_accounts=c.local_accounts, admin_group_object_ids=tuple(c.admin_group_object_ids),
         network_policy=c.network_policy, upgrade_channel=c.upgrade_channel,
         node_os_upgrade_channel=c.node_os_upgrade_channel, managed_blob_csi_driver=c.managed_blob_csi_driver,
+        maintenance_window=c.maintenance_window.window,
         deployer_object_id=deployer.object_id if c.grant_deployer_admin else None,
         deployer_principal_type=c.deployer_principal_type, prometheus_metrics=cfg.monitoring.enabled,
         keda=cfg.addons.keda, ai_toolchain_operator=needs.ai_toolchain_operator,

@@ -54,7 +54,9 @@ def deploy(cfg: StackConfig, st: LlmSettings, platform: Platform) -> Outputs:
         jobs_image=platform.image("jobs"),
         image=server_image(cfg, st, platform) if vllm else None,
         weights=platform.volumes.get(SERVER),
-        scaling=GpuScaling(1, llm.max_replicas(cfg, st), st.waiting_per_replica, platform.metrics) if vllm else None,
+        # A replica takes a whole node: one fewer replica than nodes leaves room to start the new one first.
+        scaling=GpuScaling(1, llm.max_replicas(cfg, st), st.waiting_per_replica, platform.metrics,
+                           surge=llm.max_replicas(cfg, st) < llm.server_pool(cfg, st).max_count) if vllm else None,
         scrape=cfg.monitoring.enabled,
         wait_for=platform.gpu_operator,
     ), opts=platform.opts)
