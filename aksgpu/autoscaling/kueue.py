@@ -1,10 +1,10 @@
 """Kueue: Job fan-outs wait in a queue for GPU capacity instead of flooding the scheduler and the autoscaler.
 
 A ResourceFlavor per GPU pool (its agent pool label and taints), one ClusterQueue whose quota is what the pools
-hold at their maximum size (nodes x GPUs or GPU shares, vCPUs, memory), and a LocalQueue in each namespace that
-submits Jobs. A Job labelled ``kueue.x-k8s.io/queue-name`` is created suspended and started when its pods fit the
-quota; the cluster autoscaler then adds the nodes. An Indexed Job larger than the quota is admitted at the
-parallelism that fits (partial admission) and works through its indexes as pods finish.
+hold at their maximum size (nodes x GPUs or GPU shares, and the CPU and memory their nodes leave pods), and a
+LocalQueue in each namespace that submits Jobs. A Job labelled ``kueue.x-k8s.io/queue-name`` is created suspended
+and started when its pods fit the quota; the cluster autoscaler then adds the nodes. An Indexed Job larger than the
+quota is admitted at the parallelism that fits (partial admission) and works through its indexes as pods finish.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pulumi
 import yaml
 from pulumi_kubernetes import apiextensions
 
+from aksgpu.azure.node_capacity import workload_capacity
 from aksgpu.azure.node_pools import GpuNodePool, taint_fields
 from aksgpu.kubernetes import charts, helm
 from aksgpu.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, namespace
@@ -98,9 +99,12 @@ def kueue_values(namespaces: Sequence[str]) -> dict[str, Any]:
 
 
 def flavor_quota(pool: GpuNodePool) -> dict[str, str]:
-    """What a pool holds at its maximum size: the ClusterQueue's nominal quota for its flavor."""
+    """What a pool's pods can use at its maximum size: the ClusterQueue's nominal quota for its flavor. CPU and
+    memory are what each node leaves pods after AKS's reservations and the DaemonSets (node_capacity): counting the
+    VM size instead, Kueue would admit a Job that then stays Pending."""
     nodes, size = pool.nodes.max_count, pool.gpu.size
-    return {"cpu": str(nodes * size.vcpus), "memory": f"{nodes * size.memory_gib}Gi",
+    per_node = workload_capacity(size.vcpus, size.memory_gib)
+    return {"cpu": f"{nodes * per_node.cpu_m}m", "memory": f"{nodes * per_node.memory_mi}Mi",
             "nvidia.com/gpu": str(nodes * pool.gpu.per_node)}
 
 
