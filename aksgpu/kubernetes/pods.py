@@ -100,7 +100,9 @@ def job_spec(pod: Mapping[str, Any], labels: Mapping[str, str], *, completions: 
              backoff_limit: int = 6, deadline_seconds: int = 6 * 3600,
              fail_on_exit_codes: Mapping[str, Sequence[int]] | None = None) -> dict[str, Any]:
     """A Job whose disruptions never count as failures; exit codes in ``fail_on_exit_codes`` (per container)
-    fail the whole Job at once instead of retrying what cannot succeed."""
+    fail the whole Job at once instead of retrying what cannot succeed. An Indexed Job counts ``backoff_limit`` per
+    index (``backoffLimitPerIndex``, GA in Kubernetes 1.33): a shard that keeps failing cannot use up the other
+    shards' retries, and the Job still runs every other index."""
     rules: list[dict[str, Any]] = [DISRUPTIONS_DO_NOT_COUNT]
     for name, codes in (fail_on_exit_codes or {}).items():
         rules.append({"action": "FailJob", "onExitCodes": {"containerName": name, "operator": "In",
@@ -108,7 +110,7 @@ def job_spec(pod: Mapping[str, Any], labels: Mapping[str, str], *, completions: 
     spec: dict[str, Any] = {
         "completions": completions,
         "parallelism": completions,
-        "backoffLimit": backoff_limit,
+        **({"backoffLimitPerIndex": backoff_limit} if indexed else {"backoffLimit": backoff_limit}),
         "activeDeadlineSeconds": deadline_seconds,
         "podFailurePolicy": {"rules": rules},
         "template": {"metadata": {"labels": dict(labels)}, "spec": {**pod, "restartPolicy": "Never"}},

@@ -84,7 +84,7 @@ class ResimWorkloads(pulumi.ComponentResource):
                          gpu)
         job_template(f"{name}-gpu-test", "gpu-test", ns, labels, job_spec(
             pod_spec(args.gpu_pool, [load]), labels, completions=args.gpu_test_jobs, indexed=True,
-            backoff_limit=args.gpu_test_jobs, deadline_seconds=DEADLINES["gpu-test"]), self,
+            backoff_limit=1, deadline_seconds=DEADLINES["gpu-test"]), self,
             **queued(args.queue, partial=True))
 
         labels = {"app.kubernetes.io/name": "gpu-io"}
@@ -95,7 +95,7 @@ class ResimWorkloads(pulumi.ComponentResource):
             pod_spec(args.gpu_pool, [shard], volumes=volumes(args.resim_volumes),
                      service_account=args.resim_volumes.service_account),
             labels, completions=args.resim_jobs, indexed=True,
-            backoff_limit=2 * args.resim_jobs, deadline_seconds=DEADLINES["gpu-io"],
+            backoff_limit=2, deadline_seconds=DEADLINES["gpu-io"],
             fail_on_exit_codes={"resim": [RESIM_USAGE_EXIT_CODE]}), self, **queued(args.queue, partial=True))
 
         self.submit_commands = {template: submit_command(args.workspace.name, template)
