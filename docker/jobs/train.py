@@ -1,32 +1,45 @@
-"""Train DigitNet on the GPU (or CPU), checkpointing to a volume and resuming from the newest checkpoint.
+"""Train DigitNet on GPUs (or the CPU), checkpointing to a volume and resuming from the newest checkpoint.
 
     python train.py --checkpoints /mnt/checkpoints --steps 2000 [--data auto|mnist|synthetic]
+    torchrun --nnodes 2 --nproc-per-node 8 ... train.py --checkpoints /mnt/checkpoints --steps 2000
 
-Killed at any point (spot eviction, node drain, OOM), the next run continues from the last
-checkpoint and ends with the same weights an uninterrupted run would have: batches depend only
-on (seed, step), and the RNG and optimizer states are part of the checkpoint.
+One process, N GPUs of a node and N nodes run the same code: under torchrun each process takes an
+equal slice of the same global batch and DistributedDataParallel averages the gradients, so N
+processes take the steps one process would (up to the order of floating-point sums).
+
+Killed at any point (spot eviction, node drain, OOM, a lost node), the next run continues from the
+last checkpoint and ends with the same weights an uninterrupted run would have: batches depend only
+on (seed, step), and the optimizer and RNG states are part of the checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from checkpoints import checkpoint_path, load_newest, prune, remove_partials, save_atomic
 from digits import batch_for_step, load_dataset
 from model import DigitNet
+from process_group import World, join
+
+# torchrun's restarted workers must not share the first attempt's rendezvous store: they read its
+# stale addresses and fail to connect (gloo) or take the old NCCL id (pytorch/pytorch#135712, seen
+# with torch 2.13). The training pods set this too (scenarios/distributed_training).
+TORCH_RESTART_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", type=Path, required=True, help="folder on the checkpoint volume")
     parser.add_argument("--steps", type=int, default=2000, help="total optimisation steps")
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=256, help="global batch, split evenly over the processes")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--checkpoint-every", type=int, default=200)
     parser.add_argument("--keep", type=int, default=3, help="checkpoints kept")
@@ -34,40 +47,88 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto", help="auto, cuda or cpu")
     parser.add_argument("--stop-after", type=int, default=None, help="exit after this many steps (tests a kill)")
+    parser.add_argument("--fail-at-step", type=int, default=None,
+                        help="the last rank dies at this step on torchrun's first attempt (tests losing a node)")
     return parser.parse_args(argv)
 
 
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+def _dataset(args: argparse.Namespace, world: World) -> tuple[str, torch.Tensor, torch.Tensor]:
+    """The leader decides (and downloads, once, to the shared volume); the others load what it chose."""
+    chosen = load_dataset(args.data, args.checkpoints / "data", args.seed) if world.is_leader else None
+    name = world.broadcast(chosen[0] if chosen else None)
+    return chosen or load_dataset(name, args.checkpoints / "data", args.seed)
+
+
+def _resume_point(args: argparse.Namespace, world: World) -> tuple[int, dict] | None:
+    """The newest readable checkpoint, as the leader sees it; every rank loads that same one."""
+    newest = None
+    if world.is_leader:
+        removed = remove_partials(args.checkpoints)
+        if removed:
+            print(f"removed partial checkpoint writes: {', '.join(removed)}", flush=True)
+        newest = load_newest(args.checkpoints)
+    step = world.broadcast(newest[0] if newest else None)
+    if step is None or newest is not None:
+        return newest
+    return step, torch.load(checkpoint_path(args.checkpoints, step), map_location="cpu", weights_only=False)
+
+
+def first_attempt() -> bool:
+    """torchrun counts its restarts of the workers; outside torchrun every run is a first attempt."""
+    return os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+
+
+def deterministic() -> None:
+    """Pick only deterministic kernels (cuDNN, cuBLAS), so a resumed run on a GPU ends where an uninterrupted one
+    does; an operation without one warns instead of failing the run. cuBLAS reads its setting at its first call."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
 
 
 def train(args: argparse.Namespace) -> dict:
-    device = pick_device(args.device)
-    removed = remove_partials(args.checkpoints)
-    if removed:
-        print(f"removed partial checkpoint writes: {', '.join(removed)}", flush=True)
-    data_name, images, labels = load_dataset(args.data, args.checkpoints / "data", args.seed)
+    deterministic()
+    world = join(args.device)
+    try:
+        return _train(args, world)
+    finally:
+        world.leave()
+
+
+def _train(args: argparse.Namespace, world: World) -> dict:
+    device = world.device
+    if args.batch_size % world.size:
+        raise SystemExit(f"--batch-size {args.batch_size} does not split over {world.size} processes: "
+                         f"use a multiple of {world.size}")
+    data_name, images, labels = _dataset(args, world)
     torch.manual_seed(args.seed)
-    model = DigitNet().to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    net = DigitNet().to(device)
+    optimizer = torch.optim.Adam(net.parameters(), lr=args.lr)
     start = 0
-    resumed = load_newest(args.checkpoints)
+    resumed = _resume_point(args, world)
     if resumed is not None:
         start, state = resumed
-        model.load_state_dict(state["model"])
+        net.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])
-        print(f"resumed from step {start}", flush=True)
+        if world.is_leader:
+            print(f"resumed from step {start}", flush=True)
+    # DDP wraps only where there is someone to average with; the checkpoint always holds `net`'s keys.
+    model = DistributedDataParallel(net, device_ids=[device] if device.type == "cuda" else None) \
+        if world.distributed else net
     loss_fn = nn.CrossEntropyLoss()
     model.train()
     step, loss, timings = start, float("nan"), []
     while step < args.steps:
         if args.stop_after is not None and step - start >= args.stop_after:
-            print(f"stopping at step {step} (--stop-after)", flush=True)
+            if world.is_leader:
+                print(f"stopping at step {step} (--stop-after)", flush=True)
             break
+        if step == args.fail_at_step and world.rank == world.size - 1 and first_attempt():
+            print(f"rank {world.rank} failing at step {step} (--fail-at-step)", flush=True)
+            os._exit(1)  # no cleanup, no goodbye to the others: what a lost node looks like to them
         batch, target = batch_for_step(images, labels, args.seed, step, args.batch_size)
+        batch, target = world.shard(batch), world.shard(target)
         began = time.perf_counter()
         batch, target = batch.to(device, non_blocking=True), target.to(device, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
@@ -78,17 +139,23 @@ def train(args: argparse.Namespace) -> dict:
             torch.cuda.synchronize()
         timings.append(time.perf_counter() - began)
         step += 1
-        loss = output.item()
         if step % args.checkpoint_every == 0 or step == args.steps:
-            save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": torch.get_rng_state(),
-                         "step": step, "data": data_name, "loss": loss}, checkpoint_path(args.checkpoints, step))
-            prune(args.checkpoints, args.keep)
-            print(f"step {step}/{args.steps} loss {loss:.4f} checkpointed", flush=True)
+            loss = world.mean(output.item())
+            if world.is_leader:
+                save_atomic({"model": net.state_dict(), "optimizer": optimizer.state_dict(),
+                             "rng": torch.get_rng_state(), "step": step, "data": data_name, "loss": loss,
+                             "processes": world.size}, checkpoint_path(args.checkpoints, step))
+                prune(args.checkpoints, args.keep)
+                print(f"step {step}/{args.steps} loss {loss:.4f} checkpointed", flush=True)
+    world.barrier()  # the leader's last checkpoint is on the volume before any process reports done
     measured = timings[10:] or timings  # the first steps include CUDA start-up
-    summary = {"device": device.type, "data": data_name, "resumed_from": start, "step": step, "loss": loss,
-               "step_ms": round(1000 * sum(measured) / len(measured), 3) if measured else None,
+    step_ms = round(1000 * sum(measured) / len(measured), 3) if measured else None
+    summary = {"device": device.type, "processes": world.size, "data": data_name, "resumed_from": start,
+               "step": step, "loss": loss, "step_ms": step_ms,
+               "images_per_s": round(args.batch_size * 1000 / step_ms, 1) if step_ms else None,
                "done": step >= args.steps}
-    print(json.dumps(summary), flush=True)
+    if world.is_leader:
+        print(json.dumps(summary), flush=True)
     return summary
 
 

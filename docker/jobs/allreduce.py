@@ -1,0 +1,114 @@
+"""All-reduce across every process of the run: is the sum right, and is the bus bandwidth what the links allow?
+
+    torchrun --nnodes 2 --nproc-per-node 8 ... allreduce.py --expect-busbw 40 [--min-fraction 0.75]
+
+The check the distributed-training stack runs before a training run, and the figures the GPU results
+pages report. Bus bandwidth is nccl-tests' figure (its PERFORMANCE.md): the algorithm bandwidth
+(bytes / time) times 2(n-1)/n, the share of the data each link carries in a ring all-reduce, so it
+compares directly with a link's speed whatever the number of processes. The verdict takes the best
+bus bandwidth over the message sizes (large messages reach it) against ``--expect-busbw``; the exit
+code is 0 when it passes, 1 when it does not, 2 when a sum is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+import torch.distributed as dist
+
+from process_group import World, join
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--min-bytes", type=int, default=1 << 20)
+    parser.add_argument("--max-bytes", type=int, default=1 << 30)
+    parser.add_argument("--iterations", type=int, default=20, help="timed all-reduces per size")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--expect-busbw", type=float, default=None, help="GB/s a healthy interconnect gives")
+    parser.add_argument("--min-fraction", type=float, default=0.75, help="share of --expect-busbw that passes")
+    parser.add_argument("--device", default="auto", help="auto, cuda or cpu")
+    return parser.parse_args(argv)
+
+
+def sizes(smallest: int, largest: int) -> list[int]:
+    """Powers of two from ``smallest`` to ``largest`` bytes, in steps of 4x (nccl-tests' -f 4)."""
+    out, size = [], smallest
+    while size <= largest:
+        out.append(size)
+        size *= 4
+    return out
+
+
+def sums_are_right(world: World, elements: int) -> bool:
+    """Each rank contributes rank + 1; every element of the result must be 1 + 2 + ... + n."""
+    data = torch.full((elements,), world.rank + 1, dtype=torch.float32, device=world.device)
+    dist.all_reduce(data)
+    expected = world.size * (world.size + 1) / 2
+    return bool(torch.all(data == expected).item())
+
+
+def time_allreduce(world: World, size: int, iterations: int, warmup: int) -> float:
+    """Mean seconds of one all-reduce of ``size`` bytes of float32, timed after ``warmup`` untimed ones."""
+    data = torch.ones(size // 4, dtype=torch.float32, device=world.device)
+    for _ in range(warmup):
+        dist.all_reduce(data)
+    synchronize(world)
+    began = time.perf_counter()
+    for _ in range(iterations):
+        dist.all_reduce(data)
+    synchronize(world)
+    return (time.perf_counter() - began) / iterations
+
+
+def synchronize(world: World) -> None:
+    if world.device.type == "cuda":
+        torch.cuda.synchronize(world.device)
+    dist.barrier()
+
+
+def row(size: int, seconds: float, processes: int) -> dict:
+    algbw = size / seconds / 1e9
+    return {"bytes": size, "time_us": round(seconds * 1e6, 1), "algbw_gbps": round(algbw, 2),
+            "busbw_gbps": round(algbw * 2 * (processes - 1) / processes, 2)}
+
+
+def verdict(rows: list[dict], expect: float | None, min_fraction: float, correct: bool) -> dict:
+    best = max(r["busbw_gbps"] for r in rows)
+    if not correct:
+        return {"verdict": "wrong-sum", "best_busbw_gbps": best}
+    if expect is None:
+        return {"verdict": "measured", "best_busbw_gbps": best}
+    fraction = round(best / expect, 3)
+    return {"verdict": "pass" if fraction >= min_fraction else "slow", "best_busbw_gbps": best,
+            "expected_busbw_gbps": expect, "fraction": fraction, "min_fraction": min_fraction}
+
+
+def check(args: argparse.Namespace) -> dict:
+    world = join(args.device)
+    try:
+        if not world.distributed:
+            raise SystemExit("an all-reduce needs two or more processes: start this under torchrun")
+        correct = sums_are_right(world, 1 << 20)
+        rows = [row(size, time_allreduce(world, size, args.iterations, args.warmup), world.size)
+                for size in sizes(args.min_bytes, args.max_bytes)]
+        report = {"processes": world.size, "backend": dist.get_backend(), "device": world.device.type,
+                  "gpu": torch.cuda.get_device_name(world.device) if world.device.type == "cuda" else None,
+                  "sizes": rows, **verdict(rows, args.expect_busbw, args.min_fraction, correct)}
+        if world.is_leader:
+            for r in rows:
+                print(f"{r['bytes']:>12} B  {r['time_us']:>10} us  algbw {r['algbw_gbps']:>8} GB/s  "
+                      f"busbw {r['busbw_gbps']:>8} GB/s", flush=True)
+            print(json.dumps(report), flush=True)
+        return report
+    finally:
+        world.leave()
+
+
+EXIT_CODES = {"pass": 0, "measured": 0, "slow": 1, "wrong-sum": 2}
+
+if __name__ == "__main__":
+    raise SystemExit(EXIT_CODES[check(parse_args())["verdict"]])
