@@ -24,7 +24,7 @@ BAD_CONFIGS = [
      "Standard_NC6 is NC-series (Tesla K80), retired by Azure on 2023-09-06; use Standard_NC4as_T4_v3"),
     ({"gpuPools": [{**T4, "vmSize": "Standard_NCA100ads_A100_v4"}]}, "aksgpu:gpuPools[0].vmSize",
      "did you mean"),
-    ({"gpuPools": [{**T4, "vmSize": "Standard_D4s_v5"}]}, "aksgpu:gpuPools[0].vmSize", "not a known Azure GPU size"),
+    ({"gpuPools": [{**T4, "vmSize": "Standard_D4s_v5"}]}, "aksgpu:gpuPools[0].vmSize", "not a GPU size"),
     ({"gpuPools": [{**T4, "name": "gpu-pool"}]}, "aksgpu:gpuPools[0].name", "^[a-z][a-z0-9]{0,11}$"),
     ({"gpuPools": [{**T4, "name": "averyveryverylongname"}]}, "aksgpu:gpuPools[0].name", "1-12 lowercase"),
     ({"gpuPools": [{**T4, "minCount": 3, "maxCount": 2}]}, "aksgpu:gpuPools[0].minCount", "must be <= maxCount 2"),

@@ -42,6 +42,31 @@ def test_catalogue_records_gpu_model_and_count(name, model, gpus):
     assert (size.gpu_model, size.gpus) == (model, gpus)
 
 
-def test_only_a100_and_h100_sizes_are_mig_capable_and_only_a10_needs_grid():
-    assert {s.gpu_model for s in GPU_SIZES.values() if s.mig} == {"A100", "H100", "H100 NVL"}
+def test_only_a100_h100_and_h200_sizes_are_mig_capable_and_only_a10_needs_grid():
+    assert {s.gpu_model for s in GPU_SIZES.values() if s.mig} == {"A100", "H100", "H100 NVL", "H200"}
     assert {s.gpu_model for s in GPU_SIZES.values() if s.grid} == {"A10"}
+
+
+def test_current_sizes_are_in_the_catalogue_with_their_gpu_and_quota_family():
+    h200 = lookup_gpu_size("Standard_ND96isr_H200_v5")
+    assert (h200.gpu_model, h200.gpus, h200.gpu_memory_gib, h200.vcpus) == ("H200", 8, 141, 96)
+    assert h200.family == "standardNDISRH200V5Family" and h200.infiniband and h200.mig
+    a100 = lookup_gpu_size("Standard_ND96amsr_A100_v4")
+    assert (a100.gpu_model, a100.gpu_memory_gib, a100.infiniband) == ("A100", 80, True)
+    assert not lookup_gpu_size("Standard_NC4as_T4_v3").infiniband
+
+
+def test_a_size_the_catalogue_does_not_know_says_how_to_refresh_or_add_it():
+    with pytest.raises(ValueError) as e:
+        lookup_gpu_size("Standard_ND128isr_NDR_GB200_v6")
+    assert "refresh it with `python -m offline catalogue`" in str(e.value)
+    assert "`source: manual` row" in str(e.value)
+
+
+def test_a_catalogue_row_of_an_unknown_gpu_family_is_refused_when_loaded(tmp_path):
+    from aksgpu.config.gpu_sizes import load_catalogue
+    path = tmp_path / "gpu_catalogue.yaml"
+    path.write_text("refreshed: null\nsizes:\n  Standard_NC8ads_X9_v9: {family: StandardNCX9Family, vcpus: 8, "
+                    "memory_gib: 64, gpus: 1, source: manual}\n")
+    with pytest.raises(ValueError, match="StandardNCX9Family.*add the family's GPU there"):
+        load_catalogue(path)

@@ -55,7 +55,7 @@ def pool_pods(r):
 
 
 def node_capacity(r, pool_name: str) -> Resources:
-    size = next((p.vm_size for p in (*r.cfg.gpu_pools, *r.cfg.cpu_pools) if p.name == pool_name))
+    size = next(p.vm_size for p in (*r.cfg.gpu_pools, *r.cfg.cpu_pools) if p.name == pool_name)
     vcpus, memory = (GPU_SIZES[size].vcpus, GPU_SIZES[size].memory_gib) if size in GPU_SIZES else CPU_SIZES[size]
     return workload_capacity(vcpus, memory)
 

@@ -1,72 +1,130 @@
 """Azure GPU VM sizes that AKS GPU pools may use, and the retired ones users still paste from old guides.
 
-Each family's source sits beside its row; the retirement notices beside ``RETIRED_SIZES``.
+What Azure says of each size (quota family, vCPUs, memory, GPU count, regions) is data, refreshed from its APIs into
+``gpu_catalogue.yaml``; what the GPU in each family is (model, memory, CUDA capability, MIG, GRID, InfiniBand) is
+known here, with each family's source beside it; the retirement notices beside ``RETIRED_SIZES``.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CATALOGUE = Path(__file__).with_name("gpu_catalogue.yaml")
 
 
 @dataclass(frozen=True)
-class GpuSize:
-    """One Azure VM size with NVIDIA GPUs."""
+class GpuFamily:
+    """What every size of one Resource SKUs family has: its GPU."""
 
-    name: str
-    """Azure VM size name, e.g. ``Standard_NC4as_T4_v3``."""
     series: str
     """Azure series name as the docs spell it."""
     gpu_model: str
     """GPU model, e.g. ``T4``."""
-    gpus: int
-    """Whole GPUs per VM (what ``nvidia.com/gpu`` advertises without sharing)."""
     gpu_memory_gib: int
     """Memory of one GPU."""
+    compute_capability: float
+    """CUDA compute capability of the GPU (https://developer.nvidia.com/cuda-gpus): bfloat16 needs 8.0 or more."""
+    mig: bool = False
+    """The GPU supports Multi-Instance GPU partitioning (A100, H100, H200)."""
+    grid: bool = False
+    """The GPU needs NVIDIA's GRID (vGPU) driver, which only AKS installs: the GPU operator cannot own it."""
+    infiniband: bool = False
+    """Each VM has InfiniBand (the ``r`` in the size name) for GPUDirect RDMA between nodes."""
+
+
+# Sources: the series pages, learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/<page>.
+FAMILIES: dict[str, GpuFamily] = {
+    # gpu-accelerated/ncast4v3-series
+    "Standard NCASv3_T4 Family": GpuFamily("NCasT4_v3", "T4", 16, 7.5),
+    # gpu-accelerated/nca100v4-series
+    "StandardNCADSA100v4Family": GpuFamily("NC A100 v4", "A100", 80, 8.0, mig=True),
+    # gpu-accelerated/ncadsh100v5-series
+    "StandardNCadsH100v5Family": GpuFamily("NCads H100 v5", "H100 NVL", 94, 9.0, mig=True),
+    # gpu-accelerated/nvadsa10v5-series (GRID licensed; the fractional sizes are in FRACTIONAL_SIZES)
+    "StandardNVADSA10v5Family": GpuFamily("NVadsA10 v5", "A10", 24, 8.6, grid=True),
+    # gpu-accelerated/nda100v4-series: 200 Gb/s HDR InfiniBand per GPU
+    "Standard NDASv4_A100 Family": GpuFamily("ND A100 v4", "A100", 40, 8.0, mig=True, infiniband=True),
+    # gpu-accelerated/ndma100v4-series: A100 80 GB, 200 Gb/s HDR InfiniBand per GPU
+    "standard NDAMSv4_A100Family": GpuFamily("NDm A100 v4", "A100", 80, 8.0, mig=True, infiniband=True),
+    # gpu-accelerated/ndh100v5-series: 400 Gb/s NDR InfiniBand per GPU
+    "standardNDSH100v5Family": GpuFamily("ND H100 v5", "H100", 80, 9.0, mig=True, infiniband=True),
+    # gpu-accelerated/ndh200v5-series: H200 141 GB, 400 Gb/s NDR InfiniBand per GPU
+    "standardNDISRH200V5Family": GpuFamily("ND H200 v5", "H200", 141, 9.0, mig=True, infiniband=True),
+}
+
+
+@dataclass(frozen=True)
+class GpuSize:
+    """One Azure VM size with NVIDIA GPUs: the catalogue's row and its family's GPU."""
+
+    name: str
+    """Azure VM size name, e.g. ``Standard_NC4as_T4_v3``."""
+    family: str
+    """Resource SKUs family: the name of its vCPU quota (``az vm list-usage``)."""
+    gpus: int
+    """Whole GPUs per VM (what ``nvidia.com/gpu`` advertises without sharing)."""
     vcpus: int
     """vCPUs per VM."""
     memory_gib: int
     """VM memory."""
-    compute_capability: float = 0.0
-    """CUDA compute capability of the GPU (https://developer.nvidia.com/cuda-gpus): bfloat16 needs 8.0 or more."""
-    mig: bool = False
-    """The GPU supports Multi-Instance GPU partitioning (A100, H100)."""
-    grid: bool = False
-    """The GPU needs NVIDIA's GRID (vGPU) driver, which only AKS installs: the GPU operator cannot own it."""
+    gpu: GpuFamily
+    """The family's GPU."""
+    regions: Mapping[str, tuple[str, ...]] | None = None
+    """Region → availability zones that offer the size, as the last refresh saw them; None: not refreshed yet."""
+
+    @property
+    def series(self) -> str:
+        return self.gpu.series
+
+    @property
+    def gpu_model(self) -> str:
+        return self.gpu.gpu_model
+
+    @property
+    def gpu_memory_gib(self) -> int:
+        return self.gpu.gpu_memory_gib
+
+    @property
+    def compute_capability(self) -> float:
+        return self.gpu.compute_capability
+
+    @property
+    def mig(self) -> bool:
+        return self.gpu.mig
+
+    @property
+    def grid(self) -> bool:
+        return self.gpu.grid
+
+    @property
+    def infiniband(self) -> bool:
+        return self.gpu.infiniband
 
 
-# https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ncast4v3-series
-_T4 = dict(series="NCasT4_v3", gpu_model="T4", gpu_memory_gib=16, compute_capability=7.5)
-# https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nca100v4-series
-_A100 = dict(series="NC A100 v4", gpu_model="A100", gpu_memory_gib=80, compute_capability=8.0, mig=True)
-# https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ncadsh100v5-series
-_H100 = dict(series="NCads H100 v5", gpu_model="H100 NVL", gpu_memory_gib=94, compute_capability=9.0, mig=True)
-# https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nvadsa10v5-series (GRID licensed)
-_A10 = dict(series="NVadsA10 v5", gpu_model="A10", gpu_memory_gib=24, compute_capability=8.6, grid=True)
+def load_catalogue(path: Path = CATALOGUE) -> tuple[dict[str, Any], dict[str, GpuSize]]:
+    """(the file's header, size name → GpuSize). A row whose family has no entry in FAMILIES is an error."""
+    data = yaml.safe_load(path.read_text())
+    sizes = {}
+    for name, row in data["sizes"].items():
+        if row["family"] not in FAMILIES:
+            raise ValueError(f"{path.name}: {name} has family {row['family']!r}, which FAMILIES in gpu_sizes.py does "
+                             "not know: add the family's GPU there")
+        regions = row.get("regions")
+        sizes[name] = GpuSize(name, row["family"], row["gpus"], row["vcpus"], row["memory_gib"],
+                              FAMILIES[row["family"]],
+                              None if regions is None else {r: tuple(z) for r, z in regions.items()})
+    return {k: v for k, v in data.items() if k != "sizes"}, sizes
 
-GPU_SIZES: dict[str, GpuSize] = {
-    s.name: s
-    for s in (
-        GpuSize("Standard_NC4as_T4_v3", gpus=1, vcpus=4, memory_gib=28, **_T4),
-        GpuSize("Standard_NC8as_T4_v3", gpus=1, vcpus=8, memory_gib=56, **_T4),
-        GpuSize("Standard_NC16as_T4_v3", gpus=1, vcpus=16, memory_gib=110, **_T4),
-        GpuSize("Standard_NC64as_T4_v3", gpus=4, vcpus=64, memory_gib=440, **_T4),
-        GpuSize("Standard_NC24ads_A100_v4", gpus=1, vcpus=24, memory_gib=220, **_A100),
-        GpuSize("Standard_NC48ads_A100_v4", gpus=2, vcpus=48, memory_gib=440, **_A100),
-        GpuSize("Standard_NC96ads_A100_v4", gpus=4, vcpus=96, memory_gib=880, **_A100),
-        GpuSize("Standard_NC40ads_H100_v5", gpus=1, vcpus=40, memory_gib=320, **_H100),
-        GpuSize("Standard_NC80adis_H100_v5", gpus=2, vcpus=80, memory_gib=640, **_H100),
-        GpuSize("Standard_NV36ads_A10_v5", gpus=1, vcpus=36, memory_gib=440, **_A10),
-        GpuSize("Standard_NV72ads_A10_v5", gpus=2, vcpus=72, memory_gib=880, **_A10),
-        # https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nda100v4-series
-        GpuSize("Standard_ND96asr_v4", series="ND A100 v4", gpu_model="A100", gpus=8, gpu_memory_gib=40,
-                vcpus=96, memory_gib=900, compute_capability=8.0, mig=True),
-        # https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndh100v5-series
-        GpuSize("Standard_ND96isr_H100_v5", series="ND H100 v5", gpu_model="H100", gpus=8, gpu_memory_gib=80,
-                vcpus=96, memory_gib=1900, compute_capability=9.0, mig=True),
-    )
-}
+
+CATALOGUE_HEADER, GPU_SIZES = load_catalogue()
+
 
 # Sizes that exist but cannot back a Kubernetes GPU pool: a fraction of one A10 is not a schedulable nvidia.com/gpu.
 FRACTIONAL_SIZES: dict[str, str] = {
@@ -121,9 +179,18 @@ def lookup_gpu_size(name: str) -> GpuSize:
             f"{name} has {FRACTIONAL_SIZES[name]}, not a whole GPU the device plugin can schedule; "
             "use Standard_NV36ads_A10_v5"
         )
+    if not re.match(r"Standard_N[A-Z]", name) and not suggest_gpu_sizes(name):
+        raise ValueError("not a GPU size: Azure's GPU sizes are the N families (Standard_NC..., ND..., NV...)")
     close = suggest_gpu_sizes(name)
-    hint = f"did you mean {' or '.join(close)}?" if close else f"allowed: {', '.join(GPU_SIZES)}"
-    raise ValueError(f"not a known Azure GPU size; {hint}")
+    hint = f"did you mean {' or '.join(close)}? If not: " if close else ""
+    raise ValueError(f"not in the GPU catalogue ({CATALOGUE.name}, {_freshness()}); {hint}refresh it with "
+                     "`python -m offline catalogue` where `az login` works, or add the size to it as a "
+                     "`source: manual` row")
+
+
+def _freshness() -> str:
+    refreshed = CATALOGUE_HEADER.get("refreshed")
+    return f"refreshed {refreshed}" if refreshed else "never refreshed from Azure"
 
 
 def suggest_gpu_sizes(name: str) -> list[str]:

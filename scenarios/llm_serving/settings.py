@@ -286,7 +286,7 @@ def preset_fits(preset: Preset, size: GpuSize) -> bool:
 
 def _size_that_fits(fits) -> str:
     """The hint: the smallest catalogue size (GPU memory per node) that fits, or that none does."""
-    sizes = sorted(GPU_SIZES.values(), key=lambda z: (z.gpus * z.gpu_memory_gib, z.gpus, z.name))
+    sizes = sorted(GPU_SIZES.values(), key=lambda z: (z.gpus * z.gpu_memory_gib, z.gpus, z.memory_gib, z.name))
     size = next((z for z in sizes if fits(z)), None)
     return f"a size that fits: {size.name}" if size else "no single node of the catalogue fits"
 
