@@ -164,6 +164,39 @@ def _ci_setup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _capacity(args: argparse.Namespace) -> int:
+    import os
+
+    from azure.core.exceptions import ClientAuthenticationError
+
+    from offline import capacity
+    from offline.azure_reads import AzureReadError
+    from offline.stack_files import stack_config
+    if problem := _unknown_stack(args.stack):
+        return _error(problem)
+    subscription = args.subscription or os.environ.get("AZURE_SUBSCRIPTION_ID") or os.environ.get("ARM_SUBSCRIPTION_ID")
+    if not subscription:
+        return _error("--subscription (or AZURE_SUBSCRIPTION_ID or ARM_SUBSCRIPTION_ID) names the subscription the "
+                      "stack deploys into")
+    cfg = stack_config(args.stack)
+    needs = capacity.pool_needs(cfg)
+    try:
+        checks = capacity.check(needs, capacity.read(capacity.connect(subscription), cfg, needs))
+    except (AzureReadError, ClientAuthenticationError) as error:
+        text = f"capacity of {args.stack}: not checked: {error}"
+        print(text, file=sys.stderr)
+        if args.markdown:
+            with args.markdown.open("a") as out:
+                out.write(f"### Capacity for stack `{args.stack}`: not checked\n\n{error}\n")
+        return capacity.exit_code(capacity.Verdict.UNCHECKED, args.fail_on)
+    for check in checks:
+        print(check.line())
+    if args.markdown:
+        with args.markdown.open("a") as out:
+            out.write(capacity.markdown(args.stack, cfg.location, checks))
+    return capacity.exit_code(capacity.worst(checks), args.fail_on)
+
+
 def _new_stack(args: argparse.Namespace) -> int:
     from offline.docs import write_docs
     from offline.new_stack import new_stack_file
@@ -251,6 +284,17 @@ COMMANDS: dict[str, Command] = {
                                    p.add_argument("--state-account", help="the state backend's storage account"),
                                    p.add_argument("--key-vault", help="the secrets provider's Key Vault")),
                         _ci_setup),
+    "capacity": Command("can the stack's pools get their VMs: quota, sizes offered in its region and zones, spot "
+                        "placement scores, one line per pool with the fix (asks Azure: az login or OIDC); exit code "
+                        "0 fits, 1 fits at min only, 2 does not fit, 3 not checked",
+                        lambda p: (_stack_argument(p),
+                                   p.add_argument("--subscription", help="default: AZURE_SUBSCRIPTION_ID or "
+                                                  "ARM_SUBSCRIPTION_ID"),
+                                   p.add_argument("--markdown", type=Path, help="append the summary table to this "
+                                                  "file (the workflows' $GITHUB_STEP_SUMMARY)"),
+                                   p.add_argument("--fail-on", choices=("no-fit", "min-only", "never"),
+                                                  help="exit 1 from this verdict on, else 0 (the workflows: no-fit)")),
+                        _capacity),
     "drain-jobs": Command("before a destroy: delete the Jobs in the stack's namespace, so Kueue lets its queue go "
                           "(needs pulumi and kubectl)", _stack_argument, _drain_jobs),
 }

@@ -1,0 +1,158 @@
+"""The capacity preflight against recorded Azure responses (tests/fixtures/azure): each case's verdict, in one line
+with its fix, through the real SDK calls."""
+
+from __future__ import annotations
+
+import pytest
+
+from offline import capacity
+from offline.__main__ import main
+from offline.azure_reads import Azure
+from offline.capacity import Verdict
+from tests.azure_replay import Replay, Token
+from tests.helpers import load
+
+SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+ENOUGH = {"skus": "skus.json", "usages": "usages-enough.json", "spot": "spot-high.json",
+          "pools": "agentpools-none.json"}
+
+
+def run(gpu_pools: list[dict], **files: str) -> tuple[list[capacity.PoolCheck], Replay]:
+    cfg = load({"gpuPools": gpu_pools})
+    replay = Replay({**ENOUGH, **files})
+    needs = capacity.pool_needs(cfg)
+    return capacity.check(needs, capacity.read(Azure(SUBSCRIPTION, Token(), replay), cfg, needs)), replay
+
+
+def pool(checks: list[capacity.PoolCheck], name: str) -> capacity.PoolCheck:
+    return next(c for c in checks if c.need.pool == name)
+
+
+T4_SPOT = {"name": "t4", "vmSize": "Standard_NC4as_T4_v3", "minCount": 0, "maxCount": 3}
+H100 = {"name": "h100", "vmSize": "Standard_ND96isr_H100_v5", "priority": "regular", "minCount": 0, "maxCount": 2}
+
+
+def test_a_spot_pool_with_quota_and_a_high_score_fits():
+    checks, replay = run([T4_SPOT])
+    t4 = pool(checks, "t4")
+    assert t4.verdict == Verdict.FITS and capacity.worst(checks) == Verdict.FITS
+    assert t4.line() == ("t4 (Standard_NC4as_T4_v3, 0–3 spot nodes): fits — Total Regional Spot vCPUs 0/100; "
+                         "spot placement score for 3 VMs: zone 1 High, zone 2 High, zone 3 High")
+    # The score was asked for the pool's maximum, in its region first and where else the size is offered.
+    spot = next(body for method, url, body in replay.seen if "placementScores" in url)
+    assert spot == {"desiredLocations": ["eastus", "eastus2", "westus3"], "desiredCount": 3,
+                    "desiredSizes": [{"sku": "Standard_NC4as_T4_v3"}], "availabilityZones": True}
+
+
+def test_a_family_without_quota_does_not_fit_and_says_what_to_request():
+    checks, _ = run([{**H100, "minCount": 1}], usages="usages-no-gpu-quota.json")
+    h100 = pool(checks, "h100")
+    assert h100.verdict == Verdict.NO_FIT
+    assert ("standardNDSH100v5Family vCPUs in eastus: 0 of 0 used, the stack needs 96 at min and 192 at max"
+            in h100.line())
+    assert h100.fixes == ["request standardNDSH100v5Family vCPUs in eastus raised to 192 "
+                          "(learn.microsoft.com/azure/quotas/per-vm-quota-requests)"]
+    assert pool(checks, "system").verdict == Verdict.FITS  # the regional total still has room
+
+
+def test_room_for_the_minimum_only_fits_at_min_and_asks_for_the_rest():
+    checks, _ = run([{**H100, "minCount": 1}], usages="usages-one-node-free.json")
+    h100 = pool(checks, "h100")
+    assert h100.verdict == Verdict.MIN_ONLY
+    assert h100.fixes[0].startswith("request standardNDSH100v5Family vCPUs in eastus raised to 288 ")
+
+
+def test_a_second_run_of_a_deployed_stack_does_not_count_its_own_nodes_twice():
+    # The one free node of the family is taken by this stack's own running h100 node: the usage says 96 of 192,
+    # of which 96 are ours, so both nodes fit.
+    checks, _ = run([{**H100, "minCount": 1}], usages="usages-one-node-free.json", pools="agentpools-running.json")
+    h100 = pool(checks, "h100")
+    assert h100.verdict == Verdict.FITS and "1 node(s) running, not counted twice" in h100.line()
+
+
+def test_a_size_restricted_in_one_of_the_pools_zones_does_not_fit_and_names_the_zones_that_work():
+    a100 = {"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "minCount": 0, "maxCount": 2, "zones": ["1", "2"]}
+    checks, _ = run([a100])
+    check = pool(checks, "a100")
+    assert check.verdict == Verdict.NO_FIT
+    assert check.line() == ("a100 (Standard_NC24ads_A100_v4, 0–2 spot nodes): does not fit — "
+                            "Standard_NC24ads_A100_v4 is not available to this subscription in zone(s) 2 of eastus. "
+                            "Fix: zones: [1, 3]")
+
+
+def test_a_low_spot_score_fits_at_min_only_and_points_at_where_it_is_high():
+    checks, _ = run([T4_SPOT], spot="spot-low.json")
+    t4 = pool(checks, "t4")
+    assert t4.verdict == Verdict.MIN_ONLY
+    assert "spot capacity is scarce: placement score for 3 VMs in eastus is zone 1 Low, zone 2 Low, zone 3 Low" \
+        in t4.line()
+    assert t4.fixes == ["High in: eastus2 zone 2"]
+
+
+def test_an_identity_that_may_not_ask_for_spot_scores_gets_a_note_not_a_failure():
+    checks, _ = run([T4_SPOT], spot="spot-forbidden.json")
+    t4 = pool(checks, "t4")
+    assert t4.verdict == Verdict.FITS
+    assert "no spot placement score (the identity may not ask: it needs the Compute Recommendations Role" in t4.line()
+
+
+def test_a_size_not_offered_in_the_region_does_not_fit_and_names_regions_that_offer_it():
+    h200 = {"name": "h200", "vmSize": "Standard_ND96isr_H200_v5", "priority": "regular", "maxCount": 1}
+    checks, _ = run([h200])
+    check = pool(checks, "h200")
+    assert check.verdict == Verdict.NO_FIT
+    # southcentralus offers it too, but not to this subscription: it is not suggested.
+    assert check.line().endswith("Standard_ND96isr_H200_v5 is not offered in eastus. "
+                                 "Fix: a region that offers it: eastus2")
+
+
+def test_a_size_azure_does_not_list_at_all_does_not_fit():
+    a100 = {"name": "a100", "vmSize": "Standard_NC96ads_A100_v4", "maxCount": 1}
+    check = pool(run([a100])[0], "a100")
+    assert check.verdict == Verdict.NO_FIT
+    assert "Azure lists no VM size Standard_NC96ads_A100_v4 for this subscription in any region" in check.line()
+    assert check.fixes == ["a size from `az vm list-skus --location eastus --resource-type virtualMachines`"]
+
+
+def test_pools_that_share_a_quota_are_counted_together():
+    # Two T4 spot pools of 3 nodes need 24 of the 100 spot vCPUs together: both fit; with 13 nodes each (104) the
+    # minimum (0) fits and the maximum does not, for both.
+    two = [T4_SPOT, {**T4_SPOT, "name": "t4b"}]
+    assert {c.verdict for c in run(two)[0]} == {Verdict.FITS}
+    big = [{**p, "maxCount": 13} for p in two]
+    assert {c.verdict for c in run(big)[0] if c.need.pool != "system"} == {Verdict.MIN_ONLY}
+
+
+def test_the_markdown_summary_has_one_row_per_pool_with_verdict_and_fix():
+    checks, _ = run([{**H100, "minCount": 1}], usages="usages-no-gpu-quota.json")
+    text = capacity.markdown("test", "eastus", checks)
+    assert text.startswith("### Capacity for stack `test` in `eastus`: does not fit")
+    assert "| h100 | `Standard_ND96isr_H100_v5` | 1–2 nodes | **does not fit** |" in text
+    assert text.count("\n| ") == 3  # header, system, h100
+
+
+@pytest.mark.parametrize("verdict, fail_on, code", [
+    (Verdict.FITS, None, 0), (Verdict.MIN_ONLY, None, 1), (Verdict.NO_FIT, None, 2), (Verdict.UNCHECKED, None, 3),
+    (Verdict.MIN_ONLY, "no-fit", 0), (Verdict.NO_FIT, "no-fit", 1), (Verdict.MIN_ONLY, "min-only", 1),
+    (Verdict.UNCHECKED, "no-fit", 0), (Verdict.NO_FIT, "never", 0),
+])
+def test_exit_codes_are_the_worst_verdict_or_what_fail_on_asks(verdict, fail_on, code):
+    assert capacity.exit_code(verdict, fail_on) == code
+
+
+def test_the_command_prints_one_line_per_pool_and_appends_the_summary(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(capacity, "connect", lambda subscription: Azure(subscription, Token(), Replay(ENOUGH)))
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier steps\n")
+    code = main(["capacity", "--stack", "gpu-basics", "--subscription", SUBSCRIPTION, "--markdown", str(summary)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0 and out[0].startswith("system (Standard_D4ds_v5, 2–3 nodes): fits")
+    assert any(line.startswith("t4 (Standard_NC4as_T4_v3, 0–2 spot nodes): fits") for line in out)
+    assert summary.read_text().startswith("earlier steps\n### Capacity for stack `gpu-basics` in `eastus`: fits")
+
+
+def test_the_command_needs_a_subscription(monkeypatch, capsys):
+    for name in ("AZURE_SUBSCRIPTION_ID", "ARM_SUBSCRIPTION_ID"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["capacity", "--stack", "gpu-basics"]) == 2
+    assert "--subscription" in capsys.readouterr().err
