@@ -165,8 +165,6 @@ def _ci_setup(args: argparse.Namespace) -> int:
 
 
 def _capacity(args: argparse.Namespace) -> int:
-    import os
-
     from azure.core.exceptions import ClientAuthenticationError
 
     from offline import capacity
@@ -174,10 +172,8 @@ def _capacity(args: argparse.Namespace) -> int:
     from offline.stack_files import stack_config
     if problem := _unknown_stack(args.stack):
         return _error(problem)
-    subscription = args.subscription or os.environ.get("AZURE_SUBSCRIPTION_ID") or os.environ.get("ARM_SUBSCRIPTION_ID")
-    if not subscription:
-        return _error("--subscription (or AZURE_SUBSCRIPTION_ID or ARM_SUBSCRIPTION_ID) names the subscription the "
-                      "stack deploys into")
+    if not (subscription := _subscription(args)):
+        return _error(NEEDS_SUBSCRIPTION)
     cfg = stack_config(args.stack)
     needs = capacity.pool_needs(cfg)
     try:
@@ -195,6 +191,35 @@ def _capacity(args: argparse.Namespace) -> int:
         with args.markdown.open("a") as out:
             out.write(capacity.markdown(args.stack, cfg.location, checks))
     return capacity.exit_code(capacity.worst(checks), args.fail_on)
+
+
+def _subscription(args: argparse.Namespace) -> str | None:
+    import os
+    return args.subscription or os.environ.get("AZURE_SUBSCRIPTION_ID") or os.environ.get("ARM_SUBSCRIPTION_ID")
+
+
+NEEDS_SUBSCRIPTION = ("--subscription (or AZURE_SUBSCRIPTION_ID or ARM_SUBSCRIPTION_ID) names the subscription to "
+                      "ask")
+
+
+def _catalogue(args: argparse.Namespace) -> int:
+    from offline import catalogue
+    from offline.stack_files import stack_files, stack_namespace
+    if not (subscription := _subscription(args)):
+        return _error(NEEDS_SUBSCRIPTION)
+    # Raw stack files, not configs: a stack that names a size the catalogue lacks must not stop the refresh.
+    raw = [stack_namespace(path) for path in stack_files().values()]
+    regions = args.regions.split(",") if args.regions else sorted(
+        {r.get("location", "eastus") for r in raw} | set(catalogue.DEFAULT_REGIONS))
+    sizes = {p.get("vmSize") for r in raw
+             for p in [*(r.get("gpuPools") or []), *(r.get("cpuPools") or []),
+                       (r.get("cluster") or {}).get("systemPool") or {}]} - {None}
+    sizes |= {"Standard_D4ds_v5"}  # the system and CPU pools' default size
+    for note in catalogue.refresh(subscription, regions, sizes, prices=not args.no_prices):
+        print(note)
+    print(f"wrote {catalogue.CATALOGUE.name}" + ("" if args.no_prices else f" and {catalogue.PRICES.name} "
+          f"({len(regions)} regions)") + "; review the diff, run the tests, commit")
+    return 0
 
 
 def _new_stack(args: argparse.Namespace) -> int:
@@ -295,6 +320,14 @@ COMMANDS: dict[str, Command] = {
                                    p.add_argument("--fail-on", choices=("no-fit", "min-only", "never"),
                                                   help="exit 1 from this verdict on, else 0 (the workflows: no-fit)")),
                         _capacity),
+    "catalogue": Command("refresh the GPU catalogue (Resource SKUs: sizes, quota families, regions, zones, spot) and "
+                         "the VM prices (Retail Prices API) into their committed files (asks Azure: az login)",
+                         lambda p: (p.add_argument("--subscription", help="default: AZURE_SUBSCRIPTION_ID or "
+                                                   "ARM_SUBSCRIPTION_ID"),
+                                    p.add_argument("--regions", help="comma-separated regions to price (default: the "
+                                                   "stack files' regions and offline.catalogue.DEFAULT_REGIONS)"),
+                                    p.add_argument("--no-prices", action="store_true", help="the catalogue only")),
+                         _catalogue),
     "drain-jobs": Command("before a destroy: delete the Jobs in the stack's namespace, so Kueue lets its queue go "
                           "(needs pulumi and kubectl)", _stack_argument, _drain_jobs),
 }

@@ -140,6 +140,7 @@ class Azure:
             "POST", f"/subscriptions/{self.subscription}/providers/Microsoft.Compute/locations/{location}"
                     "/placementScores/spot/generate", params={"api-version": SPOT_SCORES_API}, json=body)
         response = self.compute.send_request(request)
+        response.read()
         if response.status_code != 200:
             raise AzureReadError(f"Spot Placement Scores for {size}", response.status_code,
                                  _error_message(response))
@@ -175,6 +176,7 @@ def retail_prices(region: str, sizes: Iterable[str], transport: Any = None) -> l
     request = HttpRequest("GET", f"{RETAIL_PRICES}/api/retail/prices", params={"$filter": query})
     while request is not None:
         response = client.send_request(request)
+        response.read()
         if response.status_code != 200:
             raise AzureReadError(f"retail prices in {region}", response.status_code, _error_message(response))
         page = response.json()

@@ -99,7 +99,7 @@ def estimates_markdown(renders: Mapping[str, Render]) -> str:
         cost = totals(render, prices)
         serial = sum(step.seconds for step in steps.values())
         lines.append(f"| `{stack}` | {total_seconds(steps) / 60:.1f} min | {serial / 60:.1f} min | "
-                     f"{cost.idle:.3f} | {cost.full:.3f} |")
+                     f"{cost.text(cost.idle, dollar='')} | {cost.text(cost.full, dollar='')} |")
     return "\n".join(lines) + "\n"
 
 

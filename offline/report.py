@@ -151,13 +151,15 @@ def summary(render: Render, cost: Totals, up_minutes: float) -> str:
                      f"{row['driver']} | {row['sharing']} | {row['gpusPerNode'] or '-'} |")
     idle_gpu = [r["name"] for r in rows if r["gpu"] != "-" and (r["min"] or 0) > 0]
     lines += ["", ("GPU nodes stay up when idle (min > 0) in pools: " + ", ".join(idle_gpu) +
-                   f"; idle GPU cost is above zero (${cost.idle_gpu:.3f}/h estimated).") if idle_gpu else
+                   f"; idle GPU cost is above zero ({cost.text(cost.idle_gpu)}/h estimated).") if idle_gpu else
               "Every GPU pool scales to zero when idle.",
               "", "AKS fixes a pool's VM size, priority, spot price and MIG profile when it creates the pool, and a "
                   "new GPU driver reaches only nodes made afterwards: changing one of them in config replaces the "
                   "pool (its nodes and their pods go; the system pool's size cannot change at all without a new "
                   "cluster).",
-              "", f"Estimated cost (cost.md): ${cost.idle:.3f}/h idle, ${cost.full:.3f}/h at full scale. "
+              "", f"Estimated cost (cost.md): {cost.text(cost.idle)}/h idle, {cost.text(cost.full)}/h at full scale"
+                  + (f" (no price for pool {', '.join(cost.unpriced)} in {cfg.location})" if cost.unpriced else "")
+                  + ". "
                   f"Estimated `pulumi up` (timeline.md): {up_minutes:.0f} min.", ""]
 
     lines += ["## Architecture", "",

@@ -6,42 +6,57 @@ import pytest
 
 from offline.estimates import cost, timeline
 from offline.render import Resource
-from offline.report import write_render
+from offline.report import summary, write_render
 from offline.stack_files import stack_files, stack_namespace
 from tests.helpers import load
 
 PRICES = {
     "date": "2025-10", "currency": "USD", "source": "test table", "spot_discount": 0.8,
-    "regions": {"eastus": {
-        "vm": {"Standard_D4ds_v5": 0.2, "Standard_NC4as_T4_v3": 0.5},
-        "fixed": {"aks_tier": {"Free": 0.0, "Standard": 0.1},
-                  "acr_sku": {"Basic": 0.007, "Standard": 0.03, "Premium": 0.07},
-                  "load_balancer": 0.025, "public_ip": 0.005, "private_endpoint": 0.01, "private_dns_zone": 0.001},
-        "monitoring": {"prometheus_per_10m_samples": 1.0, "grafana_standard_instance": 0.07,
-                       "grafana_active_user_month": 7.3, "log_analytics_per_gb": 2.4},
-    }},
+    "vm_regions": {"eastus": {"refreshed": None, "source": "test prices", "sizes": {
+        "Standard_D4ds_v5": {"on_demand": 0.2, "spot": None},
+        "Standard_NC4as_T4_v3": {"on_demand": 0.5, "spot": None},
+        "Standard_NC8as_T4_v3": {"on_demand": 0.8, "spot": 0.12},
+    }}},
+    "fixed": {"aks_tier": {"Free": 0.0, "Standard": 0.1},
+              "acr_sku": {"Basic": 0.007, "Standard": 0.03, "Premium": 0.07},
+              "load_balancer": 0.025, "public_ip": 0.005, "private_endpoint": 0.01, "private_dns_zone": 0.001},
+    "monitoring": {"prometheus_per_10m_samples": 1.0, "grafana_standard_instance": 0.07,
+                   "grafana_active_user_month": 7.3, "log_analytics_per_gb": 2.4},
     # 100 scrapes an hour: a series costs 1e-5 $/h.
     "assumptions": {"prometheus_series_per_node": 1000, "prometheus_scrape_seconds": 36, "dcgm_series_per_gpu": 25,
                     "autoscaler_log_gb_per_day": 0.1, "grafana_active_users": 2},
 }
 
 
-def test_spot_node_hours_take_the_discount_and_on_demand_ones_do_not():
-    table = PRICES["regions"]["eastus"]
-    assert cost.node_hour(table, "Standard_NC4as_T4_v3", spot=True, discount=0.8) == pytest.approx(0.1)
-    assert cost.node_hour(table, "Standard_NC4as_T4_v3", spot=False, discount=0.8) == 0.5
-    assert cost.node_hour(table, "Standard_NC96ads_A100_v4", spot=False, discount=0.8) is None
+def test_spot_node_hours_are_the_spot_price_or_else_the_assumed_discount():
+    region = PRICES["vm_regions"]["eastus"]
+    assert cost.node_hour(region, "Standard_NC8as_T4_v3", spot=True, discount=0.8) == cost.NodeHour(0.12)
+    assumed = cost.node_hour(region, "Standard_NC4as_T4_v3", spot=True, discount=0.8)
+    assert assumed.price == pytest.approx(0.1) and assumed.assumed
+    assert cost.node_hour(region, "Standard_NC4as_T4_v3", spot=False, discount=0.8) == cost.NodeHour(0.5)
+    assert cost.node_hour(region, "Standard_NC96ads_A100_v4", spot=False, discount=0.8) == cost.NodeHour(None)
 
 
 def test_pool_cost_is_node_hour_times_min_and_max():
-    pool = cost.PoolCost("t4", "Standard_NC4as_T4_v3", True, 1, 5, 0.1)
+    pool = cost.PoolCost("t4", "Standard_NC4as_T4_v3", True, 1, 5, cost.NodeHour(0.1))
     assert (pool.idle, pool.full) == (pytest.approx(0.1), pytest.approx(0.5))
-    assert cost.PoolCost("x", "Unknown", False, 1, 2, None).idle is None
+    assert cost.PoolCost("x", "Unknown", False, 1, 2, cost.NodeHour(None)).idle is None
 
 
-def test_a_region_without_prices_falls_back_to_the_first_one_listed():
-    assert cost.region_prices(PRICES, "westeurope")[0] == "eastus"
-    assert cost.region_prices(PRICES, "eastus")[0] == "eastus"
+def test_a_region_without_prices_prices_no_pool_instead_of_borrowing_another_regions():
+    assert cost.region_vm_prices(PRICES, "westeurope") is None
+    assert cost.node_hour(None, "Standard_D4ds_v5", spot=False, discount=0.8) == cost.NodeHour(None)
+
+
+def test_a_pool_without_a_price_makes_every_total_a_lower_bound_never_drops_out(render_of):
+    r = render_of("function-gpu")
+    westeurope = {**PRICES, "vm_regions": {"westeurope": PRICES["vm_regions"]["eastus"]}}
+    t = cost.totals(r, westeurope)  # the stack is in eastus: no VM of it has a price
+    assert t.unpriced == ("system", "t4") and not t.complete
+    assert t.text(t.idle).startswith("at least $") and t.text(t.idle).endswith(" + unknown")
+    text = cost.cost_markdown(r, westeurope)
+    assert "vm_prices.yaml has no prices for `eastus`" in text and "| t4 | Standard_NC4as_T4_v3 | unknown |" in text
+    assert "**Idle: at least $" in text and "the totals are lower bounds" in text
 
 
 def test_function_gpu_totals_add_pools_and_fixed_parts(render_of):
@@ -86,12 +101,7 @@ def test_private_endpoints_and_zones_are_counted(render_of):
 def test_each_pool_row_shows_both_prices_and_uses_the_one_it_buys(render_of):
     rows = [line for line in cost.cost_markdown(render_of("function-gpu"), PRICES).splitlines()
             if line.startswith("| t4 ")]
-    assert rows == ["| t4 | Standard_NC4as_T4_v3 | $0.500 | $0.100 | spot | 1–2 | $0.100 | $0.200 |"]
-
-
-def test_a_pool_without_a_price_is_left_out_and_said_so(render_of):
-    text = cost.cost_markdown(render_of("av-resim"), PRICES)  # the test table has no A100 price
-    assert "no price in table" in text and "Some pools have no price in the table" in text
+    assert rows == ["| t4 | Standard_NC4as_T4_v3 | $0.500 | $0.100 *assumed* | spot | 1–2 | $0.100 | $0.200 |"]
 
 
 def res(name, typ="azure-native:x:Y", deps=(), parent=None, custom=True, inputs=None, provider=None):
@@ -179,10 +189,14 @@ def test_every_type_in_every_stack_has_a_duration_row(renders):
             assert r.type in table["types"] or r.type.startswith(default_ok), (stack, r.type)
 
 
-def test_every_vm_size_in_the_stacks_has_a_price(renders):
-    table = cost.load_prices()["regions"]["eastus"]["vm"]
+def test_each_stack_is_priced_in_its_own_region_and_says_which_pools_have_no_price(renders):
+    prices = cost.load_prices()
     for stack, r in renders.items():
-        cfg = r.cfg
-        sizes = [cfg.cluster.system_pool.vm_size] + [g.vm_size for g in cfg.gpu_pools] + \
-                [p.vm_size for p in cfg.cpu_pools]
-        assert set(sizes) <= set(table), (stack, set(sizes) - set(table))
+        table = (cost.region_vm_prices(prices, r.cfg.location) or {}).get("sizes", {})
+        pools = [r.cfg.cluster.system_pool, *r.cfg.gpu_pools, *r.cfg.cpu_pools]
+        total = cost.totals(r, prices)
+        assert total.unpriced == tuple(p.name for p in pools if p.vm_size not in table), stack
+        summary_says = "no price for pool" in summary(r, total, 0)
+        assert summary_says == bool(total.unpriced), stack
+
+

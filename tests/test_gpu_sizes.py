@@ -70,3 +70,30 @@ def test_a_catalogue_row_of_an_unknown_gpu_family_is_refused_when_loaded(tmp_pat
                     "memory_gib: 64, gpus: 1, source: manual}\n")
     with pytest.raises(ValueError, match="StandardNCX9Family.*add the family's GPU there"):
         load_catalogue(path)
+
+
+def _refreshed(monkeypatch, name, **fields):
+    """As if a refresh had recorded ``fields`` (regions, spot) for ``name``."""
+    import dataclasses
+    monkeypatch.setitem(GPU_SIZES, name, dataclasses.replace(GPU_SIZES[name], **fields))
+
+
+def test_a_refreshed_catalogue_refuses_a_size_its_region_does_not_offer(monkeypatch):
+    from aksgpu.config.errors import ConfigError
+    from tests.helpers import load
+    _refreshed(monkeypatch, "Standard_ND96isr_H200_v5", regions={"eastus2": ("1", "3"), "swedencentral": ()})
+    pool = {"name": "h200", "vmSize": "Standard_ND96isr_H200_v5", "priority": "regular"}
+    with pytest.raises(ConfigError, match="pool 'h200': not offered in location eastus .*regions that offer it: "
+                                          "eastus2, swedencentral"):
+        load({"gpuPools": [pool]})
+    with pytest.raises(ConfigError, match=r"not offered in zone\(s\) 2 of eastus2; it is in zones: 1, 3"):
+        load({"location": "eastus2", "gpuPools": [{**pool, "zones": ["1", "2"]}]})
+    assert load({"location": "eastus2", "gpuPools": [{**pool, "zones": ["1", "3"]}]})
+
+
+def test_a_refreshed_catalogue_refuses_spot_on_a_size_that_cannot_run_as_spot(monkeypatch):
+    from aksgpu.config.errors import ConfigError
+    from tests.helpers import load
+    _refreshed(monkeypatch, "Standard_ND96isr_H100_v5", spot=False)
+    with pytest.raises(ConfigError, match="cannot run as spot .* use priority regular"):
+        load({"gpuPools": [{"name": "h100", "vmSize": "Standard_ND96isr_H100_v5"}]})

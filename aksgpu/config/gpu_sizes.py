@@ -78,6 +78,8 @@ class GpuSize:
     """The family's GPU."""
     regions: Mapping[str, tuple[str, ...]] | None = None
     """Region → availability zones that offer the size, as the last refresh saw them; None: not refreshed yet."""
+    spot: bool | None = None
+    """The size can run as spot (Resource SKUs' LowPriorityCapable); None: not refreshed yet."""
 
     @property
     def series(self) -> str:
@@ -119,7 +121,8 @@ def load_catalogue(path: Path = CATALOGUE) -> tuple[dict[str, Any], dict[str, Gp
         regions = row.get("regions")
         sizes[name] = GpuSize(name, row["family"], row["gpus"], row["vcpus"], row["memory_gib"],
                               FAMILIES[row["family"]],
-                              None if regions is None else {r: tuple(z) for r, z in regions.items()})
+                              None if regions is None else {r: tuple(z) for r, z in regions.items()},
+                              row.get("spot"))
     return {k: v for k, v in data.items() if k != "sizes"}, sizes
 
 
@@ -183,12 +186,13 @@ def lookup_gpu_size(name: str) -> GpuSize:
         raise ValueError("not a GPU size: Azure's GPU sizes are the N families (Standard_NC..., ND..., NV...)")
     close = suggest_gpu_sizes(name)
     hint = f"did you mean {' or '.join(close)}? If not: " if close else ""
-    raise ValueError(f"not in the GPU catalogue ({CATALOGUE.name}, {_freshness()}); {hint}refresh it with "
+    raise ValueError(f"not in the GPU catalogue ({CATALOGUE.name}, {catalogue_freshness()}); {hint}refresh it with "
                      "`python -m offline catalogue` where `az login` works, or add the size to it as a "
                      "`source: manual` row")
 
 
-def _freshness() -> str:
+def catalogue_freshness() -> str:
+    """How current the catalogue is, for messages."""
     refreshed = CATALOGUE_HEADER.get("refreshed")
     return f"refreshed {refreshed}" if refreshed else "never refreshed from Azure"
 

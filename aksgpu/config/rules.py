@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 
 from aksgpu.config.errors import ConfigError
+from aksgpu.config.gpu_sizes import catalogue_freshness
 from aksgpu.config.schema import ClusterConfig, GpuPool, NetworkConfig, Pool, StackConfig
 from aksgpu.config.types import (
     PROJECT,
@@ -113,6 +114,23 @@ def gpu_pool(g: GpuPool, at: str) -> Problems:
                           f"pool '{name}': a MIG profile needs mode mig; MIG and {mode} do not mix on one pool")
 
 
+def offered(g: GpuPool, at: str, location: str) -> Problems:
+    """What the refreshed catalogue knows of where and how Azure offers the size (nothing before a refresh; the
+    capacity preflight asks Azure itself)."""
+    size = g.size
+    if size.regions is not None and location not in size.regions:
+        where = ", ".join(sorted(size.regions)[:6]) or "none"
+        yield ConfigError(at + "vmSize", g.vm_size, f"pool '{g.name}': not offered in location {location} "
+                          f"({catalogue_freshness()}); regions that offer it: {where}")
+    elif size.regions is not None and (missing := [z for z in g.zones if z not in size.regions[location]]):
+        yield ConfigError(at + "zones", list(g.zones), f"pool '{g.name}': {g.vm_size} is not offered in zone(s) "
+                          f"{', '.join(missing)} of {location}; it is in zones: "
+                          f"{', '.join(size.regions[location]) or 'none (leave zones empty)'}")
+    if g.spot and size.spot is False:
+        yield ConfigError(at + "priority", g.priority, f"pool '{g.name}': {g.vm_size} cannot run as spot (Resource "
+                          "SKUs: not LowPriorityCapable); use priority regular")
+
+
 def pools(cfg: StackConfig) -> Problems:
     system, at = cfg.cluster.system_pool, f"{K}cluster.systemPool."
     yield from pool(system, at)
@@ -124,6 +142,7 @@ def pools(cfg: StackConfig) -> Problems:
     for i, g in enumerate(cfg.gpu_pools):
         yield from pool(g, f"{K}gpuPools[{i}].")
         yield from gpu_pool(g, f"{K}gpuPools[{i}].")
+        yield from offered(g, f"{K}gpuPools[{i}].", cfg.location)
     for i, c in enumerate(cfg.cpu_pools):
         yield from pool(c, f"{K}cpuPools[{i}].")
         yield from cpu_size(c, f"{K}cpuPools[{i}].", "cpuPools")

@@ -1,7 +1,9 @@
-"""Hourly cost of a rendered stack: per pool at idle (min nodes) and at full scale (max nodes), spot
-priced as on-demand minus the table's discount, plus the fixed parts (AKS tier, ACR, load balancer,
+"""Hourly cost of a rendered stack: per pool at idle (min nodes) and at full scale (max nodes), at the VM prices of
+the stack's own region (vm_prices.yaml, refreshed from the Retail Prices API; spot at its spot price, or on-demand
+minus the table's discount where none is recorded, said so), plus the fixed parts (AKS tier, ACR, load balancer,
 public IPs, private endpoints, DNS zones) and the monitoring usage (metrics ingested, Grafana, logs), which grows
-with the node count. Prices come from prices.yaml, a dated table; usage volumes from its stated assumptions.
+with the node count (prices.yaml, a dated table, and its stated assumptions). A pool without a price is "unknown"
+in every total, which then reads "at least".
 """
 
 from __future__ import annotations
@@ -17,10 +19,22 @@ if TYPE_CHECKING:
     from offline.render import Render
 
 PRICES = Path(__file__).with_name("prices.yaml")
+VM_PRICES = Path(__file__).with_name("vm_prices.yaml")
 
 
-def load_prices(path: Path = PRICES) -> dict[str, Any]:
-    return load_table(path)
+def load_prices(path: Path = PRICES, vm_path: Path = VM_PRICES) -> dict[str, Any]:
+    """prices.yaml, with vm_prices.yaml's regions under ``vm_regions``."""
+    return {**load_table(path), "vm_regions": load_table(vm_path)["regions"]}
+
+
+@dataclass(frozen=True)
+class NodeHour:
+    """What one node-hour of a size costs in a region, as a pool buys it."""
+
+    price: float | None
+    """None: the table has no price for the size in the region."""
+    assumed: bool = False
+    """Spot priced as on-demand minus the assumed discount: the table has no spot price."""
 
 
 @dataclass(frozen=True)
@@ -30,38 +44,38 @@ class PoolCost:
     spot: bool
     min_nodes: int
     max_nodes: int
-    node_hour: float | None
-    """Price of one node-hour as this pool buys it (spot discounted), None when the table has no price."""
+    node_hour: NodeHour
 
     @property
     def idle(self) -> float | None:
-        return None if self.node_hour is None else self.node_hour * self.min_nodes
+        return None if self.node_hour.price is None else self.node_hour.price * self.min_nodes
 
     @property
     def full(self) -> float | None:
-        return None if self.node_hour is None else self.node_hour * self.max_nodes
+        return None if self.node_hour.price is None else self.node_hour.price * self.max_nodes
 
 
-def region_prices(prices: dict[str, Any], location: str) -> tuple[str, dict[str, Any]]:
-    """The table's region for ``location``: itself when the table has it, else the first region listed."""
-    regions = prices["regions"]
-    region = location if location in regions else next(iter(regions))
-    return region, regions[region]
+def region_vm_prices(prices: dict[str, Any], location: str) -> dict[str, Any] | None:
+    """The stack's own region's VM prices, or None when the table has none for it (never another region's)."""
+    return prices["vm_regions"].get(location)
 
 
-def node_hour(table: dict[str, Any], vm_size: str, spot: bool, discount: float) -> float | None:
-    on_demand = table["vm"].get(vm_size)
-    if on_demand is None:
-        return None
-    return on_demand * (1 - discount) if spot else on_demand
+def node_hour(region: dict[str, Any] | None, vm_size: str, spot: bool, discount: float) -> NodeHour:
+    row = (region or {}).get("sizes", {}).get(vm_size) or {}
+    on_demand, spot_price = row.get("on_demand"), row.get("spot")
+    if not spot:
+        return NodeHour(on_demand)
+    if spot_price is not None:
+        return NodeHour(spot_price)
+    return NodeHour(None if on_demand is None else on_demand * (1 - discount), assumed=on_demand is not None)
 
 
 def pool_costs(cfg: StackConfig, prices: dict[str, Any]) -> list[PoolCost]:
-    _, table = region_prices(prices, cfg.location)
+    region = region_vm_prices(prices, cfg.location)
     pools = [(cfg.cluster.system_pool, False)] + [(g, g.spot) for g in cfg.gpu_pools] + \
         [(p, p.spot) for p in cfg.cpu_pools]
     return [PoolCost(p.name, p.vm_size, spot, p.min_count, p.max_count,
-                     node_hour(table, p.vm_size, spot, prices["spot_discount"])) for p, spot in pools]
+                     node_hour(region, p.vm_size, spot, prices["spot_discount"])) for p, spot in pools]
 
 
 INTERNAL_LB = "service.beta.kubernetes.io/azure-load-balancer-internal"
@@ -70,7 +84,7 @@ INTERNAL_LB = "service.beta.kubernetes.io/azure-load-balancer-internal"
 def fixed_costs(render: Render, prices: dict[str, Any]) -> list[tuple[str, float]]:
     """(item, $/h) for what exists whatever the node count."""
     cfg = render.cfg
-    fixed = region_prices(prices, cfg.location)[1]["fixed"]
+    fixed = prices["fixed"]
     rows = [(f"AKS {cfg.cluster.sku_tier} tier", fixed["aks_tier"][cfg.cluster.sku_tier]),
             ("Standard load balancer (cluster outbound)", fixed["load_balancer"])]
     lb_services = [s.inputs for s in render.of_type("kubernetes:core/v1:Service")
@@ -119,7 +133,7 @@ def monitoring_costs(cfg: StackConfig, prices: dict[str, Any], scale: Scale) -> 
     monitoring = cfg.monitoring
     if not monitoring.enabled:
         return []
-    price = region_prices(prices, cfg.location)[1]["monitoring"]
+    price = prices["monitoring"]
     assume = prices["assumptions"]
     samples_per_hour = metric_series(prices, scale) * 3600 / assume["prometheus_scrape_seconds"]
     rows = [("managed Prometheus ingestion", samples_per_hour / 1e7 * price["prometheus_per_10m_samples"])]
@@ -137,19 +151,28 @@ HOURS_A_MONTH = 730
 
 
 def _money(value: float | None) -> str:
-    return "no price in table" if value is None else f"${value:,.3f}"
+    return "unknown" if value is None else f"${value:,.3f}"
 
 
 @dataclass(frozen=True)
 class Totals:
     idle: float
-    """$/h with every pool at its minimum: what the stack costs while nobody uses it."""
+    """$/h with every pool at its minimum, the unpriced pools left out (``unpriced`` names them)."""
     full: float
-    """$/h with every pool at its maximum."""
+    """$/h with every pool at its maximum, likewise."""
     idle_gpu: float
-    """The GPU pools' share of ``idle``: above zero when a GPU pool keeps nodes at min > 0."""
-    complete: bool
-    """Every pool's size had a price."""
+    """The priced GPU pools' share of ``idle``: above zero when a GPU pool keeps nodes at min > 0."""
+    unpriced: tuple[str, ...] = ()
+    """Pools whose VM size has no price in the stack's region: every total is then a lower bound."""
+
+    @property
+    def complete(self) -> bool:
+        return not self.unpriced
+
+    def text(self, value: float, digits: int = 3, dollar: str = "$") -> str:
+        """A total as every report writes it: ``$1.234``, or ``at least $1.234 + unknown`` when a pool has no price."""
+        amount = f"{dollar}{value:,.{digits}f}"
+        return amount if self.complete else f"at least {amount} + unknown"
 
 
 def _totals(cfg: StackConfig, pools: list[PoolCost], fixed: list[tuple[str, float]],
@@ -157,11 +180,12 @@ def _totals(cfg: StackConfig, pools: list[PoolCost], fixed: list[tuple[str, floa
     """``usage``: the monitoring rows at idle and at full scale."""
     fixed_total = sum(v for _, v in fixed)
     idle_usage, full_usage = (sum(v for _, v in rows) for rows in usage)
-    known = [p for p in pools if p.node_hour is not None]
+    known = [p for p in pools if p.node_hour.price is not None]
     gpu_names = {g.name for g in cfg.gpu_pools}
     return Totals(idle=fixed_total + idle_usage + sum(p.idle for p in known),
                   full=fixed_total + full_usage + sum(p.full for p in known),
-                  idle_gpu=sum(p.idle for p in known if p.pool in gpu_names), complete=len(known) == len(pools))
+                  idle_gpu=sum(p.idle for p in known if p.pool in gpu_names),
+                  unpriced=tuple(p.pool for p in pools if p.node_hour.price is None))
 
 
 def _usage(cfg: StackConfig, prices: dict[str, Any]) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
@@ -197,37 +221,43 @@ def _monitoring_lines(cfg: StackConfig, prices: dict[str, Any],
 def cost_markdown(render: Render, prices: dict[str, Any] | None = None) -> str:
     prices = prices or load_prices()
     cfg = render.cfg
-    region, _ = region_prices(prices, cfg.location)
+    region = region_vm_prices(prices, cfg.location)
     pools = pool_costs(cfg, prices)
     fixed = fixed_costs(render, prices)
     usage = _usage(cfg, prices)
     total = _totals(cfg, pools, fixed, usage)
+    where = (f"VM prices of `{cfg.location}` from vm_prices.yaml ({region['source']}"
+             f"{', refreshed ' + str(region['refreshed']) if region.get('refreshed') else ''})" if region else
+             f"**vm_prices.yaml has no prices for `{cfg.location}`**: every pool is unknown until `python -m offline "
+             f"catalogue --regions {cfg.location}` runs")
     lines = [
         f"# Stack `{render.stack}`: hourly cost estimate",
         "",
-        f"**Estimate, not a quote.** {prices['source']}, {prices['currency']}, region "
-        f"`{region}`" + ("" if region == cfg.location else f" (the table has no prices for `{cfg.location}`)") +
-        f". Spot is priced at on-demand minus {prices['spot_discount']:.0%}; real spot prices move hourly. "
-        "Storage, egress and OS disks (ephemeral on these sizes) are not counted.",
+        f"**Estimate, not a quote.** {prices['currency']}; {where}; the other parts from prices.yaml "
+        f"({prices['source']}). Spot is priced at its spot price, or at on-demand minus {prices['spot_discount']:.0%} "
+        "(marked *assumed*) where the table has none; real spot prices move hourly. Storage, egress and OS disks "
+        "(ephemeral on these sizes) are not counted.",
         "",
         "| pool | VM size | on-demand node-hour | spot node-hour | this pool buys | min–max nodes | idle (min) "
         "| full scale (max) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    table = region_prices(prices, cfg.location)[1]
     for p in pools:
-        on_demand = node_hour(table, p.vm_size, False, prices["spot_discount"])
-        spot = node_hour(table, p.vm_size, True, prices["spot_discount"])
-        lines.append(f"| {p.pool} | {p.vm_size} | {_money(on_demand)} | {_money(spot)} | "
+        on_demand = node_hour(region, p.vm_size, False, prices["spot_discount"])
+        spot = node_hour(region, p.vm_size, True, prices["spot_discount"])
+        spot_text = _money(spot.price) + (" *assumed*" if spot.assumed else "")
+        lines.append(f"| {p.pool} | {p.vm_size} | {_money(on_demand.price)} | {spot_text} | "
                      f"{'spot' if p.spot else 'on-demand'} | {p.min_nodes}–{p.max_nodes} | {_money(p.idle)} | "
                      f"{_money(p.full)} |")
     lines += ["", "| fixed | per hour |", "|---|---|"]
     lines += [f"| {item} | {_money(value)} |" for item, value in fixed]
     lines += _monitoring_lines(cfg, prices, usage)
-    lines += ["", f"**Idle: {_money(total.idle)}/h (about ${total.idle * 24 * 30:,.0f} a month). "
-                  f"Full scale: {_money(total.full)}/h.**"]
+    lines += ["", f"**Idle: {total.text(total.idle)}/h (about {total.text(total.idle * 24 * 30, 0)} a month). "
+                  f"Full scale: {total.text(total.full)}/h.**"]
     if total.idle_gpu > 0:
         lines += ["", f"Idle GPU cost is above zero ({_money(total.idle_gpu)}/h): a GPU pool keeps nodes at min > 0."]
     if not total.complete:
-        lines += ["", "Some pools have no price in the table, so the totals leave them out."]
+        lines += ["", f"No price in `{cfg.location}` for pool(s) {', '.join(total.unpriced)}: the totals are lower "
+                      f"bounds. Refresh the prices with `python -m offline catalogue --regions {cfg.location}` "
+                      "(docs/capacity.md)."]
     return "\n".join(lines) + "\n"
