@@ -58,6 +58,8 @@ class PoolNeed:
     min_nodes: int
     max_nodes: int
     zones: tuple[str, ...] = ()
+    reservation: str | None = None
+    """The capacity reservation group it takes its VMs from: the reservation already holds their quota."""
 
     @property
     def nodes(self) -> str:
@@ -68,7 +70,8 @@ def pool_needs(cfg: StackConfig) -> list[PoolNeed]:
     """The system pool, the GPU pools, then the CPU pools, as cost.md lists them."""
     pools = [(cfg.cluster.system_pool, False), *((g, g.spot) for g in cfg.gpu_pools),
              *((c, c.spot) for c in cfg.cpu_pools)]
-    return [PoolNeed(p.name, p.vm_size, spot, p.min_count, p.max_count, tuple(p.zones)) for p, spot in pools]
+    return [PoolNeed(p.name, p.vm_size, spot, p.min_count, p.max_count, tuple(p.zones),
+                     getattr(p, "capacity_reservation_group", None)) for p, spot in pools]
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,9 @@ def _vcpus(size: str, skus: Mapping[str, Sku]) -> int:
 
 
 def _buckets(need: PoolNeed, skus: Mapping[str, Sku]) -> tuple[str, ...]:
-    """The quotas a pool's VMs count against."""
+    """The quotas a pool's VMs count against (none for reserved VMs: the reservation counted them)."""
+    if need.reservation:
+        return ()
     if need.spot:
         return (SPOT_CORES,)
     sku = skus.get(need.vm_size)
@@ -251,6 +256,9 @@ def check(needs: Iterable[PoolNeed], readings: Readings) -> list[PoolCheck]:
     for c in checks:
         if c.verdict != Verdict.NO_FIT and c.need.spot:
             _check_spot_score(c, readings)
+        if c.need.reservation:
+            c.notes.append(f"takes reserved capacity ({c.need.reservation.rsplit('/', 1)[-1]}), whose reservations "
+                           "hold their quota: as many nodes as they reserve")
         running = readings.deployed.get(c.need.pool)
         if running and running[1]:
             c.notes.append(f"{running[1]} node(s) running, not counted twice")

@@ -156,3 +156,11 @@ def test_the_command_needs_a_subscription(monkeypatch, capsys):
         monkeypatch.delenv(name, raising=False)
     assert main(["capacity", "--stack", "gpu-basics"]) == 2
     assert "--subscription" in capsys.readouterr().err
+
+
+def test_a_pool_on_reserved_capacity_draws_no_quota_of_its_own():
+    crg = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-reserved/providers/"
+           "Microsoft.Compute/capacityReservationGroups/crg-h100")
+    checks, _ = run([{**H100, "minCount": 1, "capacityReservationGroup": crg}], usages="usages-no-gpu-quota.json")
+    h100 = pool(checks, "h100")
+    assert h100.verdict == Verdict.FITS and "takes reserved capacity (crg-h100)" in h100.line()

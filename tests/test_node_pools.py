@@ -52,3 +52,41 @@ def test_spot_and_gpu_taints_are_tolerated_exactly_as_aks_writes_them():
     assert toleration(GPU_TAINT) == {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
     regular = PoolNodes("gpu", "Standard_NC4as_T4_v3", 0, 1, 0)
     assert pool_taints(regular, gpu=True) == (GPU_TAINT,) and pool_taints(regular, gpu=False) == ()
+
+
+CRG = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-reserved/providers/Microsoft.Compute/"
+       "capacityReservationGroups/crg-gpu")
+
+
+def test_a_pool_on_reserved_capacity_names_its_group_and_the_cluster_gets_the_identity_aks_needs_for_it():
+    """use-capacity-reservation-groups: a user-assigned control-plane identity with Contributor on the resource group
+    of the reservation group (system-assigned ones do not work), granted before a pool joins the group."""
+    r = render_with(gpuPools=[{**A10, "capacityReservationGroup": CRG}, T4])
+    found = pools(r)
+    assert found["a10"].inputs["capacityReservationGroupID"] == CRG
+    assert "capacityReservationGroupID" not in found["t4"].inputs
+    cluster = r.named("aks-aks")
+    identity = r.named("aks-identity", "azure-native:managedidentity:UserAssignedIdentity")
+    assert cluster.inputs["identity"]["type"] == "UserAssigned"
+    assert cluster.inputs["identity"]["userAssignedIdentities"][0].endswith(
+        f"/userAssignedIdentities/{identity.inputs['resourceName']}")
+    grant, network = r.named("aks-reservations-0"), r.named("aks-network-contributor")
+    assert grant.inputs["scope"] == CRG.split("/providers/")[0]
+    assert grant.inputs["roleDefinitionId"].endswith("/roleDefinitions/b24988ac-6180-42a0-ab88-20f7382dd24c")
+    # The identity's principal holds both grants (the subnet's role too), and the cluster waits for the grant.
+    assert grant.inputs["principalId"] == network.inputs["principalId"]
+    assert {"aks-identity", "aks-reservations-0"} <= set(cluster.depends_on)
+
+
+def test_a_spot_pool_cannot_take_reserved_capacity():
+    import pytest
+
+    from aksgpu.config.errors import ConfigError
+    with pytest.raises(ConfigError, match="gpuPools\\[0\\].capacityReservationGroup.*a spot pool cannot take it"):
+        render_with(gpuPools=[{**T4, "capacityReservationGroup": CRG}])
+
+
+def test_without_reserved_capacity_the_cluster_identity_stays_system_assigned():
+    r = render_with(gpuPools=[T4])
+    assert r.named("aks-aks").inputs["identity"] == {"type": "SystemAssigned"}
+    assert all(i.name != "aks-identity" for i in r.of_type("azure-native:managedidentity:UserAssignedIdentity"))

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
-from pulumi_azure_native import authorization, privatedns
+from pulumi_azure_native import authorization, managedidentity, privatedns
 from pulumi_azure_native import containerservice as cs
 
 from aksgpu.azure import roles
@@ -93,6 +93,11 @@ class ClusterArgs:
     runner_vnet_id: str | None = None
     """A private cluster's API server zone (which AKS makes in the node resource group) is linked to this VNet too,
     in state: where ``pulumi up`` runs resolves the API server, and destroy removes the link."""
+    reservation_groups: tuple[str, ...] = ()
+    """Capacity reservation groups the pools take VMs from: AKS needs a user-assigned control-plane identity with
+    Contributor on each group's resource group (use-capacity-reservation-groups); none: a system-assigned one."""
+    control_plane_identity_name: str = ""
+    """Name of that user-assigned identity."""
     after: Sequence[pulumi.Resource] = ()
     """Other writes to the node subnet's VNet (subnets, DNS links, private endpoints). AKS fails to take ownership of
     a VNet that another operation is updating (SetVNetOwnershipFailed, Azure/AKS#4522), so they go first."""
@@ -124,6 +129,7 @@ class Cluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:aks:Cluster", name, None, opts)
+        identity, principal_id, reservation_grants = self._control_plane_identity(name, args)
         system = cs.ManagedClusterAgentPoolProfileArgs(
             name=args.system_pool.name,
             mode=cs.AgentPoolMode.SYSTEM,
@@ -138,7 +144,7 @@ class Cluster(pulumi.ComponentResource):
             node_resource_group=args.node_resource_group,
             kubernetes_version=args.kubernetes_version,
             sku=cs.ManagedClusterSKUArgs(name=cs.ManagedClusterSKUName.BASE, tier=args.sku_tier),
-            identity=cs.ManagedClusterIdentityArgs(type=cs.ResourceIdentityType.SYSTEM_ASSIGNED),
+            identity=identity,
             enable_rbac=True,
             aad_profile=cs.ManagedClusterAADProfileArgs(
                 managed=True, enable_azure_rbac=True, admin_group_object_ids=list(args.admin_group_object_ids),
@@ -188,14 +194,16 @@ class Cluster(pulumi.ComponentResource):
             tags={**args.tags, **({SECURITY_EXCEPTION: SecurityException.OPEN_API_SERVER.value}
                                   if args.open_api_server else {})},
             # The autoscaler owns the system pool's count; GPU/CPU pools are separate AgentPool resources.
+            # The reservation grants first: they take a while to reach AKS, which checks them when a pool joins
+            # its group.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["agentPoolProfiles[0].count"],
-                                        depends_on=list(args.after)),
+                                        depends_on=[*args.after, *reservation_grants]),
         )
 
         # The CLI grants this on a BYO subnet; ARM does not. Without it the cloud provider cannot join load
         # balancers and NICs to the subnet (an internal LoadBalancer fails with LinkedAuthorizationFailed).
         self.network_contributor = roles.assign(f"{name}-network-contributor", roles.NETWORK_CONTRIBUTOR,
-                     cluster.identity.apply(lambda i: i.principal_id), args.node_subnet_id,
+                     principal_id or cluster.identity.apply(lambda i: i.principal_id), args.node_subnet_id,
                      "AKS control plane manages load balancers and IPs in the node subnet (concepts-network).", self)
         self.deployer_admin = None
         if args.deployer_object_id is not None:
@@ -244,6 +252,26 @@ class Cluster(pulumi.ComponentResource):
             "kubelet_object_id": self.kubelet_object_id,
             "oidc_issuer_url": self.oidc_issuer_url,
         })
+
+    def _control_plane_identity(self, name: str, args: ClusterArgs
+                                ) -> tuple[cs.ManagedClusterIdentityArgs, pulumi.Output[str] | None,
+                                           list[authorization.RoleAssignment]]:
+        """System-assigned, unless a pool takes reserved capacity: then a user-assigned identity with Contributor on
+        each reservation group's resource group (system-assigned identities do not work for it)."""
+        if not args.reservation_groups:
+            return cs.ManagedClusterIdentityArgs(type=cs.ResourceIdentityType.SYSTEM_ASSIGNED), None, []
+        identity = managedidentity.UserAssignedIdentity(
+            f"{name}-identity", resource_name_=args.control_plane_identity_name,
+            resource_group_name=args.resource_group_name, location=args.location, tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self))
+        groups = sorted({roles.resource_group_of(g) for g in args.reservation_groups})
+        grants = [roles.assign(f"{name}-reservations-{i}", roles.CONTRIBUTOR, identity.principal_id, group,
+                               "AKS associates node pools with capacity reservations here "
+                               "(use-capacity-reservation-groups).", self)
+                  for i, group in enumerate(groups)]
+        return (cs.ManagedClusterIdentityArgs(type=cs.ResourceIdentityType.USER_ASSIGNED,
+                                              user_assigned_identities=[identity.id]),
+                identity.principal_id, grants)
 
     def _maintenance(self, name: str, args: ClusterArgs, window: MaintenanceWindow, cluster: cs.ManagedCluster
                      ) -> None:

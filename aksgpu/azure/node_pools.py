@@ -86,6 +86,8 @@ class PoolNodes:
     """OS disk size."""
     zones: tuple[str, ...] = ()
     """Availability zones; empty: wherever Azure has capacity."""
+    capacity_reservation_group_id: str | None = None
+    """A capacity reservation group whose reserved VMs the pool takes (regular pools only)."""
 
 
 def pool_taints(pool: PoolNodes, gpu: bool) -> tuple[str, ...]:
@@ -119,6 +121,8 @@ def agent_pool_settings(pool: PoolNodes, subnet_id: pulumi.Input[str], tags: Map
         node_labels=dict(labels or {}) or None,
         tags=dict(tags),
         **spot,
+        **({"capacity_reservation_group_id": pool.capacity_reservation_group_id}
+           if pool.capacity_reservation_group_id else {}),
     )
 
 

@@ -15,6 +15,7 @@ NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
 MONITORING_DATA_READER = "b0d8363b-8ddd-447d-831f-62ca05bff136"
 """Query an Azure Monitor workspace's Prometheus metrics (Grafana, KEDA)."""
 GRAFANA_ADMIN = "22926164-76b3-42b3-bc55-97df8dab3e41"
+CONTRIBUTOR = "b24988ac-6180-42a0-ab88-20f7382dd24c"
 
 
 def subscription_of(resource_id: str) -> str:
@@ -23,6 +24,14 @@ def subscription_of(resource_id: str) -> str:
     if len(parts) < 3 or parts[1].lower() != "subscriptions":
         raise ValueError(f"not an Azure resource id: {resource_id!r}")
     return f"/subscriptions/{parts[2]}"
+
+
+def resource_group_of(resource_id: str) -> str:
+    """``/subscriptions/<id>/resourceGroups/<group>`` from a resource id inside a resource group."""
+    parts = resource_id.split("/")
+    if len(parts) < 5 or parts[1].lower() != "subscriptions" or parts[3].lower() != "resourcegroups":
+        raise ValueError(f"not a resource id inside a resource group: {resource_id!r}")
+    return "/".join(parts[:5])
 
 
 def role_definition_id(scope: pulumi.Input[str], role: str) -> pulumi.Output[str]:

@@ -50,6 +50,18 @@ def vnet_id_error(value: str) -> str | None:
     return None
 
 
+CAPACITY_RESERVATION_GROUP_ID = re.compile(
+    r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w.()]{1,90}"
+    r"/providers/Microsoft\.Compute/capacityReservationGroups/[A-Za-z0-9][-\w.]{0,79}", re.IGNORECASE)
+
+
+def capacity_reservation_group_id_error(value: str) -> str | None:
+    if not CAPACITY_RESERVATION_GROUP_ID.fullmatch(value):
+        return ("must be a capacity reservation group's resource id: /subscriptions/<id>/resourceGroups/<group>/"
+                "providers/Microsoft.Compute/capacityReservationGroups/<name>")
+    return None
+
+
 def name_root_error(root: str) -> str | None:
     if _ROOT.match(root):
         return None

@@ -109,6 +109,10 @@ def gpu_pool(g: GpuPool, at: str) -> Problems:
     elif mode == SharingMode.MIG and g.driver != GpuDriver.INSTALL:
         # AKS partitions MIG GPUs (gpuInstanceProfile) as part of its own driver setup.
         yield ConfigError(at + "driver", g.driver, f"pool '{name}': MIG pools need driver install")
+    if g.capacity_reservation_group and g.spot:
+        yield ConfigError(at + "capacityReservationGroup", g.capacity_reservation_group,
+                          f"pool '{name}': reserved capacity holds regular VMs; a spot pool cannot take it (set "
+                          "priority regular)")
     if mode != SharingMode.MIG and g.sharing.mig_profile is not None:
         yield ConfigError(sharing + "migProfile", g.sharing.mig_profile,
                           f"pool '{name}': a MIG profile needs mode mig; MIG and {mode} do not mix on one pool")

@@ -277,6 +277,11 @@ class GpuPool(Pool):
     operator must not (GRID sizes such as A10, MIG pools)."""
     sharing: SharingConfig = SharingConfig()
     """How pods share one GPU."""
+    capacity_reservation_group: Annotated[str, valid(naming.capacity_reservation_group_id_error)] | None = None
+    """Resource id of a capacity reservation group whose reserved VMs this regular (on-demand) pool takes, so its
+    nodes are there when it scales (use-capacity-reservation-groups). The cluster then runs as a user-assigned
+    identity with Contributor on the group's resource group, as AKS requires; the group, its reservations of this
+    size in the pool's zones, and the quota they hold are yours to make."""
 
     @property
     def size(self) -> GpuSize:

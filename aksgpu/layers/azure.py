@@ -79,7 +79,8 @@ def pool_nodes(pool: Pool) -> PoolNodes:
     """A pool from config as its component takes it."""
     return PoolNodes(name=pool.name, vm_size=pool.vm_size, min_count=pool.min_count, max_count=pool.max_count,
                      count=pool.initial_count, spot=pool.spot, spot_max_price=pool.spot_max_price,
-                     labels=dict(pool.labels), os_disk_size_gb=pool.os_disk_size_gb, zones=tuple(pool.zones))
+                     labels=dict(pool.labels), os_disk_size_gb=pool.os_disk_size_gb, zones=tuple(pool.zones),
+                     capacity_reservation_group_id=getattr(pool, "capacity_reservation_group", None))
 
 
 def autoscaler_profile(cfg: StackConfig) -> dict[str, str]:
@@ -164,6 +165,9 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, preflight: bool = True) ->
         deployer_principal_type=c.deployer_principal_type, prometheus_metrics=cfg.monitoring.enabled,
         keda=cfg.addons.keda, ai_toolchain_operator=needs.ai_toolchain_operator,
         registry_id=registry.id if registry else None, runner_vnet_id=cfg.network.runner_vnet_id,
+        reservation_groups=tuple(sorted({g.capacity_reservation_group for g in cfg.gpu_pools
+                                         if g.capacity_reservation_group})),
+        control_plane_identity_name=n.identity("aks"),
         after=[*net.vnet_writes, *endpoints],
     ))
     gpu_pools, cpu_pools = node_pools(cfg, cluster, net)
