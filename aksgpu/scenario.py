@@ -16,7 +16,8 @@ import pulumi
 from aksgpu.autoscaling.gpu_deployment import GpuScaling
 from aksgpu.autoscaling.keda import MetricsAccess
 from aksgpu.autoscaling.kueue import JobQueue
-from aksgpu.azure.node_pools import CpuNodePool, GpuNodePool
+from aksgpu.azure.node_pools import CpuNodePool
+from aksgpu.azure.node_provisioning import GpuPoolComponent
 from aksgpu.azure.storage import blob_batch_command
 from aksgpu.config.errors import ConfigError
 from aksgpu.config.model import ConfigModel
@@ -57,7 +58,7 @@ class Platform:
         """Options for every in-cluster component: the stack's one Kubernetes provider."""
         return self.azure.kubernetes_opts
 
-    def gpu_pool(self, pool: GpuPool) -> GpuNodePool:
+    def gpu_pool(self, pool: GpuPool) -> GpuPoolComponent:
         """The node pool component of a GPU pool from config."""
         return self.azure.gpu_pools[pool.name]
 

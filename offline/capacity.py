@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from aksgpu.config.gpu_sizes import GPU_SIZES, vcpus_of
@@ -60,6 +60,8 @@ class PoolNeed:
     zones: tuple[str, ...] = ()
     reservation: str | None = None
     """The capacity reservation group it takes its VMs from: the reservation already holds their quota."""
+    alternatives: tuple[tuple[str, bool], ...] = ()
+    """A node auto-provisioning pool: the other (size, spot) NAP may make when this one cannot be had."""
 
     @property
     def nodes(self) -> str:
@@ -71,7 +73,15 @@ def pool_needs(cfg: StackConfig) -> list[PoolNeed]:
     pools = [(cfg.cluster.system_pool, False), *((g, g.spot) for g in cfg.gpu_pools),
              *((c, c.spot) for c in cfg.cpu_pools)]
     return [PoolNeed(p.name, p.vm_size, spot, p.min_count, p.max_count, tuple(p.zones),
-                     getattr(p, "capacity_reservation_group", None)) for p, spot in pools]
+                     getattr(p, "capacity_reservation_group", None), _nap_alternatives(p)) for p, spot in pools]
+
+
+def _nap_alternatives(pool: Any) -> tuple[tuple[str, bool], ...]:
+    """What else NAP may make for ``pool``, in its order: each size as spot then on-demand for a spot pool."""
+    if not getattr(pool, "nap", False):
+        return ()
+    kinds = (True, False) if pool.spot else (False,)
+    return tuple((size, spot) for size in pool.vm_sizes for spot in kinds)[1:]
 
 
 @dataclass(frozen=True)
@@ -85,8 +95,8 @@ class Readings:
     """Quota name (lower case) → (vCPUs in use, limit) in ``region``."""
     deployed: Mapping[str, tuple[str, int, bool]] = field(default_factory=dict)
     """The stack's running pools: name → (VM size, nodes, spot)."""
-    spot_scores: Mapping[str, list[dict[str, Any]] | str] = field(default_factory=dict)
-    """Spot pool → its placement scores, or why there are none."""
+    spot_scores: Mapping[tuple[str, str], list[dict[str, Any]] | str] = field(default_factory=dict)
+    """(spot pool, VM size) → its placement scores, or why there are none."""
 
 
 @dataclass
@@ -222,7 +232,7 @@ def _check_offer(c: PoolCheck, readings: Readings) -> None:
 
 
 def _check_spot_score(c: PoolCheck, readings: Readings) -> None:
-    scores = readings.spot_scores.get(c.need.pool)
+    scores = readings.spot_scores.get((c.need.pool, c.need.vm_size))
     if scores is None:
         return
     if isinstance(scores, str):
@@ -248,7 +258,26 @@ def _check_spot_score(c: PoolCheck, readings: Readings) -> None:
 
 
 def check(needs: Iterable[PoolNeed], readings: Readings) -> list[PoolCheck]:
-    """Every pool's verdict from what Azure said."""
+    """Every pool's verdict from what Azure said. A NAP pool takes the first of its sizes and capacity types that
+    fits best (as NAP does when it launches a node), the others' quota counted as they are."""
+    needs = list(needs)
+    checks = _check_each(needs, readings)
+    for i, need in enumerate(needs):
+        if not need.alternatives or checks[i].verdict == Verdict.FITS:
+            continue
+        tried = [checks[i]]
+        for size, spot in need.alternatives:
+            variant = replace(need, vm_size=size, spot=spot, alternatives=())
+            tried.append(_check_each([*needs[:i], variant, *needs[i + 1:]], readings)[i])
+        best = min(tried, key=lambda c: c.verdict)  # the first of the best: NAP's own order
+        if best is not checks[i]:
+            best.notes.append(f"node auto-provisioning falls back to this: {need.vm_size}"
+                              f"{' spot' if need.spot else ''} {checks[i].verdict.label}")
+        checks[i] = best
+    return checks
+
+
+def _check_each(needs: list[PoolNeed], readings: Readings) -> list[PoolCheck]:
     checks = [PoolCheck(n) for n in needs]
     for c in checks:
         _check_offer(c, readings)
@@ -276,18 +305,19 @@ def read(azure: Azure, cfg: StackConfig, needs: list[PoolNeed]) -> Readings:
     skus = azure.vm_skus()
     usage = azure.usage(region)
     deployed = azure.agent_pools(cfg.naming.resource_group(), cfg.naming.cluster())
-    scores: dict[str, list[dict[str, Any]] | str] = {}
+    scores: dict[tuple[str, str], list[dict[str, Any]] | str] = {}
     for need in needs:
-        sku = skus.get(need.vm_size)
-        if not need.spot or sku is None or not sku.offered(region):
-            continue
-        regions = [region, *_regions_offering(need.vm_size, skus, region, most=SPOT_SCORE_MAX_REGIONS - 1)]
-        try:
-            scores[need.pool] = azure.spot_scores(region, need.vm_size, regions, need.max_nodes,
-                                                  zonal=bool(sku.zones.get(region)))
-        except AzureReadError as error:
-            scores[need.pool] = ("the identity may not ask: it needs the Compute Recommendations Role or "
-                                 "Contributor on the subscription" if error.status == 403 else str(error))
+        for size in dict.fromkeys([need.vm_size, *(s for s, spot in need.alternatives if spot)]):
+            sku = skus.get(size)
+            if not need.spot or sku is None or not sku.offered(region):
+                continue
+            regions = [region, *_regions_offering(size, skus, region, most=SPOT_SCORE_MAX_REGIONS - 1)]
+            try:
+                scores[need.pool, size] = azure.spot_scores(region, size, regions, need.max_nodes,
+                                                            zonal=bool(sku.zones.get(region)))
+            except AzureReadError as error:
+                scores[need.pool, size] = ("the identity may not ask: it needs the Compute Recommendations Role or "
+                                           "Contributor on the subscription" if error.status == 403 else str(error))
     return Readings(region, skus, usage, deployed, scores)
 
 

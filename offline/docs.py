@@ -37,7 +37,9 @@ def gpu_pools_cell(cfg: StackConfig) -> str:
             sharing += f" ×{g.sharing.shares}"
         elif g.sharing.mig_profile:
             sharing += f" {g.sharing.mig_profile}"
-        cells.append(f"{g.size.gpus}× {g.size.gpu_model}{' spot' if g.spot else ''} "
+        bought = (f" NAP ({len(g.vm_sizes)} sizes){', spot first' if g.spot else ''}" if g.nap else
+                  " spot" if g.spot else "")
+        cells.append(f"{g.size.gpus}× {g.size.gpu_model}{bought} "
                      f"{g.min_count}–{g.max_count}" + ("" if sharing == "none" else f", {sharing}"))
     return "; ".join(cells)
 
@@ -74,9 +76,12 @@ Every render writes two estimates beside the stack's resources (`make render`, t
 - `cost.md`: hourly cost per pool at idle (every pool at its minimum) and at full scale (every pool at its
   maximum), spot and on-demand side by side, plus the fixed parts (AKS tier, registry, load balancer, public IPs,
   private endpoints, DNS zones) and the monitoring usage (managed Prometheus ingestion, which grows with nodes and
-  GPUs, Managed Grafana, the autoscaler's logs) at the volumes the table assumes. Prices come from the dated table
-  `offline/estimates/prices.yaml`, transcribed by hand from Azure's retail prices; spot is priced at on-demand minus
-  a fixed discount. An estimate, not a quote.
+  GPUs, Managed Grafana, the autoscaler's logs) at the volumes the table assumes. VM prices are the stack's own
+  region's in `offline/estimates/vm_prices.yaml` (`python -m offline catalogue` refreshes it from the Retail Prices
+  API, docs/capacity.md); spot is priced at its spot price, or on-demand minus the assumed discount where none is
+  recorded; a node auto-provisioning pool at the dearest of its sizes on-demand (its fallback); a size without a
+  price makes every total "at least". The other parts come from `offline/estimates/prices.yaml`. An estimate, not
+  a quote.
 - `timeline.md`: the critical path through the render's real dependency graph, with the creation times in
   `offline/estimates/durations.yaml` (each with its source; none measured on Azure). Pulumi creates a resource as
   soon as what it depends on exists, so the image builds run beside the cluster, not after it.

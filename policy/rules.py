@@ -63,6 +63,10 @@ GPU_SIZE = re.compile(r"^Standard_N", re.IGNORECASE)
 SPOT_TAINT = "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"
 GPU = "nvidia.com/gpu"
 POOL_LABEL = "kubernetes.azure.com/agentpool"
+NAP_NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
+NAP_NODECLASS = "kubernetes:karpenter.azure.com/v1beta1:AKSNodeClass"
+NAP_POOL_LABEL = "karpenter.sh/nodepool"
+"""Node auto-provisioning (Karpenter) labels every node it makes with its NodePool's name."""
 MIN_MAX_PODS = 50
 """checkov CKV_AZURE_168: 30 pods per node (Azure CNI's old default) starves DaemonSet-heavy GPU nodes."""
 MAX_SAS_DAYS = 365
@@ -446,6 +450,32 @@ def _gpu_pools(resources: list[Resource]) -> list[Resource]:
     return [r for r in _of(resources, AGENT_POOL) if GPU_SIZE.match(str(at(r.props, "vmSize", default="")))]
 
 
+def _nap_gpu_pools(resources: list[Resource]) -> list[Resource]:
+    """Node auto-provisioning pools whose nodes are GPU sizes (``karpenter.azure.com/sku-name``)."""
+    pools = []
+    for pool in _of(resources, NAP_NODEPOOL):
+        requirements = objects(at(pool.props, "spec", "template", "spec", "requirements", default=[]), "requirements")
+        sizes = [v for q in requirements if at(q, "key") == "karpenter.azure.com/sku-name"
+                 for v in at(q, "values", default=[]) or []]
+        if any(GPU_SIZE.match(str(v)) for v in sizes):
+            pools.append(pool)
+    return pools
+
+
+def _nap_taints(pool: Resource) -> list[str]:
+    taints = objects(at(pool.props, "spec", "template", "spec", "taints", default=[]), "taints")
+    return [f"{at(t, 'key')}{'=' + str(at(t, 'value')) if at(t, 'value') else ''}:{at(t, 'effect')}" for t in taints]
+
+
+def _pool_taints(resources: list[Resource]) -> dict[tuple[str, Any], list[str]]:
+    """Each GPU pool's taints by the node label that selects it: agent pools and NAP pools alike."""
+    taints = {(POOL_LABEL, at(p.props, "agentPoolName")): strings(at(p.props, "nodeTaints", default=[]), "nodeTaints")
+              for p in _gpu_pools(resources)}
+    taints.update({(NAP_POOL_LABEL, at(p.props, "metadata", "name")): _nap_taints(p)
+                   for p in _nap_gpu_pools(resources)})
+    return taints
+
+
 def one_gpu_driver_owner(resources: list[Resource]) -> Iterator[tuple[str, str]]:
     """§6 item 6: gpuProfile.driver None needs the operator's driver; an AKS driver keeps the operator's off."""
     operator = [r for r in _of(resources, RELEASE) if _chart(r) == "gpu-operator"]
@@ -465,6 +495,18 @@ def one_gpu_driver_owner(resources: list[Resource]) -> Iterator[tuple[str, str]]
                     or labels.get("nvidia.com/gpu.deploy.container-toolkit") != "false"):
                 yield pool.name, ("AKS installs this pool's driver: its nodes need nvidia.com/gpu.deploy.driver and "
                                   "container-toolkit false so the operator keeps off")
+    classes = {at(c.props, "metadata", "name"): at(c.props, "spec", "gpu", "mode", default="Driver")
+               for c in _of(resources, NAP_NODECLASS)}
+    for pool in _nap_gpu_pools(resources):
+        mode = classes.get(at(pool.props, "spec", "template", "spec", "nodeClassRef", "name"))
+        labels = at(pool.props, "spec", "template", "metadata", "labels", default={}) or {}
+        if mode == "None" and not (operator and operator_driver and operator_toolkit):
+            yield pool.name, "AKSNodeClass gpu.mode None needs the GPU operator's driver and toolkit enabled"
+        elif mode != "None" and operator and (operator_driver or operator_toolkit) and (
+                labels.get("nvidia.com/gpu.deploy.driver") != "false"
+                or labels.get("nvidia.com/gpu.deploy.container-toolkit") != "false"):
+            yield pool.name, ("NAP installs this pool's driver: its nodes need nvidia.com/gpu.deploy.driver and "
+                              "container-toolkit false so the operator keeps off")
 
 
 def _taint(text: str) -> tuple[str, str, str]:
@@ -488,8 +530,7 @@ def tolerates(tolerations: list[Mapping[str, Any]], taint: str) -> bool:
 
 def gpu_pods_fit_their_pools(resources: list[Resource]) -> Iterator[tuple[str, str]]:
     """§6 item 7: GPU pods and the operator's DaemonSets tolerate the GPU pools' taints; GPU limits are set."""
-    taints = {at(p.props, "agentPoolName"): strings(at(p.props, "nodeTaints", default=[]), "nodeTaints")
-              for p in _gpu_pools(resources)}
+    taints = _pool_taints(resources)
     for r in resources:
         if r.type not in WORKLOADS:
             continue
@@ -502,14 +543,17 @@ def gpu_pods_fit_their_pools(resources: list[Resource]) -> Iterator[tuple[str, s
         for c in asks:
             if GPU not in (at(c, "resources", "limits", default={}) or {}):
                 yield r.name, f"container {at(c, 'name')} must set {GPU} in limits (requests alone are refused)"
-        pool = at(pod, "nodeSelector", POOL_LABEL)
-        if pool not in taints:
-            yield r.name, f"a GPU pod must select its GPU pool with nodeSelector {POOL_LABEL} (got {pool})"
+        selector = at(pod, "nodeSelector", default={}) or {}
+        pool = next(((label, selector[label]) for label in (POOL_LABEL, NAP_POOL_LABEL)
+                     if (label, selector.get(label)) in taints), None)
+        if pool is None:
+            yield r.name, (f"a GPU pod must select its GPU pool with nodeSelector {POOL_LABEL} or {NAP_POOL_LABEL} "
+                           f"(got {selector.get(POOL_LABEL)})")
             continue
         tolerations = objects(at(pod, "tolerations", default=[]), "tolerations")
         for taint in taints[pool]:
             if not tolerates(tolerations, taint):
-                yield r.name, f"a pod on pool {pool} must tolerate {taint}"
+                yield r.name, f"a pod on pool {pool[1]} must tolerate {taint}"
     all_taints = {t for ts in taints.values() for t in ts}
     for release in _of(resources, RELEASE):
         values = at(release.props, "values", default={})

@@ -25,6 +25,8 @@ On a machine with network access, fill it like this (versions from charts.py)::
     # DCGM counters: SOURCE/dcgm/ from NVIDIA/dcgm-exporter etc/*.csv at the exporter tag the operator names
     # keep lists: SOURCE/metrics/ from MicrosoftDocs/azure-docs (commit 02d1d9c4956ab465e868375eca9dd7d9f964c42b)
     #   articles/azure-monitor/essentials/prometheus-metrics-scrape-configuration-minimal.md
+    # node auto-provisioning: SOURCE/crds/karpenter-provider-azure-v1.12.2/ from Azure/karpenter-provider-azure
+    #   pkg/apis/crds/karpenter.sh_nodepools.yaml and karpenter.azure.com_aksnodeclasses.yaml at tag v1.12.2
     # vLLM metrics: SOURCE/metrics/vllm-0.10-loggers.py from vllm-project/vllm
     #   (commit 005a810bc40faa25b8870fbc8559c3462581eee3) vllm/v1/metrics/loggers.py
 
@@ -54,6 +56,7 @@ CRD_KINDS = {
     "kueue": {"ClusterQueue", "LocalQueue", "ResourceFlavor", "WorkloadPriorityClass"},
     "kaito": {"Workspace", "InferenceSet"},
     "prometheus-collector": {"PodMonitor", "ServiceMonitor"},
+    "karpenter-provider-azure": {"NodePool", "AKSNodeClass"},
 }
 """The kinds the program writes, per operator: only their schemas are kept (KEDA's ScaledJob alone is 600 KB)."""
 

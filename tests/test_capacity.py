@@ -164,3 +164,16 @@ def test_a_pool_on_reserved_capacity_draws_no_quota_of_its_own():
     checks, _ = run([{**H100, "minCount": 1, "capacityReservationGroup": crg}], usages="usages-no-gpu-quota.json")
     h100 = pool(checks, "h100")
     assert h100.verdict == Verdict.FITS and "takes reserved capacity (crg-h100)" in h100.line()
+
+
+def test_a_nap_pool_falls_back_as_nap_does_and_says_from_what():
+    """node-auto-provisioning-node-pools: with both capacity types allowed NAP launches spot first and on-demand
+    when spot cannot be had; the verdict is the first size and type that fits best."""
+    nap = {"name": "t4", "provisioning": "nap", "vmSize": "Standard_NC4as_T4_v3", "minCount": 0, "maxCount": 3}
+    cfg = load({"cluster": {"systemPool": {"minCount": 2, "maxCount": 2}}, "gpuPools": [nap]})
+    needs = capacity.pool_needs(cfg)
+    assert next(n for n in needs if n.pool == "t4").alternatives == (("Standard_NC4as_T4_v3", False),)
+    replay = Replay({**ENOUGH, "spot": "spot-low.json"})
+    t4 = pool(capacity.check(needs, capacity.read(Azure(SUBSCRIPTION, Token(), replay), cfg, needs)), "t4")
+    assert t4.verdict == Verdict.FITS and not t4.need.spot
+    assert "node auto-provisioning falls back to this: Standard_NC4as_T4_v3 spot fits at min only" in t4.line()

@@ -43,6 +43,19 @@ def test_pool_cost_is_node_hour_times_min_and_max():
     assert cost.PoolCost("x", "Unknown", False, 1, 2, cost.NodeHour(None)).idle is None
 
 
+def test_a_nap_pool_costs_nothing_idle_and_its_dearest_size_on_demand_at_full_scale():
+    """NAP makes any of the pool's sizes and falls back to on-demand: the upper bound is the dearest on-demand."""
+    nap = {"name": "t4", "provisioning": "nap", "vmSize": "Standard_NC4as_T4_v3",
+           "alternativeVmSizes": ["Standard_NC8as_T4_v3"], "minCount": 0, "maxCount": 2}
+    cfg = load({"cluster": {"systemPool": {"minCount": 2, "maxCount": 2}}, "gpuPools": [nap]})
+    t4 = next(p for p in cost.pool_costs(cfg, PRICES) if p.pool == "t4")
+    assert (t4.vm_size, t4.node_hour, t4.idle, t4.full) == ("Standard_NC8as_T4_v3", cost.NodeHour(0.8), 0.0, 1.6)
+    assert t4.bought == "NAP: spot, else on-demand (priced at the dearest)"
+    unpriced = load({"cluster": {"systemPool": {"minCount": 2, "maxCount": 2}}, "gpuPools": [
+        {**nap, "alternativeVmSizes": ["Standard_NC16as_T4_v3"]}]})
+    assert next(p for p in cost.pool_costs(unpriced, PRICES) if p.pool == "t4").full is None
+
+
 def test_a_region_without_prices_prices_no_pool_instead_of_borrowing_another_regions():
     assert cost.region_vm_prices(PRICES, "westeurope") is None
     assert cost.node_hour(None, "Standard_D4ds_v5", spot=False, discount=0.8) == cost.NodeHour(None)

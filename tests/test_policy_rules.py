@@ -157,6 +157,18 @@ def _operator_without_driver(rs: list[rules.Resource]) -> list[rules.Resource]:
     return rs
 
 
+def _nap_pod_without_gpu_toleration(rs: list[rules.Resource]) -> list[rules.Resource]:
+    job = next(r for r in rs if r.name == "gpu-smoke-test-t4")
+    spec = job.props["spec"]["template"]["spec"]
+    spec["tolerations"] = [t for t in spec["tolerations"] if t["key"] != "sku"]
+    return rs
+
+
+def _nap_driver_by_aks_without_operator_labels(rs: list[rules.Resource]) -> list[rules.Resource]:
+    next(r for r in rs if r.name == "gpu-t4-nodeclass").props["spec"]["gpu"]["mode"] = "Driver"
+    return rs
+
+
 def _nfd_without_tolerations(rs: list[rules.Resource]) -> list[rules.Resource]:
     next(r for r in rs if r.name == "nfd-release").props["values"]["worker"]["tolerations"] = []
     return rs
@@ -164,8 +176,12 @@ def _nfd_without_tolerations(rs: list[rules.Resource]) -> list[rules.Resource]:
 
 STACK_NEGATIVE = {
     "gpu-pods-fit-their-pools": [("gpu-basics", _gpu_pod_without_spot_toleration, "must tolerate"),
-                                 ("gpu-basics", _nfd_without_tolerations, "worker.tolerations must tolerate")],
-    "one-gpu-driver-owner": [("gpu-basics", _operator_without_driver, "needs the operator's driver")],
+                                 ("gpu-basics", _nfd_without_tolerations, "worker.tolerations must tolerate"),
+                                 ("gpu-nap", _nap_pod_without_gpu_toleration, "pool t4 must tolerate sku=gpu")],
+    "one-gpu-driver-owner": [("gpu-basics", _operator_without_driver, "needs the operator's driver"),
+                             ("gpu-nap", _operator_without_driver, "gpu.mode None needs the GPU operator's driver"),
+                             ("gpu-nap", _nap_driver_by_aks_without_operator_labels,
+                              "NAP installs this pool's driver")],
     "private-registries-have-endpoints": [
         ("av-resim", lambda rs: [r for r in rs if r.name != "registry-private-endpoint"], "private endpoint")],
     "registries-are-attached": [

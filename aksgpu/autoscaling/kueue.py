@@ -18,7 +18,8 @@ import yaml
 from pulumi_kubernetes import apiextensions
 
 from aksgpu.azure.node_capacity import workload_capacity
-from aksgpu.azure.node_pools import GpuNodePool, taint_fields
+from aksgpu.azure.node_pools import taint_fields
+from aksgpu.azure.node_provisioning import GpuPoolComponent
 from aksgpu.kubernetes import charts, helm
 from aksgpu.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, namespace
 from aksgpu.kubernetes.workspace import Workspace
@@ -98,7 +99,7 @@ def kueue_values(namespaces: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def flavor_quota(pool: GpuNodePool) -> dict[str, str]:
+def flavor_quota(pool: GpuPoolComponent) -> dict[str, str]:
     """What a pool's pods can use at its maximum size: the ClusterQueue's nominal quota for its flavor. CPU and
     memory are what each node leaves pods after AKS's reservations and the DaemonSets (node_capacity): counting the
     VM size instead, Kueue would admit a Job that then stays Pending."""
@@ -110,7 +111,7 @@ def flavor_quota(pool: GpuNodePool) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class KueueArgs:
-    pools: Sequence[GpuNodePool]
+    pools: Sequence[GpuPoolComponent]
     """The GPU pools Jobs may run on: a flavor each."""
     workspaces: Sequence[Workspace]
     """The namespaces whose Jobs the ClusterQueue admits, each with a LocalQueue. Kueue outlives them: a Workload

@@ -93,6 +93,9 @@ class ClusterArgs:
     runner_vnet_id: str | None = None
     """A private cluster's API server zone (which AKS makes in the node resource group) is linked to this VNet too,
     in state: where ``pulumi up`` runs resolves the API server, and destroy removes the link."""
+    node_auto_provisioning: bool = False
+    """AKS node auto-provisioning (Karpenter) makes the nodes of NAP pools; then no pool autoscales and the cluster
+    has no autoscaler profile (node-auto-provisioning: NAP and the cluster autoscaler do not mix)."""
     reservation_groups: tuple[str, ...] = ()
     """Capacity reservation groups the pools take VMs from: AKS needs a user-assigned control-plane identity with
     Contributor on each group's resource group (use-capacity-reservation-groups); none: a system-assigned one."""
@@ -170,12 +173,17 @@ class Cluster(pulumi.ComponentResource):
                 enable_private_cluster=args.private,
                 authorized_ip_ranges=list(args.authorized_ip_ranges) or None,
             ),
-            auto_scaler_profile=cs.ManagedClusterPropertiesAutoScalerProfileArgs(
+            auto_scaler_profile=None if args.node_auto_provisioning else
+            cs.ManagedClusterPropertiesAutoScalerProfileArgs(
                 **args.autoscaler,
                 # GPU operator DaemonSets run on every GPU node; they must not keep an idle node alive.
                 ignore_daemonsets_utilization=True,
                 daemonset_eviction_for_empty_nodes=True,
             ),
+            # NAP's default NodePools stay: they give CPU pods that outgrow the fixed system pool a node.
+            node_provisioning_profile=cs.ManagedClusterNodeProvisioningProfileArgs(
+                mode=cs.NodeProvisioningMode.AUTO, default_node_pools=cs.NodeProvisioningDefaultNodePools.AUTO)
+            if args.node_auto_provisioning else None,
             auto_upgrade_profile=cs.ManagedClusterAutoUpgradeProfileArgs(
                 upgrade_channel=args.upgrade_channel, node_os_upgrade_channel=args.node_os_upgrade_channel,
             ),

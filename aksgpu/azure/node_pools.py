@@ -88,6 +88,8 @@ class PoolNodes:
     """Availability zones; empty: wherever Azure has capacity."""
     capacity_reservation_group_id: str | None = None
     """A capacity reservation group whose reserved VMs the pool takes (regular pools only)."""
+    autoscale: bool = True
+    """The cluster autoscaler sizes the pool; off: ``count`` nodes always (a cluster with node auto-provisioning)."""
 
 
 def pool_taints(pool: PoolNodes, gpu: bool) -> tuple[str, ...]:
@@ -109,9 +111,10 @@ def agent_pool_settings(pool: PoolNodes, subnet_id: pulumi.Input[str], tags: Map
         os_sku=cs.OSSKU.UBUNTU,
         type=cs.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
         os_disk_size_gb=pool.os_disk_size_gb,
-        enable_auto_scaling=True,
-        min_count=pool.min_count,
-        max_count=pool.max_count,
+        enable_auto_scaling=pool.autoscale,
+        # AKS takes a minimum and maximum only from a pool the autoscaler sizes.
+        min_count=pool.min_count if pool.autoscale else None,
+        max_count=pool.max_count if pool.autoscale else None,
         count=pool.count,
         max_pods=MAX_PODS,
         enable_node_public_ip=False,

@@ -12,12 +12,13 @@ import re
 from collections.abc import Iterator
 
 from aksgpu.config.errors import ConfigError
-from aksgpu.config.gpu_sizes import catalogue_freshness
+from aksgpu.config.gpu_sizes import catalogue_freshness, lookup_gpu_size
 from aksgpu.config.schema import ClusterConfig, GpuPool, NetworkConfig, Pool, StackConfig
 from aksgpu.config.types import (
     PROJECT,
     BuildMode,
     GpuDriver,
+    NetworkPolicy,
     NodeOsUpgradeChannel,
     RegistrySku,
     SharingMode,
@@ -133,6 +134,50 @@ def offered(g: GpuPool, at: str, location: str) -> Problems:
     if g.spot and size.spot is False:
         yield ConfigError(at + "priority", g.priority, f"pool '{g.name}': {g.vm_size} cannot run as spot (Resource "
                           "SKUs: not LowPriorityCapable); use priority regular")
+
+
+def node_auto_provisioning(cfg: StackConfig) -> Problems:
+    """What AKS refuses or NAP cannot do (node-auto-provisioning: limitations; node-auto-provisioning-networking)."""
+    for i, g in enumerate(cfg.gpu_pools):
+        at = f"{K}gpuPools[{i}]."
+        if not g.nap:
+            if g.alternative_vm_sizes:
+                yield ConfigError(at + "alternativeVmSizes", list(g.alternative_vm_sizes),
+                                  f"pool '{g.name}': only a provisioning nap pool picks among sizes")
+            continue
+        if g.min_count:
+            yield ConfigError(at + "minCount", g.min_count, f"pool '{g.name}': NAP creates nodes for pending pods "
+                              "only; use 0, or provisioning autoscaler for nodes that stay")
+        for size in g.alternative_vm_sizes:
+            other = lookup_gpu_size(size)
+            if (other.gpu_model, other.gpus) != (g.size.gpu_model, g.size.gpus):
+                yield ConfigError(at + "alternativeVmSizes", size, f"pool '{g.name}': has {other.gpus} × "
+                                  f"{other.gpu_model}, vmSize {g.vm_size} {g.size.gpus} × {g.size.gpu_model}; the "
+                                  "GPU software and quotas take every node of a pool as the same")
+        if g.spot_max_price != -1:
+            yield ConfigError(at + "spotMaxPrice", g.spot_max_price, f"pool '{g.name}': NAP buys spot at up to the "
+                              "on-demand price; a cap needs provisioning autoscaler")
+        if g.capacity_reservation_group:
+            yield ConfigError(at + "capacityReservationGroup", g.capacity_reservation_group,
+                              f"pool '{g.name}': reserved capacity goes to agent pools; use provisioning autoscaler")
+        if g.sharing.mode == SharingMode.MIG:
+            yield ConfigError(at + "sharing.mode", g.sharing.mode, f"pool '{g.name}': AKS partitions MIG GPUs for "
+                              "agent pools only; use provisioning autoscaler")
+    if not cfg.node_auto_provisioning:
+        return
+    if cfg.cluster.network_policy != NetworkPolicy.CILIUM:
+        yield ConfigError(f"{K}cluster.networkPolicy", cfg.cluster.network_policy,
+                          "node auto-provisioning runs on Azure CNI overlay with the Cilium dataplane; Calico is not "
+                          "supported")
+    # AKS enables NAP only on clusters without the cluster autoscaler: every agent pool keeps a fixed size.
+    fixed = [("cluster.systemPool", cfg.cluster.system_pool),
+             *((f"gpuPools[{i}]", g) for i, g in enumerate(cfg.gpu_pools) if not g.nap),
+             *((f"cpuPools[{i}]", c) for i, c in enumerate(cfg.cpu_pools))]
+    for key, p in fixed:
+        if p.min_count != p.max_count:
+            yield ConfigError(f"{K}{key}.maxCount", p.max_count, f"pool '{p.name}': with node auto-provisioning no "
+                              f"pool may autoscale; fix its size (maxCount = minCount {p.min_count}) or make it a nap "
+                              "pool")
 
 
 def pools(cfg: StackConfig) -> Problems:
@@ -257,5 +302,5 @@ def runner_network(cfg: StackConfig) -> Problems:
 
 def check(cfg: StackConfig) -> list[ConfigError]:
     """Every rule but the API server decision (the loader runs that one last, after the scenario's)."""
-    return [*network(cfg.network), *pools(cfg), *cluster(cfg.cluster), *storage(cfg), *add_ons(cfg),
-            *runner_network(cfg)]
+    return [*network(cfg.network), *pools(cfg), *node_auto_provisioning(cfg), *cluster(cfg.cluster), *storage(cfg),
+            *add_ons(cfg), *runner_network(cfg)]

@@ -34,6 +34,7 @@ from aksgpu.config.types import (
     NodeOsUpgradeChannel,
     PrincipalType,
     Priority,
+    Provisioning,
     RegistrySku,
     SharingMode,
     SkuTier,
@@ -277,6 +278,13 @@ class GpuPool(Pool):
     operator must not (GRID sizes such as A10, MIG pools)."""
     sharing: SharingConfig = SharingConfig()
     """How pods share one GPU."""
+    provisioning: Provisioning = Provisioning.AUTOSCALER
+    """`autoscaler`: an AKS agent pool of `vmSize` the cluster autoscaler scales between `minCount` and `maxCount`.
+    `nap`: node auto-provisioning (Karpenter) creates up to `maxCount` nodes of `vmSize` or an `alternativeVmSizes`
+    size for pending GPU pods, spot first and then on-demand for a spot pool, and removes empty ones; `minCount`
+    must be 0, and nothing else in the stack may autoscale (AKS runs NAP without the cluster autoscaler)."""
+    alternative_vm_sizes: tuple[Annotated[VmSize, AfterValidator(_gpu_size)], ...] = ()
+    """`nap` only: other sizes NAP may create when `vmSize` cannot be had, each with the same GPU model and count."""
     capacity_reservation_group: Annotated[str, valid(naming.capacity_reservation_group_id_error)] | None = None
     """Resource id of a capacity reservation group whose reserved VMs this regular (on-demand) pool takes, so its
     nodes are there when it scales (use-capacity-reservation-groups). The cluster then runs as a user-assigned
@@ -287,6 +295,15 @@ class GpuPool(Pool):
     def size(self) -> GpuSize:
         """The VM size's catalogue entry (GPU model, count, memory)."""
         return lookup_gpu_size(self.vm_size)
+
+    @property
+    def nap(self) -> bool:
+        return self.provisioning == Provisioning.NAP
+
+    @property
+    def vm_sizes(self) -> tuple[str, ...]:
+        """Every size the pool's nodes may have: `vmSize` first."""
+        return (self.vm_size, *self.alternative_vm_sizes)
 
     @property
     def gpu(self) -> GpuNodes:
@@ -556,6 +573,11 @@ class StackConfig(ConfigModel):
         """Something of the stack is reachable only from its VNet or one linked to it."""
         return self.cluster.private or (self.registry.enabled and self.registry.private) or \
             bool(self.storage.accounts and self.storage.private)
+
+    @property
+    def node_auto_provisioning(self) -> bool:
+        """A GPU pool is provisioned by NAP: the cluster runs Karpenter and no pool autoscales."""
+        return any(g.nap for g in self.gpu_pools)
 
     def gpu_pool(self, name: str) -> GpuPool:
         return next(p for p in self.gpu_pools if p.name == name)

@@ -29,6 +29,14 @@ class Priority(StrEnum):
     SPOT = "spot"
 
 
+class Provisioning(StrEnum):
+    AUTOSCALER = "autoscaler"
+    """An AKS agent pool of one VM size that the cluster autoscaler grows and shrinks."""
+    NAP = "nap"
+    """AKS node auto-provisioning (Karpenter): a NodePool that creates nodes of any of its sizes, spot first, for
+    pending pods, and removes them when empty."""
+
+
 class GpuDriver(StrEnum):
     NONE = "none"
     """AKS skips its GPU driver; the NVIDIA GPU operator installs driver and container toolkit."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import pulumi
 from pulumi_kubernetes import batch
 
-from aksgpu.azure.node_pools import GpuNodePool
+from aksgpu.azure.node_provisioning import GpuPoolComponent
 from aksgpu.config.types import SharingMode
 from aksgpu.kubernetes import charts
 from aksgpu.kubernetes.pods import AWAIT_GPU_START, GPU_START_SECONDS, container, job_spec, pod_spec
@@ -26,7 +26,7 @@ from aksgpu.kubernetes.security import GPU_CLIENT_UID, NONROOT_UID, resources, w
 
 @dataclass(frozen=True)
 class GpuSmokeTestArgs:
-    pools: Sequence[GpuNodePool]
+    pools: Sequence[GpuPoolComponent]
     """GPU pools to prove schedulable, one Job each."""
     wait_for: Sequence[pulumi.Resource] = field(default_factory=list)
     """The GPU operator release: nvidia.com/gpu exists only once its device plugin runs."""

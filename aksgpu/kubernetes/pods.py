@@ -14,7 +14,8 @@ from typing import Any
 import pulumi
 from pulumi_kubernetes import batch
 
-from aksgpu.azure.node_pools import CpuNodePool, GpuNodePool
+from aksgpu.azure.node_pools import CpuNodePool
+from aksgpu.azure.node_provisioning import GpuPoolComponent
 from aksgpu.kubernetes.security import NONROOT_UID, container_security_context, pod_security_context
 
 NEVER = "0 0 31 2 *"
@@ -72,7 +73,7 @@ def container(name: str, image: pulumi.Input[str], command: Sequence[str] | None
     return spec
 
 
-def pod_spec(pool: GpuNodePool | CpuNodePool | None, containers: Sequence[Mapping[str, Any]],
+def pod_spec(pool: GpuPoolComponent | CpuNodePool | None, containers: Sequence[Mapping[str, Any]],
              volumes: Sequence[Mapping[str, Any]] = (), uid: int = NONROOT_UID, gid: int | None = None,
              tmp: bool = True, service_account: str | None = None) -> dict[str, Any]:
     """A restricted pod on ``pool`` (its node selector and tolerations), or on any untainted node.

@@ -20,6 +20,7 @@ from aksgpu.azure import roles
 from aksgpu.azure.cluster import Cluster, ClusterArgs
 from aksgpu.azure.network import Network, NetworkArgs
 from aksgpu.azure.node_pools import CpuNodePool, GpuNodePool, NodePoolArgs, PoolNodes
+from aksgpu.azure.node_provisioning import NODECLASS_CRD, NODEPOOL_CRD, NapGpuPool, NapPoolArgs
 from aksgpu.azure.registry import Registry, RegistryArgs
 from aksgpu.azure.storage import BlobStorage, BlobStorageArgs, DataGrant
 from aksgpu.config.schema import GpuPool, Pool, StackConfig
@@ -38,8 +39,8 @@ from aksgpu.outputs import Outputs
 class AzureLayer:
     network: Network
     cluster: Cluster
-    gpu_pools: dict[str, GpuNodePool]
-    """By agent pool name."""
+    gpu_pools: dict[str, GpuNodePool | NapGpuPool]
+    """By pool name, in config order: agent pools, or NodePools of node auto-provisioning."""
     cpu_pools: dict[str, CpuNodePool]
     registry: Registry | None
     storage: dict[str, BlobStorage]
@@ -75,12 +76,13 @@ def private_services(cfg: StackConfig) -> list[str]:
     return services
 
 
-def pool_nodes(pool: Pool) -> PoolNodes:
-    """A pool from config as its component takes it."""
+def pool_nodes(pool: Pool, autoscale: bool = True) -> PoolNodes:
+    """A pool from config as its component takes it; ``autoscale`` off in a cluster with node auto-provisioning."""
     return PoolNodes(name=pool.name, vm_size=pool.vm_size, min_count=pool.min_count, max_count=pool.max_count,
                      count=pool.initial_count, spot=pool.spot, spot_max_price=pool.spot_max_price,
                      labels=dict(pool.labels), os_disk_size_gb=pool.os_disk_size_gb, zones=tuple(pool.zones),
-                     capacity_reservation_group_id=getattr(pool, "capacity_reservation_group", None))
+                     capacity_reservation_group_id=getattr(pool, "capacity_reservation_group", None),
+                     autoscale=autoscale)
 
 
 def autoscaler_profile(cfg: StackConfig) -> dict[str, str]:
@@ -94,12 +96,13 @@ def autoscaler_profile(cfg: StackConfig) -> dict[str, str]:
 
 def node_pools(cfg: StackConfig, cluster: Cluster, net: Network
                ) -> tuple[dict[str, GpuNodePool], dict[str, CpuNodePool]]:
-    """The user pools, GPU pools first, each created after the one before it."""
+    """The user agent pools, GPU pools first, each created after the one before it (NAP pools are not agent pools:
+    ``nap_pools`` makes them)."""
     gpu_pools: dict[str, GpuNodePool] = {}
     cpu_pools: dict[str, CpuNodePool] = {}
     previous = None
-    for pool in (*cfg.gpu_pools, *cfg.cpu_pools):
-        args = NodePoolArgs(nodes=pool_nodes(pool), cluster_name=cluster.name,
+    for pool in (*(g for g in cfg.gpu_pools if not g.nap), *cfg.cpu_pools):
+        args = NodePoolArgs(nodes=pool_nodes(pool, not cfg.node_auto_provisioning), cluster_name=cluster.name,
                             resource_group_name=net.resource_group_name, subnet_id=net.node_subnet_id,
                             tags=cfg.tags, after=previous)
         if isinstance(pool, GpuPool):
@@ -109,6 +112,14 @@ def node_pools(cfg: StackConfig, cluster: Cluster, net: Network
             made = cpu_pools[pool.name] = CpuNodePool(f"cpu-{pool.name}", args)
         previous = made.agent_pool
     return gpu_pools, cpu_pools
+
+
+def nap_pools(cfg: StackConfig, net: Network, access: KubernetesAccess) -> dict[str, NapGpuPool]:
+    """The GPU pools node auto-provisioning makes: a NodePool and an AKSNodeClass each, through the cluster's API."""
+    return {g.name: NapGpuPool(f"gpu-{g.name}", NapPoolArgs(
+        nodes=pool_nodes(g), vm_sizes=g.vm_sizes, gpu=g.gpu, location=cfg.location, subnet_id=net.node_subnet_id,
+        tags=cfg.tags, extra_labels=sharing.node_labels(g.gpu)), opts=pulumi.ResourceOptions(
+            providers=[access.provider])) for g in cfg.gpu_pools if g.nap}
 
 
 def build_azure_layer(cfg: StackConfig, needs: Needs, preflight: bool = True) -> AzureLayer:
@@ -153,7 +164,8 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, preflight: bool = True) ->
     cluster = Cluster("aks", ClusterArgs(
         resource_group_name=net.resource_group_name, location=cfg.location, cluster_name=n.cluster(),
         node_resource_group=n.node_resource_group(), dns_prefix=n.dns_prefix(),
-        node_subnet_id=net.node_subnet_id, system_pool=pool_nodes(c.system_pool), pod_cidr=cfg.network.pod_cidr,
+        node_subnet_id=net.node_subnet_id, system_pool=pool_nodes(c.system_pool, not cfg.node_auto_provisioning),
+        node_auto_provisioning=cfg.node_auto_provisioning, pod_cidr=cfg.network.pod_cidr,
         service_cidr=cfg.network.service_cidr, dns_service_ip=cfg.network.dns_service_ip, tags=tags,
         autoscaler=autoscaler_profile(cfg), kubernetes_version=c.kubernetes_version, sku_tier=c.sku_tier,
         private=c.private, authorized_ip_ranges=tuple(c.authorized_ip_ranges), open_api_server=c.open_api_server,
@@ -182,6 +194,8 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, preflight: bool = True) ->
         preflight=preflight, private=cfg.cluster.private, add_on_crds=add_on_crds(cfg, needs),
         reachable_after=[*net.runner_links, *([cluster.runner_dns_link] if cluster.runner_dns_link else [])],
     ))
+    made = {**gpu_pools, **nap_pools(cfg, net, access)}
+    gpu_pools = {g.name: made[g.name] for g in cfg.gpu_pools}  # config order
     return AzureLayer(net, cluster, gpu_pools, cpu_pools, registry, storage, access, metrics, autoscaler_logs,
                       keda_identity)
 
@@ -189,6 +203,8 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, preflight: bool = True) ->
 def add_on_crds(cfg: StackConfig, needs: Needs) -> tuple[str, ...]:
     """The add-on kinds this stack writes, which the cluster must serve before the first Kubernetes call."""
     crds = list(needs.add_on_kinds)
+    if cfg.node_auto_provisioning:
+        crds += [NODEPOOL_CRD, NODECLASS_CRD]
     if cfg.monitoring.enabled and cfg.addons.gpu_operator:
         crds.append(PODMONITOR_CRD)
     if cfg.addons.keda and cfg.monitoring.enabled and needs.autoscaled:

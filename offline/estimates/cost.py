@@ -45,6 +45,14 @@ class PoolCost:
     min_nodes: int
     max_nodes: int
     node_hour: NodeHour
+    nap_sizes: tuple[str, ...] = ()
+    """A node auto-provisioning pool's sizes: it is priced as the dearest of them, on-demand (its fallback)."""
+
+    @property
+    def bought(self) -> str:
+        if self.nap_sizes:
+            return "NAP: " + ("spot, else on-demand" if self.spot else "on-demand") + " (priced at the dearest)"
+        return "spot" if self.spot else "on-demand"
 
     @property
     def idle(self) -> float | None:
@@ -70,12 +78,27 @@ def node_hour(region: dict[str, Any] | None, vm_size: str, spot: bool, discount:
     return NodeHour(None if on_demand is None else on_demand * (1 - discount), assumed=on_demand is not None)
 
 
+def nap_node_hour(region: dict[str, Any] | None, sizes: tuple[str, ...], discount: float) -> tuple[str, NodeHour]:
+    """The size a NAP pool costs most with and its on-demand node-hour: NAP takes on-demand when spot cannot be had,
+    and any of its sizes, so the full-scale bound is the dearest one's (unknown when any size has no price)."""
+    hours = {size: node_hour(region, size, False, discount) for size in sizes}
+    if any(h.price is None for h in hours.values()):
+        return next(size for size, h in hours.items() if h.price is None), NodeHour(None)
+    dearest = max(sizes, key=lambda size: hours[size].price or 0.0)
+    return dearest, hours[dearest]
+
+
 def pool_costs(cfg: StackConfig, prices: dict[str, Any]) -> list[PoolCost]:
     region = region_vm_prices(prices, cfg.location)
-    pools = [(cfg.cluster.system_pool, False)] + [(g, g.spot) for g in cfg.gpu_pools] + \
-        [(p, p.spot) for p in cfg.cpu_pools]
-    return [PoolCost(p.name, p.vm_size, spot, p.min_count, p.max_count,
-                     node_hour(region, p.vm_size, spot, prices["spot_discount"])) for p, spot in pools]
+    discount = prices["spot_discount"]
+    costs = [PoolCost(p.name, p.vm_size, spot, p.min_count, p.max_count, node_hour(region, p.vm_size, spot, discount))
+             for p, spot in [(cfg.cluster.system_pool, False), *((g, g.spot) for g in cfg.gpu_pools if not g.nap)]]
+    for g in cfg.gpu_pools:
+        if g.nap:
+            size, hour = nap_node_hour(region, g.vm_sizes, discount)
+            costs.append(PoolCost(g.name, size, g.spot, g.min_count, g.max_count, hour, g.vm_sizes))
+    return costs + [PoolCost(p.name, p.vm_size, p.spot, p.min_count, p.max_count,
+                             node_hour(region, p.vm_size, p.spot, discount)) for p in cfg.cpu_pools]
 
 
 INTERNAL_LB = "service.beta.kubernetes.io/azure-load-balancer-internal"
@@ -247,7 +270,7 @@ def cost_markdown(render: Render, prices: dict[str, Any] | None = None) -> str:
         spot = node_hour(region, p.vm_size, True, prices["spot_discount"])
         spot_text = _money(spot.price) + (" *assumed*" if spot.assumed else "")
         lines.append(f"| {p.pool} | {p.vm_size} | {_money(on_demand.price)} | {spot_text} | "
-                     f"{'spot' if p.spot else 'on-demand'} | {p.min_nodes}–{p.max_nodes} | {_money(p.idle)} | "
+                     f"{p.bought} | {p.min_nodes}–{p.max_nodes} | {_money(p.idle)} | "
                      f"{_money(p.full)} |")
     lines += ["", "| fixed | per hour |", "|---|---|"]
     lines += [f"| {item} | {_money(value)} |" for item, value in fixed]
