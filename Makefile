@@ -11,7 +11,7 @@ SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --locked --inexact --quiet
 # PyTorch's CPU index. requirements-torch.txt pins it by version and sha256 either way.
 TORCH_SOURCE ?= $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),--index-url https://download.pytorch.org/whl/cpu)
 
-.PHONY: install install-dev install-checkov install-policy render docs test lock state-backend clean
+.PHONY: install install-azure install-dev install-checkov install-policy render docs test lock state-backend clean
 
 $(UV): tools/uv/requirements.txt
 	$(PYTHON) -m venv .venv-tools
@@ -20,6 +20,9 @@ $(UV): tools/uv/requirements.txt
 
 install: $(UV)  ## the runtime: what `pulumi up`, the workflows and the render need
 	$(SYNC)
+
+install-azure: $(UV)  ## the runtime plus Azure's SDK for the capacity preflight and the catalogue refresh
+	$(SYNC) --group azure
 
 install-dev: $(UV)  ## the runtime plus tests, linters and the image code's CPU dependencies
 	$(SYNC) --group dev

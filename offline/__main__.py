@@ -187,9 +187,12 @@ def _capacity(args: argparse.Namespace) -> int:
         return capacity.exit_code(capacity.Verdict.UNCHECKED, args.fail_on)
     for check in checks:
         print(check.line())
+    table = capacity.markdown(args.stack, cfg.location, checks)
     if args.markdown:
         with args.markdown.open("a") as out:
-            out.write(capacity.markdown(args.stack, cfg.location, checks))
+            out.write(table)
+    if args.comment and capacity.worst(checks) != capacity.Verdict.FITS:
+        args.comment.write_text(table)
     return capacity.exit_code(capacity.worst(checks), args.fail_on)
 
 
@@ -318,7 +321,9 @@ COMMANDS: dict[str, Command] = {
                                    p.add_argument("--markdown", type=Path, help="append the summary table to this "
                                                   "file (the workflows' $GITHUB_STEP_SUMMARY)"),
                                    p.add_argument("--fail-on", choices=("no-fit", "min-only", "never"),
-                                                  help="exit 1 from this verdict on, else 0 (the workflows: no-fit)")),
+                                                  help="exit 1 from this verdict on, else 0 (the workflows: no-fit)"),
+                                   p.add_argument("--comment", type=Path, help="write the table to this file only "
+                                                  "when a pool does not fit in full (the pull request's comment)")),
                         _capacity),
     "catalogue": Command("refresh the GPU catalogue (Resource SKUs: sizes, quota families, regions, zones, spot) and "
                          "the VM prices (Retail Prices API) into their committed files (asks Azure: az login)",

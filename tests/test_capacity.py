@@ -151,6 +151,19 @@ def test_the_command_prints_one_line_per_pool_and_appends_the_summary(monkeypatc
     assert summary.read_text().startswith("earlier steps\n### Capacity for stack `gpu-basics` in `eastus`: fits")
 
 
+def test_the_pull_request_comment_is_written_only_when_a_pool_does_not_fit_in_full(monkeypatch, tmp_path):
+    comment = tmp_path / "comment.md"
+    monkeypatch.setattr(capacity, "connect", lambda subscription: Azure(subscription, Token(), Replay(ENOUGH)))
+    assert main(["capacity", "--stack", "gpu-basics", "--subscription", SUBSCRIPTION, "--comment", str(comment),
+                 "--fail-on", "no-fit"]) == 0
+    assert not comment.exists()
+    low = {**ENOUGH, "spot": "spot-low.json"}
+    monkeypatch.setattr(capacity, "connect", lambda subscription: Azure(subscription, Token(), Replay(low)))
+    assert main(["capacity", "--stack", "gpu-basics", "--subscription", SUBSCRIPTION, "--comment", str(comment),
+                 "--fail-on", "no-fit"]) == 0
+    assert comment.read_text().startswith("### Capacity for stack `gpu-basics` in `eastus`: fits at min only")
+
+
 def test_the_command_needs_a_subscription(monkeypatch, capsys):
     for name in ("AZURE_SUBSCRIPTION_ID", "ARM_SUBSCRIPTION_ID"):
         monkeypatch.delenv(name, raising=False)

@@ -195,6 +195,23 @@ def test_pull_requests_preview_with_oidc_comment_and_the_replacement_guard():
     assert "offline render-diff" in render and "GITHUB_STEP_SUMMARY" in render
 
 
+@pytest.mark.parametrize("workflow, job", [("pull-request.yml", "preview"), ("deploy.yml", "up")])
+def test_previews_and_deploys_check_capacity_after_login_and_before_pulumi_and_fail_on_no_fit(workflow, job):
+    steps = load(workflow)["jobs"][job]["steps"]
+    runs = [s.get("run", "") for s in steps]
+    (at,) = [i for i, run in enumerate(runs) if "-m offline capacity" in run]
+    login = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("azure/login"))
+    first_pulumi = next(i for i, s in enumerate(steps) if "pulumi " in s.get("run", "") or s.get("with", {}).get(
+        "command"))
+    assert login < at < first_pulumi
+    assert "make install-azure" in runs[at] and '--stack "$STACK"' in runs[at]
+    assert "--fail-on no-fit" in runs[at] and '--markdown "$GITHUB_STEP_SUMMARY"' in runs[at]
+    assert "install-azure:" in (REPO_ROOT / "Makefile").read_text()
+    if workflow == "pull-request.yml":  # the table goes to the pull request when a pool does not fit in full
+        assert "--comment capacity.md" in runs[at] and 'gh pr comment "$PR" --body-file capacity.md' in runs[at]
+        assert load(workflow)["jobs"][job]["permissions"]["pull-requests"] == "write"
+
+
 @pytest.mark.parametrize("workflow, command", [("pull-request.yml", "preview"), ("deploy.yml", "up")])
 def test_previews_and_deploys_run_under_the_policy_pack(workflow, command):
     steps = [s for job in load(workflow)["jobs"].values() for s in job.get("steps", [])]
