@@ -33,6 +33,9 @@ class Needs:
     outputs (granted with ``cluster.grantDeployerAdmin``)."""
     job_queue: bool = False
     """Its GPU Jobs queue in Kueue (``addons.kueue``) within the GPU pools' capacity."""
+    job_sets: bool = False
+    """Its distributed runs are JobSets (one Job per node): the platform installs the JobSet controller, and Kueue
+    admits each run whole, all its pods or none."""
     alert_rules: Sequence[AlertRule] = ()
     """Alert rules on its workloads' own metrics, added to the stack's rule group (``monitoring.enabled``)."""
     autoscaled: bool = False

@@ -22,6 +22,7 @@ from aksgpu.layers.images import build_images
 from aksgpu.layers.workspace import build_workspace
 from aksgpu.scenario import Platform, Scenario
 from aksgpu.sdk import namespace_values
+from aksgpu.training.jobset import JobSetController, JobSetControllerArgs
 
 Registry = Mapping[str, Scenario]
 """Scenario name → scenario: what ``aksgpu:scenario`` may name."""
@@ -58,12 +59,16 @@ def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> Sta
     images = build_images(cfg, azure, {**needs.images, **platform_images(cfg)})
     software = build_gpu_software(cfg, azure, images)
     workspace, volumes = build_workspace(cfg, azure, software, needs) if needs.namespace else (None, {})
+    job_sets = None
+    if needs.job_sets:
+        job_sets = JobSetController("jobset", JobSetControllerArgs(), opts=azure.kubernetes_opts)
     queue = None
     if needs.job_queue and cfg.addons.kueue and workspace is not None:
-        queue = Kueue("kueue", KueueArgs(pools=list(azure.gpu_pools.values()), workspaces=[workspace]),
+        queue = Kueue("kueue", KueueArgs(pools=list(azure.gpu_pools.values()), workspaces=[workspace],
+                                         job_sets=job_sets, rdma=cfg.addons.network_operator),
                       opts=azure.kubernetes_opts)
     platform = Platform(cfg=cfg, needs=needs, azure=azure, software=software, images=images, workspace=workspace,
-                        volumes=volumes, job_queue=queue.queue if queue else None)
+                        volumes=volumes, job_queue=queue.queue if queue else None, job_sets=job_sets)
     values = {**azure_outputs(cfg, azure),
               **{outputs.image(repository): image.image_ref for repository, image in images.items()},
               **scenario.deploy(cfg, cfg.settings, platform)}

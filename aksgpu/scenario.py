@@ -29,6 +29,7 @@ from aksgpu.layers.azure import AzureLayer
 from aksgpu.layers.gpu_software import GpuSoftware
 from aksgpu.needs import Needs
 from aksgpu.outputs import Outputs, explained_failure
+from aksgpu.training.jobset import JobSetController
 from aksgpu.volumes.blob_volume import WorkloadVolumes
 
 K = f"{PROJECT}:"
@@ -52,6 +53,8 @@ class Platform:
     """Each data workload's identity and blob volumes (``Needs.data_access``)."""
     job_queue: JobQueue | None = None
     """Where the scenario's GPU Jobs queue (Kueue); None: Jobs start at once."""
+    job_sets: JobSetController | None = None
+    """The JobSet controller (``Needs.job_sets``): its runs are created after it."""
 
     @property
     def opts(self) -> pulumi.ResourceOptions:

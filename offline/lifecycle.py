@@ -118,7 +118,8 @@ def retain(group: str) -> dict[str, str]:
 
 
 def drain_jobs(stack: str, namespace: str) -> str:
-    """Delete the Jobs and CronJobs in the stack's namespace before a destroy; what happened, in one line."""
+    """Delete the Jobs, CronJobs and JobSets in the stack's namespace before a destroy; what happened, in one
+    line."""
     found = subprocess.run(["pulumi", "stack", "output", "kubeconfig", "--show-secrets", "--stack", stack],
                            capture_output=True, text=True)
     if found.returncode != 0 or not found.stdout.strip():
@@ -129,6 +130,14 @@ def drain_jobs(stack: str, namespace: str) -> str:
         deleted = subprocess.run(
             ["kubectl", "--kubeconfig", kubeconfig.name, "--namespace", namespace, "delete", "cronjobs,jobs",
              "--all", "--ignore-not-found", "--wait=true", "--timeout=10m"], capture_output=True, text=True)
+        if deleted.returncode == 0:
+            # JobSets (runs created on demand) hold Kueue Workloads too; a cluster without the CRD has none.
+            sets = subprocess.run(
+                ["kubectl", "--kubeconfig", kubeconfig.name, "--namespace", namespace, "delete",
+                 "jobsets.jobset.x-k8s.io", "--all", "--ignore-not-found", "--wait=true", "--timeout=10m"],
+                capture_output=True, text=True)
+            if sets.returncode != 0 and "the server doesn't have a resource type" not in sets.stderr:
+                deleted = sets
     finally:
         os.unlink(kubeconfig.name)
     if deleted.returncode != 0:

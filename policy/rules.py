@@ -40,8 +40,9 @@ EXCEPTIONS = {
 }
 """Each exception the rules accept, and the property it excuses: on a resource without that property the tag
 means nothing, so it is a mistake. The namespace one is a label, not a tag: a workload namespace at baseline."""
-OPERATOR_NAMESPACES = frozenset({"gpu-operator", "node-feature-discovery", "kube-system"})
-"""Where privileged pods may run: the GPU driver, toolkit and NFD load kernel modules and read host devices."""
+OPERATOR_NAMESPACES = frozenset({"gpu-operator", "node-feature-discovery", "network-operator", "kube-system"})
+"""Where privileged pods may run: the GPU and InfiniBand drivers, the toolkit, NFD and the RDMA device plugin load
+kernel modules and read host devices."""
 
 MC = "azure-native:containerservice:ManagedCluster"
 AGENT_POOL = "azure-native:containerservice:AgentPool"

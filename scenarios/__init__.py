@@ -5,7 +5,16 @@ workload components (``workloads.py``), its docs page (``README.md``) and its te
 line below, its stack file ``Pulumi.<name>.yaml`` (docs/development.md).
 """
 
-from scenarios import av_resim, batch_inference, function_gpu, gpu_basics, gpu_sharing, llm_serving, training_autoscale
+from scenarios import (
+    av_resim,
+    batch_inference,
+    distributed_training,
+    function_gpu,
+    gpu_basics,
+    gpu_sharing,
+    llm_serving,
+    training_autoscale,
+)
 
 REGISTRY = {s.name: s for s in (
     function_gpu.SCENARIO,
@@ -15,5 +24,6 @@ REGISTRY = {s.name: s for s in (
     training_autoscale.SCENARIO,
     llm_serving.SCENARIO,
     batch_inference.SCENARIO,
+    distributed_training.SCENARIO,
 )}
 """Scenario name → scenario, in the order the docs list them."""

@@ -21,6 +21,10 @@ On a machine with network access, fill it like this (versions from charts.py)::
     helm pull blob-csi-driver --repo https://kubernetes-sigs.github.io/blob-csi-driver --version 1.27.9 \\
         --untar -d SOURCE/charts
     helm pull oci://registry.k8s.io/kueue/charts/kueue --version 0.19.2 --untar -d SOURCE/charts
+    helm pull network-operator --repo https://helm.ngc.nvidia.com/nvidia --version 26.4.1 --untar -d SOURCE/charts
+    helm pull oci://registry.k8s.io/jobset/charts/jobset --version 0.12.0 --untar -d SOURCE/charts
+    # (or each chart's folder at its git tag: Mellanox/network-operator v26.4.1 deployment/network-operator,
+    #  kubernetes-sigs/jobset v0.12.0 charts/jobset, as these fixtures were made)
     # operator CRDs at a tag, e.g. KEDA's: SOURCE/crds/keda-v2.16.1/ from kedacore/keda config/crd/bases/
     # DCGM counters: SOURCE/dcgm/ from NVIDIA/dcgm-exporter etc/*.csv at the exporter tag the operator names
     # keep lists: SOURCE/metrics/ from MicrosoftDocs/azure-docs (commit 02d1d9c4956ab465e868375eca9dd7d9f964c42b)

@@ -47,3 +47,23 @@ def load(raw: dict[str, Any], stack: str = "test"):
     from aksgpu.config.loader import load_config
     from scenarios import REGISTRY
     return load_config(with_api_server_decision(raw), "aksgpu", stack, REGISTRY)
+
+
+def jobset_templates(render: Render) -> dict[str, dict[str, Any]]:
+    """The JobSets a stack keeps as manifests in ConfigMaps to create on demand (aksgpu/training/jobset.py
+    RunTemplate): name → the JobSet."""
+    import yaml
+
+    from aksgpu.training.jobset import MANIFEST_KEY
+    found = {}
+    for r in render.of_type("kubernetes:core/v1:ConfigMap"):
+        data = (r.revealed or {}).get("data") or {}
+        if r.revealed["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "run-template":
+            jobset = yaml.safe_load(data[MANIFEST_KEY])
+            found[jobset["metadata"]["name"]] = jobset
+    return found
+
+
+def jobset_pods(jobset: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod template of each replicated job of a JobSet."""
+    return [rj["template"]["spec"]["template"] for rj in jobset["spec"]["replicatedJobs"]]

@@ -77,7 +77,8 @@ def test_workload_namespaces_enforce_restricted_and_only_driver_namespaces_are_p
                 assert needs.namespace == name and needs.namespace_exception == SecurityException.BASELINE_OPERATOR_PODS
                 assert (level, labels["pod-security.kubernetes.io/warn"]) == ("baseline", "restricted"), name
                 continue
-            assert level == ("privileged" if name in ("gpu-operator", "node-feature-discovery") else "restricted"), name
+            assert level == ("privileged" if name in ("gpu-operator", "node-feature-discovery", "network-operator")
+                             else "restricted"), name
 
 
 def test_smoke_test_job_requests_one_gpu_on_its_pool_after_the_operator(render_of):

@@ -10,7 +10,7 @@ import yaml
 from aksgpu.autoscaling.kueue import manager_config
 from offline.report import helm_release, manifest
 from tests import upstream
-from tests.helpers import render_with
+from tests.helpers import jobset_templates, render_with
 
 KUEUE = "0.19.2"
 KINDS = {"ResourceFlavor": "resourceflavors.kueue.x-k8s.io", "ClusterQueue": "clusterqueues.kueue.x-k8s.io",
@@ -46,6 +46,9 @@ def gpu_jobs(render) -> dict[str, tuple[dict, dict]]:
         pod = spec["template"]["spec"]
         if any("nvidia.com/gpu" in c["resources"].get("limits", {}) for c in pod["containers"]):
             found[meta["name"]] = (meta, spec)
+    for name, jobset in jobset_templates(render).items():  # a JobSet is queued as a whole, with its label
+        for replicated in jobset["spec"]["replicatedJobs"]:
+            found[name] = (jobset["metadata"], replicated["template"]["spec"])
     return found
 
 
@@ -158,7 +161,8 @@ def test_everything_kueue_manages_goes_before_kueue_on_destroy(renders):
                      and any(x.name == "kueue-release" for x in r.resources)]
     assert {r.stack for r in queued_stacks} >= {"av-resim", "training-autoscale", "batch-inference"}
     for r in queued_stacks:
-        queued = [x for x in r.resources if x.type in ("kubernetes:batch/v1:CronJob", "kubernetes:batch/v1:Job")
+        queued = [x for x in r.resources if x.type in ("kubernetes:batch/v1:CronJob", "kubernetes:batch/v1:Job",
+                                                       "kubernetes:core/v1:ConfigMap")
                   and "kueue.x-k8s.io/queue-name" in json.dumps(x.inputs)]
         assert queued, r.stack
         for job in queued:

@@ -280,7 +280,7 @@ print("apiVersion: v1")
 """)
     (bin_dir / "kubectl").write_text(f"""#!{sys.executable}
 import sys
-open({str(tmp_path / "kubectl.log")!r}, "w").write(" ".join(sys.argv[1:]))
+open({str(tmp_path / "kubectl.log")!r}, "a").write(" ".join(sys.argv[1:]) + "\\n")
 print('job.batch "resim-gpu-io-1" deleted')
 """)
     for tool in bin_dir.iterdir():
@@ -293,8 +293,10 @@ def test_a_destroy_first_deletes_the_scenarios_jobs_so_kueue_lets_its_queue_go(f
     root, env = fake_cli
     result = offline("drain-jobs", "--stack", "av-resim", env=env)
     assert result.returncode == 0 and 'deleted the Jobs and CronJobs of namespace av-resim' in result.stdout
-    call = (root / "kubectl.log").read_text()
-    assert "--namespace av-resim delete cronjobs,jobs --all --ignore-not-found --wait=true" in call
+    jobs, jobsets = (root / "kubectl.log").read_text().splitlines()
+    assert "--namespace av-resim delete cronjobs,jobs --all --ignore-not-found --wait=true" in jobs
+    # Runs created on demand (distributed-training's JobSets) hold Kueue Workloads too.
+    assert "--namespace av-resim delete jobsets.jobset.x-k8s.io --all --ignore-not-found" in jobsets
     assert not list(root.glob("*.kubeconfig"))  # the credentials file is gone
 
 

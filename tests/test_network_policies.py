@@ -11,6 +11,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from offline.report import is_manifest, manifest
+from tests.helpers import jobset_pods, jobset_templates
 
 WORKLOADS = {"Job", "CronJob", "Deployment", "DaemonSet"}
 KUBE_DNS = ("kube-system", {"k8s-app": "kube-dns"})
@@ -40,6 +41,9 @@ def pods(render) -> dict[str, Pod]:
             ports = {p["name"]: p["containerPort"] for c in template["spec"]["containers"] for p in c.get("ports", [])
                      if "name" in p}
             found[obj["metadata"]["name"]] = Pod(obj["metadata"]["namespace"], template["metadata"]["labels"], ports)
+    for name, jobset in jobset_templates(render).items():
+        for template in jobset_pods(jobset):
+            found[name] = Pod(jobset["metadata"]["namespace"], template["metadata"]["labels"], {})
     return found
 
 
@@ -108,7 +112,7 @@ def allowed(render, source, destination, port: int, protocol: str = "TCP") -> bo
     return not dst or _direction_allows(policies, dst, "Ingress", src_peer, port, protocol, dst)
 
 
-ADD_ON_NAMESPACES = {"kueue-system"}
+ADD_ON_NAMESPACES = {"kueue-system", "jobset-system"}
 """Restricted, but no default-deny: the API server calls the add-on's admission webhook from outside the pod
 network, and the controller calls the API server."""
 

@@ -6,6 +6,7 @@ from aksgpu.azure import roles
 from aksgpu.identity.workload_identity import CLIENT_ID_ANNOTATION, TOKEN_AUDIENCE
 from offline.mocks import TENANT, azure_id, guid
 from scenarios import REGISTRY
+from tests.helpers import jobset_pods, jobset_templates
 
 UAI = "azure-native:managedidentity:UserAssignedIdentity"
 FIC = "azure-native:managedidentity:FederatedIdentityCredential"
@@ -46,6 +47,9 @@ def pod_templates(render):
             spec = r.revealed["spec"]
             spec = spec["jobTemplate"]["spec"] if kind == "CronJob" else spec
             yield f"{kind}/{r.revealed['metadata']['name']}", spec["template"]["spec"]
+    for name, jobset in jobset_templates(render).items():
+        for template in jobset_pods(jobset):
+            yield f"JobSet/{name}", template["spec"]
 
 
 def test_each_data_workload_has_its_own_identity_federated_with_its_service_account(renders):

@@ -20,6 +20,7 @@ from pulumi_kubernetes import apiextensions
 from aksgpu.azure.node_capacity import workload_capacity
 from aksgpu.azure.node_pools import taint_fields
 from aksgpu.azure.node_provisioning import GpuPoolComponent
+from aksgpu.gpu.network_operator import RDMA_HCA_MAX, RDMA_RESOURCE
 from aksgpu.kubernetes import charts, helm
 from aksgpu.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, namespace
 from aksgpu.kubernetes.workspace import Workspace
@@ -70,11 +71,25 @@ def partial_admission(queue: JobQueue | None) -> dict[str, str]:
     return {MIN_PARALLELISM: "1"} if queue else {}
 
 
-def manager_config(namespaces: Sequence[str]) -> dict[str, Any]:
-    """The chart's controller configuration with two changes. Kueue manages only batch Jobs (the chart also
+ALL_OR_NOTHING = {
+    # A run whose pods are not all Ready within this time (a scale from zero, the drivers built on new nodes) is
+    # evicted and requeued, its quota freed, instead of holding half the GPUs while the other half never comes.
+    "timeout": "30m",
+    # One admission at a time until its pods are Ready: two runs never each get half of the nodes.
+    "blockAdmission": True,
+    "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5, "backoffBaseSeconds": 60,
+                          "backoffMaxSeconds": 3600},
+}
+"""Kueue's waitForPodsReady (kueue.sigs.k8s.io/docs/tasks/manage/setup_wait_for_pods_ready): all-or-nothing
+admission for runs that only work whole."""
+
+
+def manager_config(namespaces: Sequence[str], job_sets: bool = False) -> dict[str, Any]:
+    """The chart's controller configuration with these changes. Kueue manages only batch Jobs (the chart also
     turns on Pods, Deployments and StatefulSets, whose webhooks then refuse every new pod while Kueue is down),
-    and only in ``namespaces``: its webhooks skip the GPU operator's and every other namespace."""
-    return {
+    and JobSets where a scenario runs them, with all-or-nothing admission; and only in ``namespaces``: its webhooks
+    skip the GPU operator's and every other namespace."""
+    config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
         "health": {"healthProbeBindAddress": ":8081"},
         "metrics": {"bindAddress": ":8443"},
@@ -84,36 +99,49 @@ def manager_config(namespaces: Sequence[str]) -> dict[str, Any]:
             "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 10, "LocalQueue.kueue.x-k8s.io": 5,
             "ClusterQueue.kueue.x-k8s.io": 5, "ResourceFlavor.kueue.x-k8s.io": 1}},
         "clientConnection": {"qps": 300, "burst": 500},
-        "integrations": {"frameworks": ["batch/job"]},
+        "integrations": {"frameworks": ["batch/job", *(["jobset.x-k8s.io/jobset"] if job_sets else [])]},
         "managedJobsNamespaceSelector": {"matchExpressions": [{
             "key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(namespaces)}]},
     }
+    if job_sets:
+        config["waitForPodsReady"] = ALL_OR_NOTHING
+    return config
 
 
-def kueue_values(namespaces: Sequence[str]) -> dict[str, Any]:
+def kueue_values(namespaces: Sequence[str], job_sets: bool = False) -> dict[str, Any]:
     """The release image (the chart in git names a staging build), pulled once per node; ``manager_config``."""
     return {
         "controllerManager": {"manager": {"image": {
             "repository": charts.KUEUE_IMAGE, "tag": f"v{charts.KUEUE.version}", "pullPolicy": "IfNotPresent"}}},
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(namespaces), sort_keys=False)},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(namespaces, job_sets),
+                                                                        sort_keys=False)},
     }
 
 
-def flavor_quota(pool: GpuPoolComponent) -> dict[str, str]:
+def flavor_quota(pool: GpuPoolComponent, rdma: bool = False) -> dict[str, str]:
     """What a pool's pods can use at its maximum size: the ClusterQueue's nominal quota for its flavor. CPU and
     memory are what each node leaves pods after AKS's reservations and the DaemonSets (node_capacity): counting the
-    VM size instead, Kueue would admit a Job that then stays Pending."""
+    VM size instead, Kueue would admit a Job that then stays Pending. With ``rdma`` the RDMA devices too: what the
+    device plugin offers on an InfiniBand node, none elsewhere (a run asking for them fits only there)."""
     nodes, size = pool.nodes.max_count, pool.gpu.size
     per_node = workload_capacity(size.vcpus, size.memory_gib)
-    return {"cpu": f"{nodes * per_node.cpu_m}m", "memory": f"{nodes * per_node.memory_mi}Mi",
-            "nvidia.com/gpu": str(nodes * pool.gpu.per_node)}
+    quota = {"cpu": f"{nodes * per_node.cpu_m}m", "memory": f"{nodes * per_node.memory_mi}Mi",
+             "nvidia.com/gpu": str(nodes * pool.gpu.per_node)}
+    if rdma:
+        quota[RDMA_RESOURCE] = str(nodes * RDMA_HCA_MAX if size.infiniband else 0)
+    return quota
 
 
 @dataclass(frozen=True)
 class KueueArgs:
     pools: Sequence[GpuPoolComponent]
     """The GPU pools Jobs may run on: a flavor each."""
-    workspaces: Sequence[Workspace]
+    job_sets: pulumi.Resource | None = None
+    """The JobSet controller: JobSets are queued too, each admitted whole (``ALL_OR_NOTHING``), and Kueue starts
+    after JobSet's CRD exists (it turns on an integration only for the CRDs it finds)."""
+    rdma: bool = False
+    """The quota counts RDMA devices (the Network Operator runs)."""
+    workspaces: Sequence[Workspace] = ()
     """The namespaces whose Jobs the ClusterQueue admits, each with a LocalQueue. Kueue outlives them: a Workload
     keeps Kueue's finalizer until Kueue's controller removes it (kueue v0.19.2
     pkg/controller/jobframework/utils.go:273, reconciler.go:440-460), so a namespace deleted after Kueue would hang
@@ -130,7 +158,8 @@ class Kueue(pulumi.ComponentResource):
         ns = namespace(f"{name}-ns", NAMESPACE, RESTRICTED_NAMESPACE_LABELS, self)
         namespaces = [w.name for w in args.workspaces]
         release = helm.release(f"{name}-release", "kueue", charts.KUEUE, ns.metadata["name"],
-                               kueue_values(namespaces), self, depends_on=list(args.workspaces))
+                               kueue_values(namespaces, args.job_sets is not None), self,
+                               depends_on=[*args.workspaces, *([args.job_sets] if args.job_sets else [])])
         after_release = pulumi.ResourceOptions(parent=self, depends_on=[release])
         flavors = []
         for pool in args.pools:
@@ -151,10 +180,10 @@ class Kueue(pulumi.ComponentResource):
                 # A Job that does not fit does not block smaller ones behind it.
                 "queueingStrategy": "BestEffortFIFO",
                 "resourceGroups": [{
-                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu", *([RDMA_RESOURCE] if args.rdma else [])],
                     "flavors": [{"name": pool.pool_name, "resources": [
                         {"name": resource, "nominalQuota": quota}
-                        for resource, quota in flavor_quota(pool).items()]} for pool, _ in flavors],
+                        for resource, quota in flavor_quota(pool, args.rdma).items()]} for pool, _ in flavors],
                 }],
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[release, *(f for _, f in flavors)]))

@@ -256,6 +256,18 @@ def add_ons(cfg: StackConfig) -> Problems:
             yield ConfigError(f"{K}gpuPools[{i}].driver", g.driver,
                               f"pool '{g.name}': nothing installs the GPU driver while addons.gpuOperator is false; "
                               "use driver install or enable the operator")
+    if addons.network_operator:
+        if not (addons.nfd and addons.gpu_operator):
+            yield ConfigError(f"{K}addons.networkOperator", True, "needs addons.nfd (its rule labels the InfiniBand "
+                              "nodes) and addons.gpuOperator (GPUDirect RDMA is the operator driver's)")
+        ib = [(i, g) for i, g in enumerate(cfg.gpu_pools) if g.size.infiniband]
+        if not ib:
+            yield ConfigError(f"{K}addons.networkOperator", True, "no GPU pool has InfiniBand (ND sizes such as "
+                              "Standard_ND96isr_H100_v5): nothing for the Network Operator to serve")
+        for i, g in ib:
+            if g.driver != GpuDriver.NONE:
+                yield ConfigError(f"{K}gpuPools[{i}].driver", g.driver, f"pool '{g.name}': GPUDirect RDMA loads "
+                                  "nvidia-peermem with the GPU operator's driver; use driver none")
     if addons.smoke_test and not addons.gpu_operator:
         yield ConfigError(f"{K}addons.smokeTest", True,
                           "the smoke test needs the GPU operator's device plugin (addons.gpuOperator)")

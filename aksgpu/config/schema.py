@@ -425,6 +425,9 @@ class AddonsConfig(ConfigModel):
     `monitoring.enabled`)."""
     kueue: bool = True
     """Kueue queues the GPU Jobs of scenarios that submit many at once, within their GPU pools' capacity."""
+    network_operator: bool = False
+    """NVIDIA's Network Operator on the InfiniBand GPU pools (ND sizes): the InfiniBand driver and the RDMA device
+    plugin (`rdma/shared_ib`), and GPUDirect RDMA in the GPU operator; needs `nfd` and `gpuOperator`."""
 
 
 def _email(value: str) -> str:

@@ -29,8 +29,10 @@ DCGM_VIRTUAL_GPUS = "KUBERNETES_VIRTUAL_GPUS"
 
 
 def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, str]], bundled_nfd: bool,
-                    sharing_config_name: pulumi.Input[str] | None) -> dict[str, Any]:
-    """Chart values; the driver is the operator's exactly when some pool skips the AKS driver."""
+                    sharing_config_name: pulumi.Input[str] | None, rdma: bool = False) -> dict[str, Any]:
+    """Chart values; the driver is the operator's exactly when some pool skips the AKS driver. ``rdma``: GPUDirect
+    RDMA, the driver's nvidia-peermem module over the Network Operator's OFED driver (Azure/aks-rdma-infiniband
+    configs/values/gpu-operator: driver.rdma.enabled; useHostMofed stays false, the OFED driver is a container)."""
     tolerations = merged_tolerations([NVIDIA_GPU], gpu_tolerations, [MIG_NOT_READY])
     owns_driver = any(p.driver == GpuDriver.NONE for p in pools)
     values: dict[str, Any] = {
@@ -38,7 +40,7 @@ def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, s
         "nfd": {"enabled": bundled_nfd},
         # This list replaces the chart default, so it keeps the nvidia.com/gpu entry and adds the pool taints.
         "daemonsets": {"tolerations": tolerations},
-        "driver": {"enabled": owns_driver},
+        "driver": {"enabled": owns_driver, **({"rdma": {"enabled": True, "useHostMofed": False}} if rdma else {})},
         "toolkit": {"enabled": owns_driver},
     }
     if bundled_nfd:
@@ -74,6 +76,8 @@ class GpuOperatorArgs:
     """True when no separate NFD release exists."""
     namespace: str = "gpu-operator"
     """Namespace the program creates for the operator."""
+    rdma: bool = False
+    """GPUDirect RDMA for InfiniBand pools (the Network Operator runs beside it)."""
 
 
 class GpuOperator(pulumi.ComponentResource):
@@ -101,7 +105,7 @@ class GpuOperator(pulumi.ComponentResource):
             )
             config_name = config.metadata["name"]
 
-        values = operator_values(args.pools, args.gpu_tolerations, args.bundled_nfd, config_name)
+        values = operator_values(args.pools, args.gpu_tolerations, args.bundled_nfd, config_name, args.rdma)
         # GPU nodes are slow to join: the operator pods wait for NFD labels and the driver build.
         # The chart upgrades the ClusterPolicy CRD in a pre-upgrade Job (operator.upgradeCRD); NVIDIA asks for
         # --disable-openapi-validation so a chart bump is not refused before that Job runs.

@@ -23,7 +23,20 @@ GPU_OPERATOR = Chart("gpu-operator", "v26.7.0", "https://helm.ngc.nvidia.com/nvi
 BLOB_CSI = Chart("blob-csi-driver", "1.27.9", "https://kubernetes-sigs.github.io/blob-csi-driver")
 KUEUE = Chart("oci://registry.k8s.io/kueue/charts/kueue", "0.19.2")
 """Published only as an OCI chart (the Kueue README's install command)."""
-PINNED_CHARTS = (NFD, GPU_OPERATOR, BLOB_CSI, KUEUE)
+NETWORK_OPERATOR = Chart("network-operator", "26.4.1", "https://helm.ngc.nvidia.com/nvidia")
+"""NVIDIA's Network Operator: InfiniBand driver and RDMA device plugin, through one NicClusterPolicy
+(Azure/aks-rdma-infiniband's AKS guide)."""
+JOBSET = Chart("oci://registry.k8s.io/jobset/charts/jobset", "0.12.0")
+"""JobSet: a group of Jobs (one per node of a distributed run) started, restarted and finished as one."""
+PINNED_CHARTS = (NFD, GPU_OPERATOR, BLOB_CSI, KUEUE, NETWORK_OPERATOR, JOBSET)
+
+JOBSET_IMAGE = "registry.k8s.io/jobset/jobset"
+"""JobSet's release images; the chart in git names a staging registry, as Kueue's does."""
+DOCA_DRIVER = ("nvcr.io/nvidia/mellanox", "doca-driver", "doca3.2.0-25.10-1.2.8.0-2")
+"""The InfiniBand (DOCA OFED) driver container the Network Operator builds on each IB node: repository, image and
+version from Azure/aks-rdma-infiniband@700dabb configs/nicclusterpolicy/base/nic.yaml."""
+RDMA_SHARED_DEVICE_PLUGIN = ("nvcr.io/nvidia/mellanox", "k8s-rdma-shared-dev-plugin", "network-operator-v25.10.0")
+"""The RDMA shared device plugin, from the same guide (configs/nicclusterpolicy/rdma-shared-device-plugin)."""
 
 KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
 """Where Kueue's release images live; the chart in git names a staging registry that its release build rewrites."""

@@ -61,6 +61,17 @@ def allow_egress_to_pods(resource_name: str, name: str, namespace: pulumi.Input[
     return _policy(resource_name, name, namespace, pods, {"policyTypes": ["Egress"], "egress": [rule]}, parent)
 
 
+def allow_within(resource_name: str, name: str, namespace: pulumi.Input[str], pods: Mapping[str, str],
+                 parent: pulumi.Resource) -> networking.v1.NetworkPolicy:
+    """Any TCP between ``pods`` and each other, both ways: the processes of one distributed run (torchrun's
+    rendezvous on a fixed port, then NCCL's and gloo's bootstrap sockets on ports each process picks)."""
+    peers = [{"podSelector": {"matchLabels": dict(pods)}}]
+    return _policy(resource_name, name, namespace, pods, {
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [{"from": peers, "ports": [{"protocol": "TCP"}]}],
+        "egress": [{"to": peers, "ports": [{"protocol": "TCP"}]}]}, parent)
+
+
 def allow_https_to_internet(resource_name: str, name: str, namespace: pulumi.Input[str], pods: Mapping[str, str],
                             parent: pulumi.Resource) -> networking.v1.NetworkPolicy:
     """HTTPS from ``pods`` to public addresses only (never the VNet, other pods or the metadata endpoint)."""

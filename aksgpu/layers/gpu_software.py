@@ -10,6 +10,7 @@ from aksgpu.autoscaling.keda import KedaWorkloadIdentity, KedaWorkloadIdentityAr
 from aksgpu.azure.node_pools import merged_tolerations
 from aksgpu.config.schema import StackConfig
 from aksgpu.config.types import SharingMode
+from aksgpu.gpu.network_operator import NetworkOperator, NetworkOperatorArgs
 from aksgpu.gpu.nfd import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
 from aksgpu.gpu.nvidia_smi import GpuSmokeTest, GpuSmokeTestArgs
 from aksgpu.gpu.operator import GpuOperator, GpuOperatorArgs
@@ -28,6 +29,8 @@ class GpuSoftware:
     scraping: GpuMetricsScraping | None = None
     metrics_access: MetricsAccess | None = None
     """How a ScaledObject reads GPU utilisation (KEDA on, monitoring on)."""
+    network_operator: NetworkOperator | None = None
+    """InfiniBand driver and RDMA device plugin (addons.networkOperator)."""
 
 
 def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str, ContainerImage]) -> GpuSoftware:
@@ -42,7 +45,11 @@ def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str,
     operator = None
     if addons.gpu_operator and pools:
         operator = GpuOperator("gpu-operator", GpuOperatorArgs(
-            pools=[p.gpu for p in pools], gpu_tolerations=tolerations, bundled_nfd=not addons.nfd), opts=opts)
+            pools=[p.gpu for p in pools], gpu_tolerations=tolerations, bundled_nfd=not addons.nfd,
+            rdma=addons.network_operator), opts=opts)
+    network = None
+    if addons.network_operator and nfd is not None:
+        network = NetworkOperator("network-operator", NetworkOperatorArgs(tolerations, nfd.release), opts=opts)
     blob_csi = BlobCsiDriver("blob-csi", BlobCsiDriverArgs(), opts=opts) if addons.blob_csi else None
     smoke = None
     # An MPS pool is always checked: whether a non-root CUDA client reaches its server is what the pool is for.
@@ -59,4 +66,4 @@ def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str,
     if layer.metrics is not None and layer.keda_identity is not None:
         keda = KedaWorkloadIdentity("keda", KedaWorkloadIdentityArgs(layer.keda_identity.client_id), opts=opts)
         access = MetricsAccess(layer.metrics.query_endpoint, layer.keda_identity.client_id, keda.restart)
-    return GpuSoftware(nfd, operator, blob_csi, smoke, scraping, access)
+    return GpuSoftware(nfd, operator, blob_csi, smoke, scraping, access, network)

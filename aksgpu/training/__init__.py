@@ -1,0 +1,1 @@
+"""Distributed training engines the platform installs for scenarios that ask (``Needs.job_sets``)."""
