@@ -67,7 +67,7 @@ lock: $(UV)
 	$(UV) export --quiet --frozen --only-group policy --no-emit-project -o policy/requirements.txt
 	for dir in $(patsubst %/requirements.in,%,$(wildcard docker/*/requirements.in)); do \
 	  $(UV) pip compile $$dir/requirements.in --python-version 3.12 --python-platform x86_64-manylinux_2_28 \
-	    --generate-hashes --no-header --quiet --index-url https://pypi.org/simple -o $$dir/requirements.txt; \
+	    --generate-hashes --no-header --quiet -o $$dir/requirements.txt; \
 	done
 
 # Once per team: the Azure Blob state backend and its Key Vault secrets provider (needs `az login`).

@@ -57,9 +57,8 @@ def jobset_templates(render: Render) -> dict[str, dict[str, Any]]:
     from aksgpu.training.jobset import MANIFEST_KEY
     found = {}
     for r in render.of_type("kubernetes:core/v1:ConfigMap"):
-        data = (r.revealed or {}).get("data") or {}
         if r.revealed["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "run-template":
-            jobset = yaml.safe_load(data[MANIFEST_KEY])
+            jobset = yaml.safe_load(r.revealed["data"][MANIFEST_KEY])
             found[jobset["metadata"]["name"]] = jobset
     return found
 

@@ -15,6 +15,7 @@ import pytest
 from aksgpu.azure.node_pools import GPU_TAINT, taint_fields
 from aksgpu.azure.node_provisioning import KARPENTER_VERSION, NODECLASS_CRD, NODEPOOL_CRD, NODEPOOL_LABEL
 from aksgpu.config.errors import ConfigError
+from offline.report import manifest
 from tests import upstream
 from tests.helpers import load, pod_spec, render_with
 
@@ -23,11 +24,6 @@ NODECLASS = "kubernetes:karpenter.azure.com/v1beta1:AKSNodeClass"
 NAP_T4 = {"name": "t4", "provisioning": "nap", "vmSize": "Standard_NC4as_T4_v3",
           "alternativeVmSizes": ["Standard_NC8as_T4_v3"], "minCount": 0, "maxCount": 3}
 FIXED_SYSTEM = {"systemPool": {"minCount": 2, "maxCount": 2}}
-
-
-def manifest(resource) -> dict:
-    return {"apiVersion": resource.inputs["apiVersion"], "kind": resource.inputs["kind"],
-            "metadata": resource.inputs["metadata"], "spec": resource.inputs["spec"]}
 
 
 def test_the_nap_stack_objects_validate_against_the_crds_of_the_karpenter_aks_runs(render_of):

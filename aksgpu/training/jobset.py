@@ -98,6 +98,7 @@ def jobset_manifest(run: RunSpec, namespace_name: str, queue_labels: Mapping[str
         "parallelism": 1, "completions": 1,
         # JobSet restarts the group; a Job retrying its own pod would wait alone while the others hang in NCCL.
         "backoffLimit": 0,
+        **({"activeDeadlineSeconds": run.deadline_seconds} if run.deadline_seconds else {}),
         "template": {"metadata": {"labels": pod_labels}, "spec": dict(run.pod)},
     }
     spec: dict[str, Any] = {
@@ -106,9 +107,6 @@ def jobset_manifest(run: RunSpec, namespace_name: str, queue_labels: Mapping[str
         "successPolicy": {"operator": "All"},
         "replicatedJobs": [{"name": run.replicated_job, "replicas": run.nodes, "template": {"spec": job}}],
     }
-    if run.deadline_seconds:
-        for replicated in spec["replicatedJobs"]:
-            replicated["template"]["spec"]["activeDeadlineSeconds"] = run.deadline_seconds
     return {"apiVersion": API_VERSION, "kind": "JobSet",
             "metadata": {"name": run.name, "namespace": namespace_name,
                          "labels": {**run.labels, **(queue_labels or {})}},
@@ -133,7 +131,6 @@ class RunTemplate(pulumi.ComponentResource):
 
     submit_command: str
     """Deletes the previous run of the name (its checkpoints stay) and creates the JobSet."""
-    delete_command: str
 
     def __init__(self, name: str, args: RunTemplateArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:training:RunTemplate", name, None, opts)
@@ -147,7 +144,7 @@ class RunTemplate(pulumi.ComponentResource):
                 lambda m: yaml.safe_dump(m, sort_keys=False))},
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)))
         key = MANIFEST_KEY.replace(".", "\\.")
-        self.delete_command = f"kubectl -n {namespace_name} delete jobset {run_name} --ignore-not-found --wait"
-        self.submit_command = (f"{self.delete_command} && kubectl -n {namespace_name} get configmap {config_map} "
+        delete = f"kubectl -n {namespace_name} delete jobset {run_name} --ignore-not-found --wait"
+        self.submit_command = (f"{delete} && kubectl -n {namespace_name} get configmap {config_map} "
                                f"-o jsonpath='{{.data.{key}}}' | kubectl create -f -")
         self.register_outputs({"submit_command": self.submit_command})

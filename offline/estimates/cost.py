@@ -88,17 +88,20 @@ def nap_node_hour(region: dict[str, Any] | None, sizes: tuple[str, ...], discoun
     return dearest, hours[dearest]
 
 
+def pool_cost(pool: Any, spot: bool, region: dict[str, Any] | None, discount: float) -> PoolCost:
+    """A pool's node-hour and bounds; a node auto-provisioning pool priced as ``nap_node_hour`` says."""
+    if getattr(pool, "nap", False):
+        size, hour = nap_node_hour(region, pool.vm_sizes, discount)
+        return PoolCost(pool.name, size, spot, pool.min_count, pool.max_count, hour, pool.vm_sizes)
+    return PoolCost(pool.name, pool.vm_size, spot, pool.min_count, pool.max_count,
+                    node_hour(region, pool.vm_size, spot, discount))
+
+
 def pool_costs(cfg: StackConfig, prices: dict[str, Any]) -> list[PoolCost]:
     region = region_vm_prices(prices, cfg.location)
-    discount = prices["spot_discount"]
-    costs = [PoolCost(p.name, p.vm_size, spot, p.min_count, p.max_count, node_hour(region, p.vm_size, spot, discount))
-             for p, spot in [(cfg.cluster.system_pool, False), *((g, g.spot) for g in cfg.gpu_pools if not g.nap)]]
-    for g in cfg.gpu_pools:
-        if g.nap:
-            size, hour = nap_node_hour(region, g.vm_sizes, discount)
-            costs.append(PoolCost(g.name, size, g.spot, g.min_count, g.max_count, hour, g.vm_sizes))
-    return costs + [PoolCost(p.name, p.vm_size, p.spot, p.min_count, p.max_count,
-                             node_hour(region, p.vm_size, p.spot, discount)) for p in cfg.cpu_pools]
+    pools = [(cfg.cluster.system_pool, False), *((g, g.spot) for g in cfg.gpu_pools),
+             *((p, p.spot) for p in cfg.cpu_pools)]
+    return [pool_cost(p, spot, region, prices["spot_discount"]) for p, spot in pools]
 
 
 INTERNAL_LB = "service.beta.kubernetes.io/azure-load-balancer-internal"

@@ -14,6 +14,7 @@ from aksgpu.config.errors import ConfigError
 from aksgpu.gpu.network_operator import MELLANOX_PRESENT_LABEL, RDMA_RESOURCE
 from aksgpu.kubernetes import charts
 from aksgpu.training.jobset import JOB_INDEX_LABEL, JOBSET_NAME_LABEL, rendezvous_host
+from offline.report import manifest
 from scenarios.distributed_training.deploy import ALLREDUCE_RESULT, SUBMIT_ALLREDUCE, SUBMIT_TRAINING
 from tests import upstream
 from tests.helpers import jobset_pods, jobset_templates, load, stack_config_of
@@ -24,10 +25,6 @@ NIC_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 
 def chart_crd(chart: charts.Chart, name: str) -> dict:
     return upstream.fixture("charts", chart.chart.rsplit("/", 1)[-1], chart.version, "crds.json")[name]
-
-
-def revealed(resource) -> dict:
-    return {k: resource.revealed[k] for k in ("apiVersion", "kind", "metadata", "spec")}
 
 
 def test_every_run_is_a_jobset_the_pinned_crd_accepts_queued_whole_on_the_ib_pool(render_of):
@@ -91,7 +88,7 @@ def test_the_network_operator_serves_rdma_on_infiniband_nodes_only(render_of):
     r = render_of(STACK)
     (policy,) = r.of_type(NIC_POLICY)
     spec = policy.revealed["spec"]
-    upstream.validate_against_crd(revealed(policy), chart_crd(charts.NETWORK_OPERATOR,
+    upstream.validate_against_crd(manifest(policy), chart_crd(charts.NETWORK_OPERATOR,
                                                               "nicclusterpolicies.mellanox.com"))
     term = spec["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
     assert term["matchExpressions"] == [{"key": MELLANOX_PRESENT_LABEL, "operator": "In", "values": ["true"]}]

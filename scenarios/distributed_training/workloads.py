@@ -62,15 +62,21 @@ class DistributedArgs:
     jobs_image: pulumi.Input[str]
     """The jobs image (docker/jobs: train.py, allreduce.py, torch with NCCL)."""
     workspace: Workspace
+    """The scenario's namespace (it holds the checkpoint claim and the run templates)."""
     nodes: int
+    """Nodes of one run: one pod each."""
     gpus_per_node: int
+    """Processes (one per GPU) each pod runs."""
     steps: int
+    """Optimisation steps of a training run."""
     batch_size: int
+    """Global batch of each step, split evenly over every process."""
     rdma: bool
     """Pods ask for ``rdma/shared_ib`` and NCCL uses InfiniBand."""
     expect_busbw: float | None
     """GB/s the all-reduce check must reach (75 % passes); None: it reports only."""
     checkpoint_container: str
+    """Blob container of the checkpoints."""
     train_volumes: WorkloadVolumes
     """The run's identity and its read-write claim of the checkpoint container."""
     queue: JobQueue | None = None
