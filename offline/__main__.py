@@ -205,6 +205,15 @@ NEEDS_SUBSCRIPTION = ("--subscription (or AZURE_SUBSCRIPTION_ID or ARM_SUBSCRIPT
                       "ask")
 
 
+def _image_sizes(args: argparse.Namespace) -> int:
+    from offline.image_sizes import SIZES, write
+    from offline.stack_files import REPO_ROOT
+    for repository, found in write(REPO_ROOT).items():
+        print(f"{repository}: {found['wheels']} wheels, {found['bytes'] / 1e9:.2f} GB")
+    print(f"wrote {SIZES.relative_to(REPO_ROOT)}")
+    return 0
+
+
 def _catalogue(args: argparse.Namespace) -> int:
     from offline import catalogue
     from offline.stack_files import stack_files, stack_namespace
@@ -325,6 +334,9 @@ COMMANDS: dict[str, Command] = {
                                    p.add_argument("--comment", type=Path, help="write the table to this file only "
                                                   "when a pool does not fit in full (the pull request's comment)")),
                         _capacity),
+    "image-sizes": Command("measure the GPU images' locked wheels on PyPI (asks pypi.org) into "
+                           "offline/estimates/image_sizes.json, which the first-GPU-pod estimate cites",
+                           lambda p: None, _image_sizes),
     "catalogue": Command("refresh the GPU catalogue (Resource SKUs: sizes, quota families, regions, zones, spot) and "
                          "the VM prices (Retail Prices API) into their committed files (asks Azure: az login)",
                          lambda p: (p.add_argument("--subscription", help="default: AZURE_SUBSCRIPTION_ID or "

@@ -93,14 +93,14 @@ Every render writes two estimates beside the stack's resources (`make render`, t
 def estimates_markdown(renders: Mapping[str, Render]) -> str:
     """docs/estimates.md: the intro and one row per stack."""
     from offline.estimates.cost import load_prices, totals
-    from offline.estimates.timeline import load_durations, schedule, total_seconds
+    from offline.estimates.timeline import load_durations, plan, total_seconds
 
     prices, durations = load_prices(), load_durations()
     lines = [ESTIMATES_INTRO, "| stack | `pulumi up` (parallel) | the same steps one after another | idle $/h "
              "| full scale $/h |", "|---|---|---|---|---|"]
     for stack in sorted(renders):
         render = renders[stack]
-        steps = schedule(render.resources, durations)
+        steps, _ = plan(render, durations)
         cost = totals(render, prices)
         serial = sum(step.seconds for step in steps.values())
         lines.append(f"| `{stack}` | {total_seconds(steps) / 60:.1f} min | {serial / 60:.1f} min | "

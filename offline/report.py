@@ -13,7 +13,7 @@ import yaml
 
 from aksgpu.config.gpu_sizes import GPU_SIZES
 from offline.estimates.cost import Totals, cost_markdown, load_prices, totals
-from offline.estimates.timeline import load_durations, schedule, timeline_markdown, total_seconds
+from offline.estimates.timeline import plan, timeline_markdown, total_seconds
 from offline.render import Render, Resource
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -80,11 +80,11 @@ def write_render(render: Render, out: Path) -> Path:
             (target / folder / f"{name}.yaml").write_text(_dump(manifest(r)))
         elif r.type == HELM_RELEASE:
             (target / "helm" / f"{_slug(r.name)}.yaml").write_text(_dump(helm_release(r)))
-    prices, steps = load_prices(), schedule(render.resources, load_durations())
-    (target / "summary.md").write_text(summary(render, totals(render, prices), total_seconds(steps) / 60))
+    prices, planned = load_prices(), plan(render)
+    (target / "summary.md").write_text(summary(render, totals(render, prices), total_seconds(planned[0]) / 60))
     (target / "graph.mmd").write_text(graph(render))
     (target / "cost.md").write_text(cost_markdown(render, prices))
-    (target / "timeline.md").write_text(timeline_markdown(render, steps))
+    (target / "timeline.md").write_text(timeline_markdown(render, planned))
     return target
 
 

@@ -483,9 +483,13 @@ def one_gpu_driver_owner(resources: list[Resource]) -> Iterator[tuple[str, str]]
     values = at(operator[0].props, "values", default={}) if operator else {}
     operator_driver = at(values, "driver", "enabled", default=True) is not False
     operator_toolkit = at(values, "toolkit", "enabled", default=True) is not False
+    # NVIDIA publishes precompiled driver images for Ubuntu 22.04 kernels only (gpu-operator precompiled-drivers).
+    precompiled = operator_driver and at(values, "driver", "usePrecompiled", default=False) is True
     for pool in _gpu_pools(resources):
         driver = at(pool.props, "gpuProfile", "driver", default="Install")
         labels = at(pool.props, "nodeLabels", default={})
+        if driver == "None" and precompiled and at(pool.props, "osSKU", default="Ubuntu") != "Ubuntu2204":
+            yield pool.name, "the operator's precompiled driver needs osSKU Ubuntu2204 (NVIDIA builds it for no other)"
         if driver == "None":
             if not operator:
                 yield pool.name, "gpuProfile.driver None, but no GPU operator installs a driver"
@@ -498,11 +502,16 @@ def one_gpu_driver_owner(resources: list[Resource]) -> Iterator[tuple[str, str]]
                                   "container-toolkit false so the operator keeps off")
     classes = {at(c.props, "metadata", "name"): at(c.props, "spec", "gpu", "mode", default="Driver")
                for c in _of(resources, NAP_NODECLASS)}
+    images = {at(c.props, "metadata", "name"): at(c.props, "spec", "imageFamily", default="Ubuntu")
+              for c in _of(resources, NAP_NODECLASS)}
     for pool in _nap_gpu_pools(resources):
         mode = classes.get(at(pool.props, "spec", "template", "spec", "nodeClassRef", "name"))
         labels = at(pool.props, "spec", "template", "metadata", "labels", default={}) or {}
         if mode == "None" and not (operator and operator_driver and operator_toolkit):
             yield pool.name, "AKSNodeClass gpu.mode None needs the GPU operator's driver and toolkit enabled"
+        elif mode == "None" and precompiled and images.get(
+                at(pool.props, "spec", "template", "spec", "nodeClassRef", "name")) != "Ubuntu2204":
+            yield pool.name, "the operator's precompiled driver needs AKSNodeClass imageFamily Ubuntu2204"
         elif mode != "None" and operator and (operator_driver or operator_toolkit) and (
                 labels.get("nvidia.com/gpu.deploy.driver") != "false"
                 or labels.get("nvidia.com/gpu.deploy.container-toolkit") != "false"):

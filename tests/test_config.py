@@ -44,8 +44,10 @@ BAD_CONFIGS = [
     ({"gpuPools": [{**T4, "name": "system"}]}, "aksgpu:gpuPools[0].name", "cluster.systemPool already uses it"),
     ({"gpuPools": [{**T4, "labels": {"kubernetes.azure.com/mode": "x"}}]},
      "aksgpu:gpuPools[0].labels.kubernetes.azure.com/mode", "outside kubernetes.azure.com/"),
-    ({"gpuPools": [{**T4, "vmSize": "Standard_NV36ads_A10_v5"}]}, "aksgpu:gpuPools[0].driver",
-     "needs the GRID driver that only AKS installs"),
+    ({"gpuPools": [{**T4, "vmSize": "Standard_NV36ads_A10_v5", "driver": "precompiled"}]},
+     "aksgpu:gpuPools[0].driver", "needs the GRID driver that only AKS installs"),
+    ({"gpuPools": [{**T4, "driver": "precompiled"}, {**T4, "name": "t4b", "driver": "none"}]},
+     "aksgpu:gpuPools[1].driver", "one kind of driver per cluster and pool 't4' has precompiled"),
     ({"gpuPools": [{**T4, "sharing": {"mode": "mig", "migProfile": "MIG1g"}}]}, "aksgpu:gpuPools[0].sharing.mode",
      "MIG needs a MIG-capable size (A100, H100), not T4"),
     ({"gpuPools": [{**T4, "vmSize": "Standard_NC24ads_A100_v4", "sharing": {"mode": "time-slicing",
@@ -145,7 +147,8 @@ BAD_CONFIGS = [
                                                                                    "does not support mps"),
     ({"gpuPools": [{**T4, "vmSize": "Standard_NC24ads_A100_v4", "driver": "install", "sharing": {"mode": "mig"}}]},
      "aksgpu:gpuPools[0].sharing.migProfile", "mode mig needs a profile such as MIG1g"),
-    ({"gpuPools": [{**T4, "vmSize": "Standard_NC24ads_A100_v4", "sharing": {"mode": "mig", "migProfile": "MIG1g"}}]},
+    ({"gpuPools": [{**T4, "vmSize": "Standard_NC24ads_A100_v4", "driver": "none",
+                    "sharing": {"mode": "mig", "migProfile": "MIG1g"}}]},
      "aksgpu:gpuPools[0].driver", "MIG pools need driver install"),
     ({"monitoring": {"enabled": False, "grafana": True}, "addons": {"keda": False}}, "aksgpu:monitoring.grafana",
      "needs monitoring.enabled"),
@@ -213,12 +216,12 @@ def test_values_are_strict_but_top_level_ones_arrive_as_cli_strings():
             load(nested)
 
 
-def test_defaults_give_a_spot_t4_pool_that_scales_to_zero_with_the_operator_owning_the_driver():
+def test_defaults_give_a_spot_t4_pool_that_scales_to_zero_with_aks_installing_the_driver():
     cfg = load({}, "dev")
     (gpu,) = cfg.gpu_pools
     assert gpu == GPU_POOL_DEFAULTS == GpuPool() and load({"gpuPools": [{}]}, "dev").gpu_pools == (gpu,)
     assert (gpu.vm_size, gpu.spot, gpu.spot_max_price, gpu.min_count, gpu.initial_count, gpu.driver) == \
-        ("Standard_NC4as_T4_v3", True, -1.0, 0, 0, "none")
+        ("Standard_NC4as_T4_v3", True, -1.0, 0, 0, "install")
     assert cfg.environment == "dev" and cfg.naming.root == "dev" and cfg.stack == "dev" and cfg.project == PROJECT
 
 

@@ -279,7 +279,7 @@ def test_aks_driver_pools_get_the_runtime_class_aks_defines_and_mig_is_left_to_a
 
 def test_operator_only_pools_keep_the_operators_own_runtime_class_and_it_can_upgrade_its_own_crds(render_of):
     """K8: the chart's pre-upgrade CRD Job needs Helm's OpenAPI validation off (values.yaml, operator.upgradeCRD)."""
-    release = render_of("gpu-basics").named("gpu-operator-release").inputs
+    release = render_of("av-resim").named("gpu-operator-release").inputs
     assert "operator" not in release["values"] and release["disableOpenapiValidation"] is True
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
-from offline.estimates import cost, timeline
+from offline import image_sizes
+from offline.estimates import cost, first_gpu_pod, timeline
 from offline.render import Resource
 from offline.report import summary, write_render
-from offline.stack_files import stack_files, stack_namespace
+from offline.stack_files import REPO_ROOT, stack_files, stack_namespace
 from tests.helpers import load
 
 PRICES = {
@@ -213,3 +217,72 @@ def test_each_stack_is_priced_in_its_own_region_and_says_which_pools_have_no_pri
         assert summary_says == bool(total.unpriced), stack
 
 
+
+
+# The first GPU pod (issue 23): minutes from `pulumi up` until a pod holds a GPU. The target is 15 (12 for
+# gpu-basics); the stacks not there yet keep today's figure as their ceiling, so none gets slower unnoticed.
+FIRST_GPU_POD_TARGET = 15.0
+FIRST_GPU_POD_CEILING = {"gpu-basics": 14.6, "av-resim": 16.3, "gpu-nap": 15.5}
+"""gpu-basics: target 12; its pool's first node can start only once the cluster exists (7.6 min) and boots for 5.
+av-resim: the private cluster waits for its private endpoints (1.2 min). gpu-nap: NAP starts no node before a pod
+asks for one."""
+
+
+def test_the_first_gpu_pod_and_a_new_gpu_node_stay_within_their_targets(renders):
+    for stack, render in renders.items():
+        _, found = timeline.plan(render)
+        if found.deploy is not None:
+            ceiling = FIRST_GPU_POD_CEILING.get(stack, FIRST_GPU_POD_TARGET)
+            assert found.deploy.ready / 60 <= ceiling + 1e-9, (stack, found.deploy.ready / 60)
+        assert found.new_node.ready / 60 <= FIRST_GPU_POD_TARGET, (stack, found.new_node.ready / 60)
+        # Every phase says where its number comes from.
+        for estimate in (found.deploy, found.deploy_workload, found.new_node, found.new_node_workload):
+            assert estimate is None or all(p.source for p in estimate.phases)
+
+
+def test_a_compiled_driver_costs_its_compile_and_waits_for_the_operator_the_aks_driver_does_not():
+    table = timeline.load_durations()
+    boot = table["gpu_node"]["vm_boot"]["seconds"]
+    aks = first_gpu_pod.gpu_ready(load({"gpuPools": [{"driver": "install"}]}).gpu_pools[0], 0, 900, table, [])
+    compiled = first_gpu_pod.gpu_ready(load({"gpuPools": [{"driver": "none"}]}).gpu_pools[0], 0, 900, table, [])
+    # AKS's driver comes with the boot; the operator's waits for its release (900 s here), then compiles.
+    assert aks[1].start == boot and compiled[1].start == 900
+    assert compiled[1].seconds - aks[1].seconds == table["gpu_node"]["driver_compile"]["seconds"] - \
+        table["gpu_node"]["aks_driver"]["seconds"]
+
+
+def test_an_awaited_gpu_workload_takes_as_long_in_pulumi_up_as_its_pod_needs(render_of):
+    steps, found = timeline.plan(render_of("function-gpu"))
+    (function,) = [e for e in found.workloads if e.pod == "function-deployment"]
+    assert steps["function-deployment"].finish == pytest.approx(function.ready)
+    assert [p.what for p in function.phases][-2:] == ["image function on the node", "the pod starts and turns Ready"]
+    assert found.endpoint == pytest.approx(function.ready)
+
+
+def test_a_stack_whose_gpu_pods_wait_for_a_run_starts_none_at_deploy(render_of):
+    _, found = timeline.plan(render_of("distributed-training"))
+    assert found.deploy is None and found.new_node.ready > 0
+    assert "starts none" in "\n".join(first_gpu_pod.markdown(found))
+
+
+def test_image_sizes_sum_the_locked_wheels_that_linux_amd64_python_312_installs():
+    lock = ("torch==2.10.0 \\\n    --hash=sha256:" + "a" * 64 + " \\\n    --hash=sha256:" + "b" * 64 + "\n"
+            "six==1.17.0 \\\n    --hash=sha256:" + "c" * 64 + "\n")
+    index = {"torch": {"files": [
+        {"filename": "torch-2.10.0-cp312-cp312-manylinux_2_28_x86_64.whl", "hashes": {"sha256": "a" * 64}, "size": 900},
+        {"filename": "torch-2.10.0-cp312-cp312-win_amd64.whl", "hashes": {"sha256": "b" * 64}, "size": 200},
+        {"filename": "torch-2.10.0-cp312-cp312-manylinux_2_28_x86_64.whl", "hashes": {"sha256": "d" * 64},
+         "size": 999}]},
+        "six": {"files": [{"filename": "six-1.17.0-py2.py3-none-any.whl", "hashes": {"sha256": "c" * 64}, "size": 11}]}}
+    assert image_sizes.wheel_bytes(lock, index.__getitem__) == {"torch==2.10.0": 900, "six==1.17.0": 11}
+    with pytest.raises(ValueError, match="six==1.17.0: no linux/amd64"):
+        image_sizes.wheel_bytes(lock.replace("c" * 64, "e" * 64), index.__getitem__)
+
+
+def test_the_committed_image_sizes_are_the_locks_of_today():
+    """estimates/image_sizes.json is regenerated with `python -m offline image-sizes` when a lock changes."""
+    sizes = json.loads(image_sizes.SIZES.read_text())
+    for repository, lock in image_sizes.LOCKS.items():
+        pins = set(re.findall(r"^([A-Za-z0-9_.\-]+==\S+)", (REPO_ROOT / lock).read_text(), re.M))
+        assert sizes[repository]["lock"] == lock and sizes[repository]["wheels"] == len(pins)
+        assert set(sizes[repository]["largest"]) <= pins

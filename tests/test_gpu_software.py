@@ -82,9 +82,29 @@ def test_operator_is_pinned_with_separate_nfd_and_tolerations_replacing_the_defa
         assert t in values["daemonsets"]["tolerations"]
 
 
-def test_operator_owns_driver_and_toolkit_when_pools_skip_the_aks_driver(render_of):
-    values = release(render_of("training-autoscale"), "gpu-operator").inputs["values"]
+def test_operator_owns_driver_and_toolkit_when_pools_skip_the_aks_driver():
+    r = render_with(gpuPools=[{"name": "t4", "driver": "none"}])
+    values = release(r, "gpu-operator").inputs["values"]
     assert values["driver"] == {"enabled": True} and values["toolkit"] == {"enabled": True}
+    assert r.named("gpu-t4-pool").inputs["gpuProfile"] == {"driver": "None"}
+
+
+def test_a_precompiled_pool_gets_nvidias_precompiled_driver_on_ubuntu_2204_nodes():
+    """NVIDIA builds precompiled images for the latest LTSB branch on Ubuntu 22.04 kernels (precompiled-drivers);
+    with usePrecompiled the chart's driver.version is that branch."""
+    r = render_with(gpuPools=[{"name": "t4", "driver": "precompiled"}])
+    values = release(r, "gpu-operator").inputs["values"]
+    assert values["driver"] == {"enabled": True, "usePrecompiled": True, "version": "580"}
+    assert values["toolkit"] == {"enabled": True}
+    pool = r.named("gpu-t4-pool").inputs
+    assert (pool["gpuProfile"], pool["osSKU"]) == ({"driver": "None"}, "Ubuntu2204")
+
+
+def test_every_new_gpu_node_runs_the_operators_cuda_check_through_the_device_plugin(render_of):
+    """The plugin validator's workload pod (validator.plugin.env WITH_WORKLOAD) is the per-node smoke test: a node
+    that fails it never advertises nvidia.com/gpu."""
+    values = release(render_of("gpu-basics"), "gpu-operator").inputs["values"]
+    assert {"name": "WITH_WORKLOAD", "value": "true"} in values["validator"]["plugin"]["env"]
 
 
 def test_aks_driver_pools_leave_the_operator_without_driver_and_are_labelled_hands_off(tmp_path):
@@ -97,8 +117,8 @@ def test_aks_driver_pools_leave_the_operator_without_driver_and_are_labelled_han
 
 
 def test_mixed_pools_keep_one_driver_owner_per_node(tmp_path):
-    r = render_with(gpuPools=[{"name": "t4"},
-                                       {"name": "a10", "vmSize": "Standard_NV36ads_A10_v5", "driver": "install"}])
+    r = render_with(gpuPools=[{"name": "t4", "driver": "none"},
+                              {"name": "a10", "vmSize": "Standard_NV36ads_A10_v5", "driver": "install"}])
     assert release(r, "gpu-operator").inputs["values"]["driver"] == {"enabled": True}
     assert "nvidia.com/gpu.deploy.driver" not in r.named("gpu-t4-pool").inputs["nodeLabels"]
     assert r.named("gpu-a10-pool").inputs["nodeLabels"]["nvidia.com/gpu.deploy.driver"] == "false"
@@ -114,7 +134,7 @@ def test_without_a_separate_nfd_the_operator_bundles_one_that_tolerates_the_pool
 
 def test_driver_none_without_the_operator_is_refused():
     with pytest.raises(Exception, match=r"gpuPools\[0\].driver.*nothing installs the GPU driver"):
-        load({"addons": {"gpuOperator": False}})
+        load({"gpuPools": [{"driver": "precompiled"}], "addons": {"gpuOperator": False}})
 
 
 def test_helm_and_managed_blob_drivers_are_never_both_enabled():

@@ -92,9 +92,12 @@ def test_every_alert_parses_and_names_only_series_managed_prometheus_keeps(rende
             assert 0 <= rule["severity"] <= 4
 
 
-def test_the_alerts_cover_idle_gpus_pending_gpu_pods_xid_errors_and_spot_evictions():
+def test_the_alerts_cover_idle_gpus_pending_gpu_pods_xid_errors_gpu_node_problems_and_spot_evictions():
     rules = {r.name: r for r in gpu_alert_rules(idle_minutes=45, provision_minutes=20)}
-    assert set(rules) == {"GpuIdle", "GpuPodPending", "GpuXidError", "SpotNodeNotReady"}
+    assert set(rules) == {"GpuIdle", "GpuPodPending", "GpuXidError", "GpuNodeProblem", "SpotNodeNotReady"}
+    # Each GPU condition AKS's NPD documents, as kube-state-metrics names it.
+    for condition in ("GPUMissing", "NVLinkStatusInactive", "XIDErrors", "IBLinkFlapping"):
+        assert condition in rules["GpuNodeProblem"].expression
     assert rules["GpuIdle"].minutes == 45 and rules["GpuPodPending"].minutes == 20
     assert "nvidia_com_gpu" in rules["GpuPodPending"].expression
     assert "kubernetes.azure.com/scalesetpriority" in rules["SpotNodeNotReady"].expression

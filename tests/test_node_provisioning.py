@@ -57,9 +57,12 @@ def test_a_regular_nap_pool_never_buys_spot():
 
 
 def test_who_installs_the_driver_follows_the_pools_driver_setting():
-    operator = render_with(cluster=FIXED_SYSTEM, gpuPools=[NAP_T4]).named("gpu-t4-nodeclass").inputs["spec"]
+    operator = render_with(cluster=FIXED_SYSTEM, gpuPools=[{**NAP_T4, "driver": "precompiled"}]).named(
+        "gpu-t4-nodeclass").inputs["spec"]
     aks = render_with(cluster=FIXED_SYSTEM, gpuPools=[{**NAP_T4, "driver": "install"}])
-    assert operator["gpu"] == {"mode": "None"}
+    # Precompiled drivers exist for Ubuntu 22.04 kernels only, as on agent pools.
+    assert (operator["gpu"], operator["imageFamily"]) == ({"mode": "None"}, "Ubuntu2204")
+    assert aks.named("gpu-t4-nodeclass").inputs["spec"]["imageFamily"] == "Ubuntu"
     assert aks.named("gpu-t4-nodeclass").inputs["spec"]["gpu"] == {"mode": "Driver"}
     labels = aks.named("gpu-t4-nodepool").inputs["spec"]["template"]["metadata"]["labels"]
     assert labels["nvidia.com/gpu.deploy.driver"] == "false"

@@ -164,8 +164,22 @@ def _nap_pod_without_gpu_toleration(rs: list[rules.Resource]) -> list[rules.Reso
     return rs
 
 
-def _nap_driver_by_aks_without_operator_labels(rs: list[rules.Resource]) -> list[rules.Resource]:
-    next(r for r in rs if r.name == "gpu-t4-nodeclass").props["spec"]["gpu"]["mode"] = "Driver"
+def _nap_driver_by_operator(rs: list[rules.Resource]) -> list[rules.Resource]:
+    next(r for r in rs if r.name == "gpu-t4-nodeclass").props["spec"]["gpu"]["mode"] = "None"
+    return rs
+
+
+def _operator_driver_over_nap_driver(rs: list[rules.Resource]) -> list[rules.Resource]:
+    """The operator's driver turned on while NAP's nodes keep AKS's and lose the hands-off labels."""
+    values = next(r for r in rs if r.name == "gpu-operator-release").props["values"]
+    values["driver"]["enabled"] = values["toolkit"]["enabled"] = True
+    labels = next(r for r in rs if r.name == "gpu-t4-nodepool").props["spec"]["template"]["metadata"]["labels"]
+    labels.pop("nvidia.com/gpu.deploy.driver")
+    return rs
+
+
+def _precompiled_on_plain_ubuntu(rs: list[rules.Resource]) -> list[rules.Resource]:
+    next(r for r in rs if r.name == "gpu-nc4ast4-pool").props["osSKU"] = "Ubuntu"
     return rs
 
 
@@ -178,10 +192,10 @@ STACK_NEGATIVE = {
     "gpu-pods-fit-their-pools": [("gpu-basics", _gpu_pod_without_spot_toleration, "must tolerate"),
                                  ("gpu-basics", _nfd_without_tolerations, "worker.tolerations must tolerate"),
                                  ("gpu-nap", _nap_pod_without_gpu_toleration, "pool t4 must tolerate sku=gpu")],
-    "one-gpu-driver-owner": [("gpu-basics", _operator_without_driver, "needs the operator's driver"),
-                             ("gpu-nap", _operator_without_driver, "gpu.mode None needs the GPU operator's driver"),
-                             ("gpu-nap", _nap_driver_by_aks_without_operator_labels,
-                              "NAP installs this pool's driver")],
+    "one-gpu-driver-owner": [("av-resim", _operator_without_driver, "needs the operator's driver"),
+                             ("gpu-nap", _nap_driver_by_operator, "gpu.mode None needs the GPU operator's driver"),
+                             ("gpu-nap", _operator_driver_over_nap_driver, "NAP installs this pool's driver"),
+                             ("av-resim", _precompiled_on_plain_ubuntu, "precompiled driver needs osSKU Ubuntu2204")],
     "private-registries-have-endpoints": [
         ("av-resim", lambda rs: [r for r in rs if r.name != "registry-private-endpoint"], "private endpoint")],
     "registries-are-attached": [

@@ -175,8 +175,12 @@ class _NodePool(pulumi.ComponentResource):
         extra: dict[str, Any] = {}
         if gpu is not None:
             extra = {"gpu_profile": cs.GPUProfileArgs(
-                         driver=cs.GPUDriver.NONE if gpu.driver == GpuDriver.NONE else cs.GPUDriver.INSTALL),
+                         driver=cs.GPUDriver.NONE if gpu.driver.operator_owned else cs.GPUDriver.INSTALL),
                      "gpu_instance_profile": gpu.mig_profile}
+            if gpu.driver == GpuDriver.PRECOMPILED:
+                # NVIDIA publishes precompiled driver images for Ubuntu 22.04's kernels only (the chart's
+                # driver.usePrecompiled); plain Ubuntu follows AKS's default, which moves to newer releases.
+                extra["os_sku"] = cs.OSSKU.UBUNTU2204
         self.agent_pool = cs.AgentPool(
             f"{name}-pool",
             # Explicit: an auto-name would carry the logical name's hyphens, which AKS refuses in pool names.
@@ -184,8 +188,7 @@ class _NodePool(pulumi.ComponentResource):
             resource_name_=args.cluster_name,
             resource_group_name=args.resource_group_name,
             mode=cs.AgentPoolMode.USER,
-            **agent_pool_settings(pool, args.subnet_id, args.tags, self.taints, labels),
-            **extra,
+            **{**agent_pool_settings(pool, args.subnet_id, args.tags, self.taints, labels), **extra},
             # An upgrade adds a node before it drains one, so an evicted GPU pod has somewhere to go; AKS gives the
             # drain 30 minutes, enough for pods that stop gracefully, before it fails the upgrade.
             upgrade_settings=cs.AgentPoolUpgradeSettingsArgs(max_surge=UPGRADE_SURGE,

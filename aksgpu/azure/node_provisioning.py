@@ -51,12 +51,13 @@ class NapPoolArgs:
 
 def node_class_spec(args: NapPoolArgs, subnet_id: Any) -> dict[str, Any]:
     return {
-        "imageFamily": "Ubuntu",
+        # Precompiled drivers exist for Ubuntu 22.04's kernels only (as on the agent pools).
+        "imageFamily": "Ubuntu2204" if args.gpu.driver == GpuDriver.PRECOMPILED else "Ubuntu",
         "osDiskSizeGB": args.nodes.os_disk_size_gb,
         "maxPods": MAX_PODS,
         "vnetSubnetID": subnet_id,
         # None: AKS installs no driver and the GPU operator does, as on the agent pools with gpuProfile.driver None.
-        "gpu": {"mode": "None" if args.gpu.driver == GpuDriver.NONE else "Driver"},
+        "gpu": {"mode": "None" if args.gpu.driver.operator_owned else "Driver"},
         "tags": dict(args.tags),
     }
 

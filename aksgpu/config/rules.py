@@ -91,7 +91,7 @@ def cpu_size(p: Pool, at: str, where: str) -> Problems:
 def gpu_pool(g: GpuPool, at: str) -> Problems:
     size, mode, name = g.size, g.sharing.mode, g.name
     sharing = f"{at}sharing."
-    if size.grid and g.driver == GpuDriver.NONE:
+    if size.grid and g.driver.operator_owned:
         yield ConfigError(at + "driver", g.driver,
                           f"{size.name} needs the GRID driver that only AKS installs; use driver install")
     if mode.has_replicas and g.sharing.shares < 2:
@@ -250,12 +250,20 @@ def add_ons(cfg: StackConfig) -> Problems:
         key = "grafana" if monitoring.grafana else "alertEmail"
         yield ConfigError(f"{K}monitoring.{key}", monitoring.grafana or monitoring.alert_email,
                           "needs monitoring.enabled (Grafana and alerts read the managed Prometheus workspace)")
-    # Exactly one driver owner per GPU node: AKS (driver install) or the GPU operator (driver none).
+    # Exactly one driver owner per GPU node: AKS (driver install) or the GPU operator (precompiled or none).
     for i, g in enumerate(cfg.gpu_pools):
-        if g.driver == GpuDriver.NONE and not addons.gpu_operator:
+        if g.driver.operator_owned and not addons.gpu_operator:
             yield ConfigError(f"{K}gpuPools[{i}].driver", g.driver,
                               f"pool '{g.name}': nothing installs the GPU driver while addons.gpuOperator is false; "
                               "use driver install or enable the operator")
+    # One ClusterPolicy holds one driver setting: every operator-owned pool compiles, or every one is precompiled.
+    operator_drivers = [(i, g) for i, g in enumerate(cfg.gpu_pools) if g.driver.operator_owned]
+    for i, g in operator_drivers[1:]:
+        if g.driver != operator_drivers[0][1].driver:
+            yield ConfigError(f"{K}gpuPools[{i}].driver", g.driver,
+                              f"pool '{g.name}': the GPU operator installs one kind of driver per cluster and pool "
+                              f"'{operator_drivers[0][1].name}' has {operator_drivers[0][1].driver}; use the same, or "
+                              "install")
     if addons.network_operator:
         if not (addons.nfd and addons.gpu_operator):
             yield ConfigError(f"{K}addons.networkOperator", True, "needs addons.nfd (its rule labels the InfiniBand "
@@ -265,9 +273,9 @@ def add_ons(cfg: StackConfig) -> Problems:
             yield ConfigError(f"{K}addons.networkOperator", True, "no GPU pool has InfiniBand (ND sizes such as "
                               "Standard_ND96isr_H100_v5): nothing for the Network Operator to serve")
         for i, g in ib:
-            if g.driver != GpuDriver.NONE:
+            if not g.driver.operator_owned:
                 yield ConfigError(f"{K}gpuPools[{i}].driver", g.driver, f"pool '{g.name}': GPUDirect RDMA loads "
-                                  "nvidia-peermem with the GPU operator's driver; use driver none")
+                                  "nvidia-peermem with the GPU operator's driver; use driver precompiled or none")
     if addons.smoke_test and not addons.gpu_operator:
         yield ConfigError(f"{K}addons.smokeTest", True,
                           "the smoke test needs the GPU operator's device plugin (addons.gpuOperator)")

@@ -189,7 +189,7 @@ class AutoscalerConfig(ConfigModel):
     scale_down_delay_after_add: Minutes = "10m"
     """How long after a scale-up the autoscaler waits before scaling down."""
     max_node_provision_time: Minutes = "15m"
-    """GPU nodes boot slowly (driver install through the operator); give them time before giving up."""
+    """GPU nodes boot slowly (a driver the operator compiles takes minutes more); give them time before giving up."""
     expander: Expander = Expander.LEAST_WASTE
     """Which pool grows when several could take a pending pod."""
     skip_nodes_with_local_storage: bool = False
@@ -273,9 +273,10 @@ class GpuPool(Pool):
     min_count: MinCount = 0
     max_count: MaxCount = 1
     priority: Priority = Priority.SPOT
-    driver: GpuDriver = GpuDriver.NONE
-    """`none`: AKS skips its GPU driver and the NVIDIA GPU operator installs it. `install`: AKS installs it and the
-    operator must not (GRID sizes such as A10, MIG pools)."""
+    driver: GpuDriver = GpuDriver.INSTALL
+    """Who installs the GPU driver (docs/gpu-software.md compares them): `install`: AKS, while the node boots (the
+    fastest; GRID sizes and MIG pools need it). `precompiled`: the GPU operator, from NVIDIA's precompiled image
+    for the node's kernel (nodes run Ubuntu 22.04). `none`: the GPU operator compiles it on each new node."""
     sharing: SharingConfig = SharingConfig()
     """How pods share one GPU."""
     provisioning: Provisioning = Provisioning.AUTOSCALER
@@ -414,7 +415,8 @@ class AddonsConfig(ConfigModel):
     nfd: bool = True
     """Node Feature Discovery as its own release (as seed 003); off lets the GPU operator bundle its own."""
     gpu_operator: bool = True
-    """NVIDIA GPU operator: driver (for `driver: none` pools), toolkit, device plugin, GFD, DCGM exporter."""
+    """NVIDIA GPU operator: driver and toolkit (for `driver: precompiled` or `none` pools), device plugin, GFD, DCGM
+    exporter, and its CUDA check on every new GPU node."""
     blob_csi: bool | None = derived("true when storage.accounts exist")
     """Helm-installed Azure Blob CSI driver."""
     smoke_test: bool = False

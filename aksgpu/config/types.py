@@ -38,10 +38,20 @@ class Provisioning(StrEnum):
 
 
 class GpuDriver(StrEnum):
-    NONE = "none"
-    """AKS skips its GPU driver; the NVIDIA GPU operator installs driver and container toolkit."""
     INSTALL = "install"
-    """AKS installs the driver (GRID sizes such as A10, MIG pools); the operator must not."""
+    """AKS installs the driver while the node boots (its node image carries it); the operator runs only the device
+    plugin, GPU feature discovery and the DCGM exporter. The fastest path, and the only one for GRID sizes (A10)
+    and MIG pools."""
+    PRECOMPILED = "precompiled"
+    """AKS skips its driver; the GPU operator loads NVIDIA's precompiled driver image for the node's kernel (no
+    compile), on Ubuntu 22.04 nodes, the only OS NVIDIA publishes them for."""
+    NONE = "none"
+    """AKS skips its driver; the GPU operator compiles it on every new node (minutes) and installs the toolkit."""
+
+    @property
+    def operator_owned(self) -> bool:
+        """The GPU operator installs this pool's driver (AKS's ``gpuProfile.driver`` is None)."""
+        return self != GpuDriver.INSTALL
 
 
 class SharingMode(StrEnum):
@@ -163,7 +173,7 @@ class GpuNodes:
     """Agent pool name (the device-plugin sharing key and the node label)."""
     size: GpuSize
     """The VM size's catalogue entry."""
-    driver: GpuDriver = GpuDriver.NONE
+    driver: GpuDriver = GpuDriver.INSTALL
     sharing: SharingMode = SharingMode.NONE
     replicas: int = 1
     """Shares per GPU under time-slicing or MPS."""

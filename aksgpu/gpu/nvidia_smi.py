@@ -29,7 +29,8 @@ class GpuSmokeTestArgs:
     pools: Sequence[GpuPoolComponent]
     """GPU pools to prove schedulable, one Job each."""
     wait_for: Sequence[pulumi.Resource] = field(default_factory=list)
-    """The GPU operator release: nvidia.com/gpu exists only once its device plugin runs."""
+    """What the Jobs must wait for; nothing by default: a pending GPU pod makes the autoscaler add a node before
+    the device plugin runs, and the Job waits on the node for the plugin."""
     namespace: str = "gpu-smoke-test"
     """Namespace the program creates for the Jobs."""
     image: str = charts.CUDA_BASE_IMAGE

@@ -24,24 +24,39 @@ AKS_NVIDIA_RUNTIME = "nvidia-container-runtime"
 """The runtime handler AKS's containerd config defines on GPU nodes it set up (driver: install)."""
 
 
+PRECOMPILED_BRANCH = "580"
+"""The driver branch of the precompiled images: NVIDIA builds them for the latest long-term servicing branch only
+(precompiled-drivers: limitations), R580, which runs CUDA 13 images."""
+VALIDATOR_WORKLOAD = {"name": "WITH_WORKLOAD", "value": "true"}
+"""The operator's plugin validator then runs a CUDA pod through the device plugin on every new GPU node before the
+node's GPUs count as ready: the per-node smoke test (a node that fails it never advertises nvidia.com/gpu)."""
+
 DCGM_VIRTUAL_GPUS = "KUBERNETES_VIRTUAL_GPUS"
 """The DCGM exporter's switch for GPUs shared by time-slicing or MPS (off by default; the operator never sets it)."""
 
 
 def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, str]], bundled_nfd: bool,
                     sharing_config_name: pulumi.Input[str] | None, rdma: bool = False) -> dict[str, Any]:
-    """Chart values; the driver is the operator's exactly when some pool skips the AKS driver. ``rdma``: GPUDirect
+    """Chart values; the driver is the operator's exactly when some pool skips the AKS driver (precompiled when
+    those pools say so; config allows one kind per cluster). ``rdma``: GPUDirect
     RDMA, the driver's nvidia-peermem module over the Network Operator's OFED driver (Azure/aks-rdma-infiniband
     configs/values/gpu-operator: driver.rdma.enabled; useHostMofed stays false, the OFED driver is a container)."""
     tolerations = merged_tolerations([NVIDIA_GPU], gpu_tolerations, [MIG_NOT_READY])
-    owns_driver = any(p.driver == GpuDriver.NONE for p in pools)
+    owns_driver = any(p.driver.operator_owned for p in pools)
+    driver: dict[str, Any] = {"enabled": owns_driver}
+    if any(p.driver == GpuDriver.PRECOMPILED for p in pools):
+        # With usePrecompiled the version is a branch: the operator picks <branch>-<kernel>-ubuntu22.04 per node.
+        driver |= {"usePrecompiled": True, "version": PRECOMPILED_BRANCH}
+    if rdma:
+        driver["rdma"] = {"enabled": True, "useHostMofed": False}
     values: dict[str, Any] = {
         # Parallel NFD deployments are unsupported: bundle it only when no separate release exists.
         "nfd": {"enabled": bundled_nfd},
         # This list replaces the chart default, so it keeps the nvidia.com/gpu entry and adds the pool taints.
         "daemonsets": {"tolerations": tolerations},
-        "driver": {"enabled": owns_driver, **({"rdma": {"enabled": True, "useHostMofed": False}} if rdma else {})},
+        "driver": driver,
         "toolkit": {"enabled": owns_driver},
+        "validator": {"plugin": {"env": [VALIDATOR_WORKLOAD]}},
     }
     if bundled_nfd:
         values["node-feature-discovery"] = {"worker": {"tolerations": tolerations}}
@@ -58,7 +73,7 @@ def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, s
         # AKS partitions MIG pools from gpuInstanceProfile; the operator's MIG manager (default config
         # "all-disabled") must never repartition them.
         values["migManager"] = {"enabled": False}
-    if any(p.driver == GpuDriver.INSTALL for p in pools):
+    if any(not p.driver.operator_owned for p in pools):
         # On nodes where AKS installed the driver, containerd's NVIDIA runtime is named nvidia-container-runtime;
         # the operator's pods would otherwise ask for a runtime class `nvidia` that those nodes lack (NVIDIA's AKS
         # guide). The toolkit takes the same name on the nodes it configures, so both kinds agree.

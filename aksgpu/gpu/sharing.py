@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from aksgpu.config.types import GpuDriver, GpuNodes, SharingMode
+from aksgpu.config.types import GpuNodes, SharingMode
 
 NODE_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 CONFIGMAP_PREFIX = "device-plugin-config"
@@ -64,7 +64,7 @@ def configmap_name(data: dict[str, str]) -> str:
 def node_labels(pool: GpuNodes) -> dict[str, str]:
     """Labels a GPU pool's nodes need: its sharing config, and the operator's hands off an AKS-owned driver."""
     labels = {NODE_CONFIG_LABEL: config_key(pool)} if is_shared(pool) else {}
-    if pool.driver == GpuDriver.INSTALL:
+    if not pool.driver.operator_owned:
         # Exactly one driver owner per node: AKS installed driver and runtime, the operator must not.
         labels["nvidia.com/gpu.deploy.driver"] = "false"
         labels["nvidia.com/gpu.deploy.container-toolkit"] = "false"

@@ -56,9 +56,10 @@ def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str,
     checked = pools if addons.smoke_test else [p for p in pools if p.gpu.sharing == SharingMode.MPS]
     if checked and operator is not None:
         tools = images.get(GPU_TOOLS_IMAGE[0])
+        # Not after the operator's release: the pending Job already makes the autoscaler add a node (it reads the
+        # size's GPUs from the scale set), so the node boots while the operator installs (First GPU pod estimate).
         smoke = GpuSmokeTest("gpu-smoke-test", GpuSmokeTestArgs(
-            pools=checked, wait_for=[operator.release], cuda_client_image=tools.image_ref if tools else None),
-                             opts=opts)
+            pools=checked, cuda_client_image=tools.image_ref if tools else None), opts=opts)
     scraping = access = None
     if layer.metrics is not None and operator is not None:
         scraping = GpuMetricsScraping("gpu-metrics", GpuMetricsScrapingArgs(operator.namespace, operator.release),

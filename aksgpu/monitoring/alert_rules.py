@@ -15,6 +15,9 @@ from aksgpu.monitoring.gpu_utilisation import gpu_utilisation
 SPOT_TAINT_KEY = "kubernetes.azure.com/scalesetpriority"
 XID_WINDOW_MINUTES = 10
 """How long a new XID error keeps its alert firing."""
+NPD_GPU_CONDITIONS = ("GPUMissing", "NVLinkStatusInactive", "XIDErrors", "IBLinkFlapping")
+"""The node conditions AKS's Node Problem Detector sets on GPU nodes (node-problem-detector: Node conditions, "GPU
+only"); kube-state-metrics exports each as kube_node_status_condition{condition=...}."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,14 @@ def gpu_alert_rules(idle_minutes: int, provision_minutes: int) -> list[AlertRule
             f"The GPU driver reported a new XID error in the last {XID_WINDOW_MINUTES} minutes "
             "(DCGM_FI_DEV_XID_ERRORS holds its code; a repeat of the same code shows no change): the GPU or its "
             "driver failed; drain the node and look the code up in NVIDIA's XID catalogue."),
+        AlertRule(
+            "GpuNodeProblem",
+            f'max by (node, condition) (kube_node_status_condition{{condition=~"{"|".join(NPD_GPU_CONDITIONS)}", '
+            'status="true"}) == 1',
+            5, 1,
+            "AKS's Node Problem Detector reports a GPU problem on a node (a GPU missing, NVLink down, XID errors in "
+            "the kernel log, InfiniBand links flapping) for 5 minutes: AKS's auto-repair acts on NotReady nodes only, "
+            "so cordon and drain the node (docs/observability.md: Sick GPU nodes) and let the autoscaler replace it."),
         AlertRule(
             "SpotNodeNotReady",
             f'max by (node) (kube_node_spec_taint{{key="{SPOT_TAINT_KEY}", value="spot"}}) '

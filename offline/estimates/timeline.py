@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from offline.estimates import load_table
+from offline.estimates.first_gpu_pod import FirstGpuPod, first_gpu_pod
+from offline.estimates.first_gpu_pod import markdown as first_gpu_pod_markdown
 
 if TYPE_CHECKING:
     from offline.render import Render, Resource
@@ -96,10 +98,12 @@ def _waits(resource: Resource, children: Mapping[str, list[str]]) -> list[str]:
     return _waits_for(resource) + ([] if resource.custom else children.get(resource.name, []))
 
 
-def schedule(resources: Sequence[Resource], table: Mapping[str, Any]) -> dict[str, Step]:
+def schedule(resources: Sequence[Resource], table: Mapping[str, Any],
+             overrides: Mapping[str, tuple[float, str]] | None = None) -> dict[str, Step]:
     """Earliest start and finish of every resource when each starts as soon as its dependencies finish.
 
-    Depending on a component means waiting for all of its descendants.
+    Depending on a component means waiting for all of its descendants. ``overrides``: seconds and source by
+    resource name, in place of the table's row (an awaited GPU workload's own estimate).
     """
     by_name, children = _graph(resources)
     steps: dict[str, Step] = {}
@@ -113,7 +117,7 @@ def schedule(resources: Sequence[Resource], table: Mapping[str, Any]) -> dict[st
         visiting.add(name)
         r = by_name[name]
         waits = [finish(d) for d in _waits(r, children) if d in by_name]
-        seconds, source = duration(r, table)
+        seconds, source = (overrides or {}).get(name) or duration(r, table)
         start = max(waits, default=0.0)
         steps[name] = Step(name, r.type, seconds, source, start if r.custom else 0.0, start + seconds)
         visiting.discard(name)
@@ -139,6 +143,23 @@ def critical_path(steps: Mapping[str, Step], resources: Sequence[Resource]) -> l
     return list(reversed(path))
 
 
+def plan(render: Render, table: Mapping[str, Any] | None = None) -> tuple[dict[str, Step], FirstGpuPod]:
+    """The `pulumi up` schedule and the first-GPU-pod estimates, each awaited GPU workload taking as long as its
+    pod needs to turn Ready (node, driver, image, start) instead of its type's row."""
+    table = table or load_durations()
+    steps = schedule(render.resources, table)
+    found = first_gpu_pod(render, steps, table)
+    by_name = {r.name: r for r in render.resources if r.custom}
+    overrides = {e.pod: (e.ready - steps[e.pod].start, "awaited until its pod is Ready: First GPU pod below")
+                 for e in found.workloads if not _skips_await(by_name[e.pod])}
+    return schedule(render.resources, table, overrides), found
+
+
+def _skips_await(resource: Resource) -> bool:
+    annotations = (resource.inputs.get("metadata") or {}).get("annotations") or {}
+    return annotations.get("pulumi.com/skipAwait") == "true"
+
+
 def total_seconds(steps: Mapping[str, Step]) -> float:
     """How long the whole `pulumi up` takes: when its last resource finishes."""
     return max(s.finish for s in steps.values())
@@ -162,8 +183,8 @@ def gantt(path: Sequence[Step]) -> list[str]:
     return [*lines, "```"]
 
 
-def timeline_markdown(render: Render, steps: Mapping[str, Step] | None = None) -> str:
-    steps = steps or schedule(render.resources, load_durations())
+def timeline_markdown(render: Render, planned: tuple[Mapping[str, Step], FirstGpuPod] | None = None) -> str:
+    steps, found = planned or plan(render)
     total = total_seconds(steps)
     serial = sum(s.seconds for s in steps.values())
     path = critical_path(steps, render.resources)
@@ -178,6 +199,7 @@ def timeline_markdown(render: Render, steps: Mapping[str, Step] | None = None) -
         f"({serial / total:.1f}x longer).",
         f"- Resources: {sum(1 for r in render.resources if r.custom)}; on the critical path: {len(path)}.",
         "",
+        *first_gpu_pod_markdown(found),
         *gantt(path),
         "",
         "## Critical path",

@@ -112,7 +112,8 @@ def test_the_network_operators_values_exist_in_its_pinned_chart(render_of):
 
 def test_gpudirect_rdma_is_the_gpu_operators_driver(render_of):
     values = render_of(STACK).named("gpu-operator-release").revealed["values"]
-    assert values["driver"] == {"enabled": True, "rdma": {"enabled": True, "useHostMofed": False}}
+    assert values["driver"] == {"enabled": True, "usePrecompiled": True, "version": "580",
+                                "rdma": {"enabled": True, "useHostMofed": False}}
     defaults = upstream.fixture("charts", "gpu-operator", charts.GPU_OPERATOR.version, "values.json")
     assert upstream.unknown_value_paths(values, defaults) == []
 
@@ -160,7 +161,8 @@ REFUSED = [
     ({"gpuPools": [{"name": "ndh100", "vmSize": "Standard_ND96isr_H100_v5", "priority": "regular", "minCount": 0,
                     "maxCount": 2, "zones": ["1", "2"]}]}, r'gpuPools\[0\]\.zones=.*one zone'),
     ({"gpuPools": [{"name": "ndh100", "vmSize": "Standard_ND96isr_H100_v5", "priority": "regular", "minCount": 0,
-                    "maxCount": 2, "driver": "install"}]}, r'gpuPools\[0\]\.driver="install": .*use driver none'),
+                    "maxCount": 2, "driver": "install"}]},
+     r'gpuPools\[0\]\.driver="install": .*use driver precompiled or none'),
     ({"addons": {"networkOperator": True, "nfd": False}}, r'addons\.networkOperator=true: needs addons\.nfd'),
 ]
 

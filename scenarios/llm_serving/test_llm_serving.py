@@ -142,10 +142,11 @@ def test_the_server_image_is_vllms_release_copied_into_the_stacks_registry_and_r
     assert re.fullmatch(rf"{re.escape(login_server)}/vllm/vllm-openai@sha256:[0-9a-f]{{64}}", c["image"])
     command = r.named("vllm-image-import", "command:local:Command")
     script = command.inputs["create"]
-    assert script.startswith(f"az acr import --name {r.cfg.registry_name} --source docker.io/vllm/vllm-openai:v0.33.0 "
-                             "--image vllm/vllm-openai:v0.33.0 --force")
-    assert script.endswith("--image vllm/vllm-openai:v0.33.0 --query digest --output tsv")
-    assert command.inputs["triggers"] == ["docker.io/vllm/vllm-openai:v0.33.0"]
+    # The stack's pool takes AKS's driver: the CUDA 12.9 build.
+    assert script.startswith(f"az acr import --name {r.cfg.registry_name} --source "
+                             "docker.io/vllm/vllm-openai:v0.33.0-cu129 --image vllm/vllm-openai:v0.33.0-cu129 --force")
+    assert script.endswith("--image vllm/vllm-openai:v0.33.0-cu129 --query digest --output tsv")
+    assert command.inputs["triggers"] == ["docker.io/vllm/vllm-openai:v0.33.0-cu129"]
     # The import needs the registry: its name is an output of it, so Pulumi orders them.
     assert "registry-acr" in command.depends_on
 

@@ -1,0 +1,251 @@
+"""How soon a GPU pod runs: after `pulumi up` starts, when the autoscaler adds a node, when spot takes one away.
+
+A GPU pod waits, in order, for: a node of its pool (the pool's first node while the pool is created, or one the
+autoscaler or NAP adds for the pending pod), the driver (AKS's while the node boots, or the GPU operator's:
+NVIDIA's precompiled image, or a compile), the device plugin advertising ``nvidia.com/gpu`` (the operator's plugin
+validator then runs its CUDA pod through it on every new node: the first GPU pod), and then, for a workload, its
+image on the node and its own start. Each phase's length is a row of durations.yaml with its source; when each phase
+may begin comes from the `pulumi up` schedule (timeline.py): when the pool, the operator and the workload exist.
+
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aksgpu.config.types import GpuDriver
+
+if TYPE_CHECKING:
+    from aksgpu.config.schema import GpuPool
+    from offline.estimates.timeline import Step
+    from offline.render import Render, Resource
+
+AGENT_POOL = "azure-native:containerservice:AgentPool"
+NAP_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+SERVICE = "kubernetes:core/v1:Service"
+POOL_SELECTORS = ("kubernetes.azure.com/agentpool", "karpenter.sh/nodepool")
+DRIVER_ROW = {GpuDriver.INSTALL: "aks_driver", GpuDriver.PRECOMPILED: "driver_precompiled",
+              GpuDriver.NONE: "driver_compile"}
+
+
+@dataclass(frozen=True)
+class Phase:
+    what: str
+    start: float
+    seconds: float
+    source: str
+
+    @property
+    def finish(self) -> float:
+        return self.start + self.seconds
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One chain of phases, from its clock's zero (`pulumi up`'s start, or the moment a new node is asked for)."""
+
+    pod: str
+    """What runs at the end: a workload's resource name, or the GPU check every new node runs."""
+    pool: str
+    phases: tuple[Phase, ...]
+
+    @property
+    def ready(self) -> float:
+        return self.phases[-1].finish if self.phases else 0.0
+
+
+@dataclass(frozen=True)
+class FirstGpuPod:
+    deploy: Estimate | None
+    """The first GPU pod `pulumi up` starts; None where every GPU pod waits for a run, a schedule or a request."""
+    deploy_workload: Estimate | None
+    """The scenario's first GPU workload pod started by `pulumi up`, with its image and start."""
+    endpoint: float | None
+    """Seconds from `pulumi up` until the scenario's LoadBalancer answers, where it has one and a pod behind it."""
+    new_node: Estimate
+    """A pod that asks for a node of the stack's first GPU pool once the cluster runs (scale from zero)."""
+    new_node_workload: Estimate | None
+    """The same for the pool's first workload: its image and start after the node's GPU is ready."""
+    workloads: tuple[Estimate, ...] = ()
+    """Every GPU workload `pulumi up` starts, each Ready when its estimate ends (`pulumi up` awaits some)."""
+
+
+def gpu_pod_template(inputs: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A workload's pod spec if any of its containers asks for a GPU (CronJobs' through their job template)."""
+    spec = inputs.get("spec") or {}
+    template = spec.get("template") or ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}
+    pod = template.get("spec") or {}
+    limits = [(c.get("resources") or {}).get("limits") or {} for c in pod.get("containers") or []]
+    return pod if any("nvidia.com/gpu" in x for x in limits) else None
+
+
+def repository(image: str) -> str:
+    """``vllm/vllm-openai`` of ``cr.azurecr.io/vllm/vllm-openai@sha256:...``: the registry host and tag dropped."""
+    name = re.split(r"@|:(?=[^/]*$)", image)[0]
+    host, _, path = name.partition("/")
+    return path if ("." in host or ":" in host) and path else name
+
+
+def _pool_of(pod: Mapping[str, Any]) -> str | None:
+    selector = pod.get("nodeSelector") or {}
+    return next((selector[k] for k in POOL_SELECTORS if k in selector), None)
+
+
+def _row(table: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    return table["gpu_node"][key]
+
+
+def _image_row(table: Mapping[str, Any], image: str) -> Mapping[str, Any]:
+    return (table.get("pod_images") or {}).get(repository(image)) or table["pod_images"]["default"]
+
+
+def _pull_seconds(table: Mapping[str, Any], image: str) -> tuple[float, str]:
+    row, pull = _image_row(table, image), table["image_pull"]
+    return row["gigabytes"] * pull["seconds_per_gigabyte"], f"{row['gigabytes']} GB ({row['source']}); {pull['source']}"
+
+
+def gpu_ready(pool: GpuPool, node_start: float, operator_ready: float, table: Mapping[str, Any],
+              node_phases: Sequence[Phase]) -> list[Phase]:
+    """From a node starting to boot at ``node_start`` to its GPUs advertised and checked."""
+    boot = _row(table, "vm_boot")
+    phases = [*node_phases, Phase("VM boots and joins the cluster", node_start, boot["seconds"], boot["source"])]
+    driver = _row(table, DRIVER_ROW[pool.driver])
+    if pool.driver == GpuDriver.INSTALL:
+        phases.append(Phase("AKS installs its driver during the node's bootstrap", phases[-1].finish,
+                            driver["seconds"], driver["source"]))
+    else:
+        phases.append(Phase(f"GPU operator installs the driver ({pool.driver})",
+                            max(phases[-1].finish, operator_ready), driver["seconds"], driver["source"]))
+    plugin = _row(table, "device_plugin")
+    phases.append(Phase("device plugin advertises nvidia.com/gpu; the operator's CUDA check runs through it",
+                        max(phases[-1].finish, operator_ready), plugin["seconds"], plugin["source"]))
+    return phases
+
+
+def workload_phases(image: str, gpu: Sequence[Phase], created: float, table: Mapping[str, Any]) -> list[Phase]:
+    """A workload pod after its node's GPU is ready: its image pull, then its start."""
+    begin = max(gpu[-1].finish, created)
+    pull, source = _pull_seconds(table, image)
+    start = _image_row(table, image)
+    return [*gpu, Phase(f"image {repository(image)} on the node", begin, pull, source),
+            Phase("the pod starts and turns Ready", begin + pull, start["start_seconds"], start["source"])]
+
+
+def _first(estimates: Sequence[Estimate]) -> Estimate | None:
+    return min(estimates, key=lambda e: (e.ready, e.pod), default=None)
+
+
+def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str, Any]) -> FirstGpuPod:
+    """The estimates for ``render`` given its `pulumi up` schedule ``steps`` and the durations ``table``."""
+    cfg = render.cfg
+    pools = {p.name: p for p in cfg.gpu_pools}
+    operator = [r for r in render.resources if r.custom and r.inputs.get("chart") == "gpu-operator"]
+    operator_ready = steps[operator[0].name].finish if operator else 0.0
+    pool_resources = {_pool_resource_name(r): r for r in render.resources if r.type in (AGENT_POOL, NAP_POOL)}
+
+    workloads: dict[str, list[tuple[Resource, str]]] = {}
+    for r in render.resources:
+        pod = gpu_pod_template(r.inputs) if r.custom and r.type.startswith("kubernetes:") else None
+        # A CronJob's pods wait for its schedule or a run: not part of `pulumi up`.
+        if pod is not None and r.inputs.get("kind") != "CronJob" and (name := _pool_of(pod)) in pools:
+            workloads.setdefault(name, []).append((r, pod["containers"][0]["image"]))
+
+    deploy, deploy_workloads = [], []
+    for name, pool in pools.items():
+        resource = pool_resources.get(name)
+        created = steps[resource.name] if resource is not None else None
+        pods = workloads.get(name, [])
+        if created is not None and not pool.nap and pool.initial_count > 0:
+            node_start, before = created.start, []
+        elif pods and created is not None:
+            asked = max(min(steps[r.name].start for r, _ in pods), created.finish)
+            scale = _row(table, "scale_up")
+            before = [Phase("a pending GPU pod makes the autoscaler (or NAP) add a node", asked,
+                            scale["seconds"], scale["source"])]
+            node_start = before[-1].finish
+        else:
+            continue
+        gpu = gpu_ready(pool, node_start, operator_ready, table, before)
+        deploy.append(Estimate("the GPU check on the pool's first node", name, tuple(gpu)))
+        for r, image in pods:
+            deploy_workloads.append(Estimate(r.name, name, tuple(workload_phases(image, gpu, steps[r.name].start,
+                                                                                 table))))
+
+    first_pool = cfg.gpu_pools[0]
+    scale = _row(table, "scale_up")
+    new_gpu = gpu_ready(first_pool, scale["seconds"], 0.0, table,
+                        [Phase("a pending GPU pod makes the autoscaler (or NAP) add a node", 0.0, scale["seconds"],
+                               scale["source"])])
+    image = next((i for _, i in workloads.get(first_pool.name, [])), None) or _cron_image(render, first_pool.name)
+    new_workload = None
+    if image is not None:
+        new_workload = Estimate("its first workload", first_pool.name,
+                                tuple(workload_phases(image, new_gpu, 0.0, table)))
+    first_workload = _first(deploy_workloads)
+    return FirstGpuPod(
+        deploy=_first(deploy), deploy_workload=first_workload,
+        endpoint=_endpoint(render, steps, first_workload),
+        new_node=Estimate("the GPU check on a new node", first_pool.name, tuple(new_gpu)),
+        new_node_workload=new_workload, workloads=tuple(deploy_workloads))
+
+
+def _pool_resource_name(r: Resource) -> str:
+    return r.inputs.get("agentPoolName") or (r.inputs.get("metadata") or {}).get("name", r.name)
+
+
+def _cron_image(render: Render, pool: str) -> str | None:
+    """The image of a scheduled or on-demand GPU run on ``pool`` (a CronJob's job template)."""
+    for r in render.resources:
+        pod = gpu_pod_template(r.inputs) if r.custom else None
+        if pod is not None and _pool_of(pod) == pool:
+            return pod["containers"][0]["image"]
+    return None
+
+
+def _endpoint(render: Render, steps: Mapping[str, Step], workload: Estimate | None) -> float | None:
+    """When the first LoadBalancer in front of a GPU workload has its address and a Ready pod behind it."""
+    if workload is None:
+        return None
+    balancers = [r for r in render.resources if r.type == SERVICE and (r.inputs.get("spec") or {}).get("type")
+                 == "LoadBalancer"]
+    return max(workload.ready, min(steps[b.name].finish for b in balancers)) if balancers else None
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
+def _table(estimate: Estimate) -> list[str]:
+    lines = ["| starts | takes | phase | why that long |", "|---|---|---|---|"]
+    lines += [f"| {_minutes(p.start)} | {_minutes(p.seconds)} | {p.what} | {p.source} |" for p in estimate.phases]
+    return lines
+
+
+def markdown(found: FirstGpuPod) -> list[str]:
+    """The "First GPU pod" section of timeline.md."""
+    lines = ["## First GPU pod", ""]
+    if found.deploy is not None:
+        lines.append(f"- **First GPU pod Ready: {_minutes(found.deploy.ready)}** after `pulumi up` starts "
+                     f"({found.deploy.pod}, pool `{found.deploy.pool}`).")
+    else:
+        lines.append("- **First GPU pod:** `pulumi up` starts none (GPU pods wait for a run, a schedule or a "
+                     "request); a run's first pod is Ready the time of a new node below after it starts.")
+    if found.deploy_workload is not None:
+        lines.append(f"- The scenario's first GPU workload (`{found.deploy_workload.pod}`) Ready: "
+                     f"{_minutes(found.deploy_workload.ready)}.")
+    if found.endpoint is not None:
+        lines.append(f"- Its endpoint answering (LoadBalancer address and a Ready pod): {_minutes(found.endpoint)}.")
+    lines.append(f"- **A new GPU node** (scale from zero, or a spot replacement after an eviction: the same chain, "
+                 f"counted from the pending pod): GPU ready in **{_minutes(found.new_node.ready)}**"
+                 + (f", its first workload Ready in {_minutes(found.new_node_workload.ready)}."
+                    if found.new_node_workload else "."))
+    lines.append("")
+    for title, estimate in (("From `pulumi up`", found.deploy), ("The first workload", found.deploy_workload),
+                            ("A new node", found.new_node), ("A new node's first workload",
+                                                             found.new_node_workload)):
+        if estimate is not None:
+            lines += [f"### {title}", "", *_table(estimate), ""]
+    return lines
