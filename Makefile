@@ -7,9 +7,9 @@ BIN := $(VENV)/bin
 OUT ?= out
 UV := .venv-tools/bin/uv
 SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --locked --inexact --quiet
-# torch's CPU build is not on PyPI: from this machine's wheel folder where pip has one (PIP_FIND_LINKS), else from
-# PyTorch's CPU index. requirements-torch.txt pins it by version and sha256 either way.
-TORCH_SOURCE ?= $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),--index-url https://download.pytorch.org/whl/cpu)
+# torch's CPU build comes from the machine's wheel folder (PIP_FIND_LINKS; --no-config below keeps pip's config out,
+# so it is passed on); requirements-torch.txt pins it by version and sha256, so no other build installs.
+TORCH_SOURCE ?= $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS))
 
 .PHONY: install install-azure install-dev install-checkov install-policy render docs test lock state-backend clean
 

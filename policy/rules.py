@@ -500,17 +500,14 @@ def one_gpu_driver_owner(resources: list[Resource]) -> Iterator[tuple[str, str]]
                     or labels.get("nvidia.com/gpu.deploy.container-toolkit") != "false"):
                 yield pool.name, ("AKS installs this pool's driver: its nodes need nvidia.com/gpu.deploy.driver and "
                                   "container-toolkit false so the operator keeps off")
-    classes = {at(c.props, "metadata", "name"): at(c.props, "spec", "gpu", "mode", default="Driver")
-               for c in _of(resources, NAP_NODECLASS)}
-    images = {at(c.props, "metadata", "name"): at(c.props, "spec", "imageFamily", default="Ubuntu")
-              for c in _of(resources, NAP_NODECLASS)}
+    classes = {at(c.props, "metadata", "name"): c.props for c in _of(resources, NAP_NODECLASS)}
     for pool in _nap_gpu_pools(resources):
-        mode = classes.get(at(pool.props, "spec", "template", "spec", "nodeClassRef", "name"))
+        node_class = classes.get(at(pool.props, "spec", "template", "spec", "nodeClassRef", "name"), {})
+        mode = at(node_class, "spec", "gpu", "mode", default="Driver") if node_class else None
         labels = at(pool.props, "spec", "template", "metadata", "labels", default={}) or {}
         if mode == "None" and not (operator and operator_driver and operator_toolkit):
             yield pool.name, "AKSNodeClass gpu.mode None needs the GPU operator's driver and toolkit enabled"
-        elif mode == "None" and precompiled and images.get(
-                at(pool.props, "spec", "template", "spec", "nodeClassRef", "name")) != "Ubuntu2204":
+        elif mode == "None" and precompiled and at(node_class, "spec", "imageFamily", default="Ubuntu") != "Ubuntu2204":
             yield pool.name, "the operator's precompiled driver needs AKSNodeClass imageFamily Ubuntu2204"
         elif mode != "None" and operator and (operator_driver or operator_toolkit) and (
                 labels.get("nvidia.com/gpu.deploy.driver") != "false"

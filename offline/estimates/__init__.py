@@ -13,3 +13,8 @@ import yaml
 def load_table(path: Path) -> dict[str, Any]:
     """One of the dated YAML tables beside this module (prices, durations)."""
     return yaml.safe_load(path.read_text())
+
+
+def minutes(seconds: float) -> str:
+    """Seconds as the estimates print them: ``7.5 min``."""
+    return f"{seconds / 60:.1f} min"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aksgpu.config.types import GpuDriver
+from offline.estimates import minutes
 
 if TYPE_CHECKING:
     from aksgpu.config.schema import GpuPool
@@ -107,6 +108,12 @@ def _pull_seconds(table: Mapping[str, Any], image: str) -> tuple[float, str]:
     return row["gigabytes"] * pull["seconds_per_gigabyte"], f"{row['gigabytes']} GB ({row['source']}); {pull['source']}"
 
 
+def scale_up(asked: float, table: Mapping[str, Any]) -> Phase:
+    """The autoscaler (or NAP) adding a node for a GPU pod pending since ``asked``."""
+    row = _row(table, "scale_up")
+    return Phase("a pending GPU pod makes the autoscaler (or NAP) add a node", asked, row["seconds"], row["source"])
+
+
 def gpu_ready(pool: GpuPool, node_start: float, operator_ready: float, table: Mapping[str, Any],
               node_phases: Sequence[Phase]) -> list[Phase]:
     """From a node starting to boot at ``node_start`` to its GPUs advertised and checked."""
@@ -147,11 +154,17 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
     pool_resources = {_pool_resource_name(r): r for r in render.resources if r.type in (AGENT_POOL, NAP_POOL)}
 
     workloads: dict[str, list[tuple[Resource, str]]] = {}
+    scheduled: dict[str, list[str]] = {}
     for r in render.resources:
         pod = gpu_pod_template(r.inputs) if r.custom and r.type.startswith("kubernetes:") else None
+        if pod is None or (name := _pool_of(pod)) not in pools:
+            continue
+        image = pod["containers"][0]["image"]
         # A CronJob's pods wait for its schedule or a run: not part of `pulumi up`.
-        if pod is not None and r.inputs.get("kind") != "CronJob" and (name := _pool_of(pod)) in pools:
-            workloads.setdefault(name, []).append((r, pod["containers"][0]["image"]))
+        if r.inputs.get("kind") == "CronJob":
+            scheduled.setdefault(name, []).append(image)
+        else:
+            workloads.setdefault(name, []).append((r, image))
 
     deploy, deploy_workloads = [], []
     for name, pool in pools.items():
@@ -161,10 +174,7 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
         if created is not None and not pool.nap and pool.initial_count > 0:
             node_start, before = created.start, []
         elif pods and created is not None:
-            asked = max(min(steps[r.name].start for r, _ in pods), created.finish)
-            scale = _row(table, "scale_up")
-            before = [Phase("a pending GPU pod makes the autoscaler (or NAP) add a node", asked,
-                            scale["seconds"], scale["source"])]
+            before = [scale_up(max(min(steps[r.name].start for r, _ in pods), created.finish), table)]
             node_start = before[-1].finish
         else:
             continue
@@ -175,11 +185,9 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
                                                                                  table))))
 
     first_pool = cfg.gpu_pools[0]
-    scale = _row(table, "scale_up")
-    new_gpu = gpu_ready(first_pool, scale["seconds"], 0.0, table,
-                        [Phase("a pending GPU pod makes the autoscaler (or NAP) add a node", 0.0, scale["seconds"],
-                               scale["source"])])
-    image = next((i for _, i in workloads.get(first_pool.name, [])), None) or _cron_image(render, first_pool.name)
+    asked = scale_up(0.0, table)
+    new_gpu = gpu_ready(first_pool, asked.finish, 0.0, table, [asked])
+    image = next(iter([i for _, i in workloads.get(first_pool.name, [])] + scheduled.get(first_pool.name, [])), None)
     new_workload = None
     if image is not None:
         new_workload = Estimate("its first workload", first_pool.name,
@@ -196,15 +204,6 @@ def _pool_resource_name(r: Resource) -> str:
     return r.inputs.get("agentPoolName") or (r.inputs.get("metadata") or {}).get("name", r.name)
 
 
-def _cron_image(render: Render, pool: str) -> str | None:
-    """The image of a scheduled or on-demand GPU run on ``pool`` (a CronJob's job template)."""
-    for r in render.resources:
-        pod = gpu_pod_template(r.inputs) if r.custom else None
-        if pod is not None and _pool_of(pod) == pool:
-            return pod["containers"][0]["image"]
-    return None
-
-
 def _endpoint(render: Render, steps: Mapping[str, Step], workload: Estimate | None) -> float | None:
     """When the first LoadBalancer in front of a GPU workload has its address and a Ready pod behind it."""
     if workload is None:
@@ -214,13 +213,9 @@ def _endpoint(render: Render, steps: Mapping[str, Step], workload: Estimate | No
     return max(workload.ready, min(steps[b.name].finish for b in balancers)) if balancers else None
 
 
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min"
-
-
 def _table(estimate: Estimate) -> list[str]:
     lines = ["| starts | takes | phase | why that long |", "|---|---|---|---|"]
-    lines += [f"| {_minutes(p.start)} | {_minutes(p.seconds)} | {p.what} | {p.source} |" for p in estimate.phases]
+    lines += [f"| {minutes(p.start)} | {minutes(p.seconds)} | {p.what} | {p.source} |" for p in estimate.phases]
     return lines
 
 
@@ -228,19 +223,19 @@ def markdown(found: FirstGpuPod) -> list[str]:
     """The "First GPU pod" section of timeline.md."""
     lines = ["## First GPU pod", ""]
     if found.deploy is not None:
-        lines.append(f"- **First GPU pod Ready: {_minutes(found.deploy.ready)}** after `pulumi up` starts "
+        lines.append(f"- **First GPU pod Ready: {minutes(found.deploy.ready)}** after `pulumi up` starts "
                      f"({found.deploy.pod}, pool `{found.deploy.pool}`).")
     else:
         lines.append("- **First GPU pod:** `pulumi up` starts none (GPU pods wait for a run, a schedule or a "
                      "request); a run's first pod is Ready the time of a new node below after it starts.")
     if found.deploy_workload is not None:
         lines.append(f"- The scenario's first GPU workload (`{found.deploy_workload.pod}`) Ready: "
-                     f"{_minutes(found.deploy_workload.ready)}.")
+                     f"{minutes(found.deploy_workload.ready)}.")
     if found.endpoint is not None:
-        lines.append(f"- Its endpoint answering (LoadBalancer address and a Ready pod): {_minutes(found.endpoint)}.")
+        lines.append(f"- Its endpoint answering (LoadBalancer address and a Ready pod): {minutes(found.endpoint)}.")
     lines.append(f"- **A new GPU node** (scale from zero, or a spot replacement after an eviction: the same chain, "
-                 f"counted from the pending pod): GPU ready in **{_minutes(found.new_node.ready)}**"
-                 + (f", its first workload Ready in {_minutes(found.new_node_workload.ready)}."
+                 f"counted from the pending pod): GPU ready in **{minutes(found.new_node.ready)}**"
+                 + (f", its first workload Ready in {minutes(found.new_node_workload.ready)}."
                     if found.new_node_workload else "."))
     lines.append("")
     for title, estimate in (("From `pulumi up`", found.deploy), ("The first workload", found.deploy_workload),

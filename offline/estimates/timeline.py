@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from offline.estimates import load_table
-from offline.estimates.first_gpu_pod import FirstGpuPod, first_gpu_pod
+from offline.estimates import load_table, minutes
+from offline.estimates.first_gpu_pod import FirstGpuPod, first_gpu_pod, repository
 from offline.estimates.first_gpu_pod import markdown as first_gpu_pod_markdown
 
 if TYPE_CHECKING:
@@ -40,11 +40,7 @@ def _image_row(inputs: Mapping[str, Any], table: Mapping[str, Any]) -> Mapping[s
     serves it), if the table has one."""
     template = ((inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
     for c in template.get("containers") or []:
-        repository = re.split(r"[@]|:(?=[^/]*$)", str(c.get("image", "")))[0]
-        host, _, path = repository.partition("/")
-        if "." in host or ":" in host:  # a registry host: the same image copied into the stack's ACR
-            repository = path
-        if row := (table.get("images") or {}).get(repository):
+        if row := (table.get("images") or {}).get(repository(str(c.get("image", "")))):
             return row
     return None
 
@@ -66,12 +62,11 @@ def duration(resource: Resource, table: Mapping[str, Any]) -> tuple[float, str]:
     inputs = resource.inputs
     row = ((table.get("charts") or {}).get(inputs.get("chart")) or _image_row(inputs, table)
            or _command_row(inputs, table) or table["types"].get(resource.type) or table["default"])
-    annotations = (inputs.get("metadata") or {}).get("annotations") or {}
     if "empty_pool_seconds" in row and inputs.get("count") == 0:
         return row["empty_pool_seconds"], row["source"]
     if "loadbalancer_seconds" in row and (inputs.get("spec") or {}).get("type") == "LoadBalancer":
         return row["loadbalancer_seconds"], row["source"]
-    if "skip_await_seconds" in row and annotations.get("pulumi.com/skipAwait") == "true":
+    if "skip_await_seconds" in row and skips_await(resource):
         return row["skip_await_seconds"], row["source"]
     return row["seconds"], row["source"]
 
@@ -151,11 +146,12 @@ def plan(render: Render, table: Mapping[str, Any] | None = None) -> tuple[dict[s
     found = first_gpu_pod(render, steps, table)
     by_name = {r.name: r for r in render.resources if r.custom}
     overrides = {e.pod: (e.ready - steps[e.pod].start, "awaited until its pod is Ready: First GPU pod below")
-                 for e in found.workloads if not _skips_await(by_name[e.pod])}
+                 for e in found.workloads if not skips_await(by_name[e.pod])}
     return schedule(render.resources, table, overrides), found
 
 
-def _skips_await(resource: Resource) -> bool:
+def skips_await(resource: Resource) -> bool:
+    """Pulumi creates the resource and moves on without waiting for it to be ready."""
     annotations = (resource.inputs.get("metadata") or {}).get("annotations") or {}
     return annotations.get("pulumi.com/skipAwait") == "true"
 
@@ -163,10 +159,6 @@ def _skips_await(resource: Resource) -> bool:
 def total_seconds(steps: Mapping[str, Step]) -> float:
     """How long the whole `pulumi up` takes: when its last resource finishes."""
     return max(s.finish for s in steps.values())
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min"
 
 
 def gantt(path: Sequence[Step]) -> list[str]:
@@ -194,8 +186,8 @@ def timeline_markdown(render: Render, planned: tuple[Mapping[str, Step], FirstGp
         "**Estimate.** Computed from this render's dependency graph (`dependsOn` in resources.json) and the "
         "typical creation times in `estimates/durations.yaml` (each with its source). None was measured on Azure.",
         "",
-        f"- With Pulumi's parallelism (each resource starts when its dependencies are done): **{_minutes(total)}**.",
-        f"- One step after another, as the seed's guide runs its commands: {_minutes(serial)} "
+        f"- With Pulumi's parallelism (each resource starts when its dependencies are done): **{minutes(total)}**.",
+        f"- One step after another, as the seed's guide runs its commands: {minutes(serial)} "
         f"({serial / total:.1f}x longer).",
         f"- Resources: {sum(1 for r in render.resources if r.custom)}; on the critical path: {len(path)}.",
         "",
@@ -208,5 +200,5 @@ def timeline_markdown(render: Render, planned: tuple[Mapping[str, Step], FirstGp
         "|---|---|---|---|---|",
     ]
     for s in path:
-        lines.append(f"| {_minutes(s.start)} | {_minutes(s.seconds)} | `{s.name}` | `{s.type}` | {s.source} |")
+        lines.append(f"| {minutes(s.start)} | {minutes(s.seconds)} | `{s.name}` | `{s.type}` | {s.source} |")
     return "\n".join(lines) + "\n"
