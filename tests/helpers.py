@@ -41,6 +41,19 @@ def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
     return spec["template"]["spec"]
 
 
+def api_clients(render: Render) -> set[str]:
+    """The service accounts (``namespace/name``) a role binding gives Kubernetes API rights: the only pods that may
+    carry a token."""
+    return {f"{s['namespace']}/{s['name']}" for r in render.resources
+            if r.type.endswith((":ClusterRoleBinding", ":RoleBinding"))
+            for s in r.revealed["subjects"] if s["kind"] == "ServiceAccount"}
+
+
+def device_plugin_configs(render: Render) -> list[Any]:
+    """The GPU operator's device-plugin ConfigMaps (time-slicing, MPS) of a render."""
+    return [r for r in render.of_type("kubernetes:core/v1:ConfigMap") if r.name.endswith("-sharing-config")]
+
+
 def load(raw: dict[str, Any], stack: str = "test"):
     """A stack's config loaded with the registered scenarios (``cluster.openApiServer: true`` unless ``raw``
     decides how the API server is reached); raises ``ConfigError``."""

@@ -199,7 +199,8 @@ def test_every_type_in_every_stack_has_a_duration_row(renders):
     # Custom resources (kubernetes:<group with a dot>/...) are API writes like ConfigMaps: the default row.
     default_ok = ("kubernetes:core/", "kubernetes:batch/v1:CronJob", "kubernetes:nfd", "kubernetes:keda.sh",
                   "kubernetes:azmonitoring.coreos.com", "kubernetes:kueue.x-k8s.io", "kubernetes:kaito.sh",
-                  "kubernetes:networking.k8s.io/v1:NetworkPolicy", "pulumi:providers:",
+                  "kubernetes:networking.k8s.io/v1:NetworkPolicy", "kubernetes:rbac.authorization.k8s.io/",
+                  "pulumi:providers:",
                   "random:", "aksgpu:")
     for stack, render in renders.items():
         for r in render.resources:

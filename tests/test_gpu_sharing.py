@@ -7,9 +7,7 @@ from aksgpu.config.gpu_sizes import lookup_gpu_size
 from aksgpu.config.types import GpuDriver, GpuNodes, SharingMode
 from aksgpu.gpu import sharing as gpu_sharing
 from tests import upstream
-from tests.helpers import render_with
-
-CM = "kubernetes:core/v1:ConfigMap"
+from tests.helpers import device_plugin_configs, render_with
 
 
 def pool(name="t4", mode="time-slicing", replicas=4, size="Standard_NC4as_T4_v3", driver="none"):
@@ -51,7 +49,7 @@ def test_unshared_pools_get_no_entry_and_no_label():
 
 def test_shared_pool_nodes_select_their_entry_and_the_operator_reads_the_configmap(render_of):
     r = render_of("av-resim")
-    (cm,) = r.of_type(CM)
+    (cm,) = device_plugin_configs(r)
     assert cm.inputs["metadata"]["namespace"] == "gpu-operator" and cm.inputs["immutable"] is True
     assert set(cm.inputs["data"]) == {"nc4ast4"}
     assert upstream.device_plugin_config_errors(yaml.safe_load(cm.inputs["data"]["nc4ast4"])) == []
@@ -65,7 +63,7 @@ def test_shared_pool_nodes_select_their_entry_and_the_operator_reads_the_configm
 
 def test_stacks_without_sharing_leave_the_device_plugin_config_alone(render_of):
     r = render_of("training-autoscale")
-    assert not r.of_type(CM)
+    assert not device_plugin_configs(r)
     assert "devicePlugin" not in r.named("gpu-operator-release").inputs["values"]
 
 

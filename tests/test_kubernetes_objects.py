@@ -8,7 +8,7 @@ import pytest
 from aksgpu.config.types import SECURITY_EXCEPTION, SecurityException
 from offline.report import is_manifest, manifest
 from scenarios import REGISTRY
-from tests.helpers import pod_spec
+from tests.helpers import api_clients, pod_spec
 
 K8S_VERSION = "1.33.0"
 """A version AKS supports today; kubernetes-validate ships its schemas."""
@@ -47,12 +47,15 @@ def test_no_object_lands_in_the_default_namespace(render_of, renders):
 
 def test_workloads_run_restricted_with_pinned_images_and_resource_limits(render_of, renders):
     for stack in renders:
+        clients = api_clients(render_of(stack))
         for r in objects(render_of(stack)):
             obj = manifest(r)
             if obj["kind"] not in WORKLOADS:
                 continue
             spec = pod_spec(obj)
-            assert spec["automountServiceAccountToken"] is False, r.name
+            # A token only where a role binding makes the pod an API client.
+            account = f"{obj['metadata']['namespace']}/{spec.get('serviceAccountName', 'default')}"
+            assert spec["automountServiceAccountToken"] is (account in clients), r.name
             assert spec["securityContext"]["runAsNonRoot"] is True
             assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
             for c in spec["containers"]:

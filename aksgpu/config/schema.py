@@ -422,6 +422,10 @@ class AddonsConfig(ConfigModel):
     smoke_test: bool = False
     """An nvidia-smi Job per GPU pool that proves GPUs are schedulable after `pulumi up`. An MPS pool gets its check
     anyway, as a non-root CUDA client of its MPS server."""
+    gpu_node_repair: bool = True
+    """A CronJob that cordons and drains a GPU node AKS's Node Problem Detector has reported sick (a GPU missing,
+    XID errors, NVLink or InfiniBand down) for 5 minutes, one node at a time, so the autoscaler replaces it; off:
+    the GpuNodeProblem alert only."""
     keda: bool = True
     """The AKS KEDA add-on: GPU workloads scale on metrics read from managed Prometheus (needs
     `monitoring.enabled`)."""

@@ -80,6 +80,15 @@ def allow_https_to_internet(resource_name: str, name: str, namespace: pulumi.Inp
     return _policy(resource_name, name, namespace, pods, {"policyTypes": ["Egress"], "egress": [rule]}, parent)
 
 
+def allow_api_server(resource_name: str, name: str, namespace: pulumi.Input[str], pods: Mapping[str, str],
+                     parent: pulumi.Resource) -> networking.v1.NetworkPolicy:
+    """HTTPS from ``pods`` to the Kubernetes API server. Policies see the address after the ``kubernetes`` Service
+    is translated: AKS's API server answers on 443 at a public address, or a private one in the VNet for a private
+    cluster, neither known before the cluster exists, so the rule is port 443 to any address."""
+    rule = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]}
+    return _policy(resource_name, name, namespace, pods, {"policyTypes": ["Egress"], "egress": [rule]}, parent)
+
+
 METRICS_SCRAPER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
                    "podSelector": {"matchLabels": {"rsName": "ama-metrics"}}}
 """The managed Prometheus add-on's replica pods, which scrape PodMonitor targets (its per-node DaemonSet scrapes

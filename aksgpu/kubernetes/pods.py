@@ -124,10 +124,12 @@ def job_spec(pod: Mapping[str, Any], labels: Mapping[str, str], *, completions: 
 def job_template(resource_name: str, name: str, namespace: pulumi.Input[str], labels: Mapping[str, str],
                  spec: Mapping[str, Any], parent: pulumi.Resource, job_labels: Mapping[str, str] | None = None,
                  job_annotations: Mapping[str, str] | None = None, schedule: str | None = None,
-                 time_zone: str = "Etc/UTC", depends_on: Sequence[pulumi.Resource] = ()) -> batch.v1.CronJob:
+                 time_zone: str = "Etc/UTC", depends_on: Sequence[pulumi.Resource] = (),
+                 annotations: Mapping[str, str] | None = None) -> batch.v1.CronJob:
     """A CronJob holding the Job ``spec``: on ``schedule`` (cron syntax, in ``time_zone``), or, without one, a
     suspended template users submit with ``submit_command``. ``job_labels`` and ``job_annotations`` go on each Job
-    (not its pods): a Kueue queue, say. A scheduled run is skipped while the previous one still runs."""
+    (not its pods): a Kueue queue, say; ``annotations`` on the CronJob. A scheduled run is skipped while the
+    previous one still runs."""
     job_metadata: dict[str, Any] = {"labels": {**labels, **(job_labels or {})}}
     if job_annotations:
         job_metadata["annotations"] = dict(job_annotations)
@@ -135,7 +137,8 @@ def job_template(resource_name: str, name: str, namespace: pulumi.Input[str], la
         {"schedule": schedule, "timeZone": time_zone, "suspend": False, "startingDeadlineSeconds": 3600}
     return batch.v1.CronJob(
         resource_name,
-        metadata={"name": name, "namespace": namespace, "labels": dict(labels)},
+        metadata={"name": name, "namespace": namespace, "labels": dict(labels),
+                  **({"annotations": dict(annotations)} if annotations else {})},
         spec={
             **timing,
             "concurrencyPolicy": "Forbid",

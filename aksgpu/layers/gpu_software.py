@@ -12,6 +12,7 @@ from aksgpu.config.schema import StackConfig
 from aksgpu.config.types import SharingMode
 from aksgpu.gpu.network_operator import NetworkOperator, NetworkOperatorArgs
 from aksgpu.gpu.nfd import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
+from aksgpu.gpu.node_repair import GpuNodeRepair, GpuNodeRepairArgs
 from aksgpu.gpu.nvidia_smi import GpuSmokeTest, GpuSmokeTestArgs
 from aksgpu.gpu.operator import GpuOperator, GpuOperatorArgs
 from aksgpu.images.built import GPU_TOOLS_IMAGE, ContainerImage
@@ -31,6 +32,8 @@ class GpuSoftware:
     """How a ScaledObject reads GPU utilisation (KEDA on, monitoring on)."""
     network_operator: NetworkOperator | None = None
     """InfiniBand driver and RDMA device plugin (addons.networkOperator)."""
+    node_repair: GpuNodeRepair | None = None
+    """Cordons and drains GPU nodes NPD reports sick (addons.gpuNodeRepair)."""
 
 
 def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str, ContainerImage]) -> GpuSoftware:
@@ -67,4 +70,6 @@ def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str,
     if layer.metrics is not None and layer.keda_identity is not None:
         keda = KedaWorkloadIdentity("keda", KedaWorkloadIdentityArgs(layer.keda_identity.client_id), opts=opts)
         access = MetricsAccess(layer.metrics.query_endpoint, layer.keda_identity.client_id, keda.restart)
-    return GpuSoftware(nfd, operator, blob_csi, smoke, scraping, access, network)
+    repair = GpuNodeRepair("gpu-node-repair", GpuNodeRepairArgs(), opts=opts) \
+        if addons.gpu_node_repair and pools else None
+    return GpuSoftware(nfd, operator, blob_csi, smoke, scraping, access, network, repair)

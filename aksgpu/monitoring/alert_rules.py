@@ -18,6 +18,8 @@ XID_WINDOW_MINUTES = 10
 NPD_GPU_CONDITIONS = ("GPUMissing", "NVLinkStatusInactive", "XIDErrors", "IBLinkFlapping")
 """The node conditions AKS's Node Problem Detector sets on GPU nodes (node-problem-detector: Node conditions, "GPU
 only"); kube-state-metrics exports each as kube_node_status_condition{condition=...}."""
+NPD_GPU_CONDITION_MINUTES = 5
+"""How long one of them holds before the alert fires and GPU node repair cordons the node."""
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,11 @@ def gpu_alert_rules(idle_minutes: int, provision_minutes: int) -> list[AlertRule
             "GpuNodeProblem",
             f'max by (node, condition) (kube_node_status_condition{{condition=~"{"|".join(NPD_GPU_CONDITIONS)}", '
             'status="true"}) == 1',
-            5, 1,
+            NPD_GPU_CONDITION_MINUTES, 1,
             "AKS's Node Problem Detector reports a GPU problem on a node (a GPU missing, NVLink down, XID errors in "
-            "the kernel log, InfiniBand links flapping) for 5 minutes: AKS's auto-repair acts on NotReady nodes only, "
-            "so cordon and drain the node (docs/observability.md: Sick GPU nodes) and let the autoscaler replace it."),
+            "the kernel log, InfiniBand links flapping): the gpu-node-repair CronJob cordons and drains it within 5 "
+            "minutes and the autoscaler replaces it; where addons.gpuNodeRepair is off, or it holds another node "
+            "already, do it by hand (docs/observability.md: Sick GPU nodes)."),
         AlertRule(
             "SpotNodeNotReady",
             f'max by (node) (kube_node_spec_taint{{key="{SPOT_TAINT_KEY}", value="spot"}}) '

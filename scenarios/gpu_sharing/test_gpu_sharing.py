@@ -13,7 +13,7 @@ from aksgpu.config.errors import ConfigError
 from aksgpu.kubernetes.pods import NEVER
 from scenarios.gpu_sharing.deploy import INFERENCE_SERVICES, NOTEBOOK_PORT_FORWARD, NOTEBOOK_TOKEN, RUN_LOAD_TEST
 from tests import upstream
-from tests.helpers import load, pod_spec
+from tests.helpers import device_plugin_configs, load, pod_spec
 from tests.test_network_policies import PUBLIC, allowed
 
 DEPLOYMENT, JOB, CRONJOB, SERVICE = ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job",
@@ -23,8 +23,6 @@ DEPLOYMENT, JOB, CRONJOB, SERVICE = ("kubernetes:apps/v1:Deployment", "kubernete
 def gpus(pod):
     return sum(int(c["resources"]["limits"].get("nvidia.com/gpu", 0)) for c in pod["containers"])
 
-
-CM = "kubernetes:core/v1:ConfigMap"
 
 
 def test_every_sharing_pod_asks_the_scheduler_for_a_gpu_share_instead_of_nvidia_visible_devices(render_of):
@@ -97,7 +95,7 @@ def test_the_mps_stack_splits_each_t4_four_ways_for_clients_of_one_uid(render_of
     """K6: the plugin's MPS daemon runs without multi-user mode, so a second UID would wait for the first's
     clients to exit; every pod on the pool runs as the same non-root user."""
     r = render_of("gpu-sharing-mps")
-    (cm,) = r.of_type(CM)
+    (cm,) = device_plugin_configs(r)
     doc = yaml.safe_load(cm.inputs["data"]["mps"])
     assert upstream.device_plugin_config_errors(doc) == []
     assert doc["sharing"]["mps"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
@@ -117,7 +115,7 @@ def test_the_mig_stack_gives_each_pod_an_aks_made_instance_of_one_a100(render_of
     assert pool["nodeLabels"]["nvidia.com/gpu.deploy.driver"] == "false"
     values = r.named("gpu-operator-release").inputs["values"]
     assert values["operator"]["runtimeClass"] == "nvidia-container-runtime"  # K5: AKS's containerd runtime
-    assert not r.of_type(CM)  # no time-slicing or MPS config: the instances are real devices
+    assert not device_plugin_configs(r)  # no time-slicing or MPS config: the instances are real devices
     assert len(dict(gpu_pods(r, "a100mig"))) == 4
     summary = (write_render(r, tmp_path) / "summary.md").read_text()
     assert "| AKS | mig | 7 |" in summary  # 7 schedulable nvidia.com/gpu per node
