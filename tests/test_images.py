@@ -47,8 +47,12 @@ def locked(image: str) -> dict[str, tuple[str, list[str]]]:
     return entries
 
 
-def test_there_are_the_function_and_jobs_images():
-    assert IMAGES == ["function", "jobs"]
+TORCH_IMAGES = ["function", "jobs"]
+"""The images that run torch on GPUs; ``weights`` holds a model's files."""
+
+
+def test_there_are_the_function_jobs_and_weights_images():
+    assert IMAGES == ["function", "jobs", "weights"]
 
 
 @pytest.mark.parametrize("image", IMAGES)
@@ -156,10 +160,32 @@ def test_model_bytes_that_differ_from_the_pin_fail_the_build(tmp_path):
     assert not (tmp_path / "model" / "config.json").exists()
 
 
-@pytest.mark.parametrize("image", IMAGES)
+@pytest.mark.parametrize("image", TORCH_IMAGES)
 def test_torch_in_the_image_carries_the_cuda_12_runtime(image):
     entries = locked(image)
     assert entries["torch"][0] == "2.10.0"
     cuda = {name for name in entries if name.startswith("nvidia-")}
     assert "nvidia-cuda-runtime-cu12" in cuda
     assert not {name for name in cuda if name.endswith("-cu13")}
+
+
+def test_the_weights_image_fetches_only_serving_files_at_a_commit(tmp_path, monkeypatch):
+    from tests.docker_modules import import_from
+
+    fetch = import_from("weights", "fetch_weights")
+    calls = []
+
+    def snapshot(repo, revision, local_dir, allow_patterns):
+        calls.append((repo, revision, allow_patterns))
+        (local_dir / ".cache").mkdir(parents=True)
+        if repo == "org/with-weights":
+            (local_dir / "model.safetensors").write_bytes(b"w")
+
+    monkeypatch.setattr(fetch, "snapshot_download", snapshot)
+    with pytest.raises(SystemExit, match="a commit"):
+        fetch.fetch("org/with-weights", "main", tmp_path / "branch")
+    fetch.fetch("org/with-weights", "a" * 40, tmp_path / "ok")
+    assert calls == [("org/with-weights", "a" * 40, fetch.SERVING_FILES)] and "*.bin" not in fetch.SERVING_FILES
+    assert sorted(p.name for p in (tmp_path / "ok").iterdir()) == ["model.safetensors"]
+    with pytest.raises(SystemExit, match="no safetensors"):
+        fetch.fetch("org/pytorch-bin-only", "b" * 40, tmp_path / "bin")

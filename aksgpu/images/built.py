@@ -8,14 +8,16 @@ ARM ``TaskRun`` resource's create can fail on a malformed status URL although th
 ``az acr login --expose-token`` fetches during the deploy: the registry may be minutes old, so Docker's own
 credential store has nothing for it (no admin user either).
 
-Either way the tag is the context's digest, so an unchanged folder neither rebuilds nor rolls pods, and
-workloads run the digest the registry holds.
+Either way the tag is the context's digest (with the build arguments, where there are any), so an unchanged
+folder neither rebuilds nor rolls pods, and workloads run the digest the registry holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import hashlib
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_docker as docker
@@ -54,6 +56,17 @@ class ImageArgs:
     reachable_after: Sequence[pulumi.Resource] = ()
     """What this machine needs before it reaches a private registry: the registry's private endpoint, the runner's
     network links."""
+    build_args: Mapping[str, str] = field(default_factory=dict)
+    """Values of the Dockerfile's ``ARG``s (a model and its commit, say): they join the tag, so new values are a new
+    image and the same values never rebuild."""
+
+    @property
+    def tag(self) -> str:
+        """The context's tag, or, with build arguments, a digest over the context's and theirs."""
+        if not self.build_args:
+            return self.context.tag
+        text = "\0".join([self.context.digest, *(f"{k}={v}" for k, v in sorted(self.build_args.items()))])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class ContainerImage(pulumi.ComponentResource):
@@ -62,7 +75,7 @@ class ContainerImage(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ImageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:build:ContainerImage", name, None, opts)
-        image = f"{args.repository}:{args.context.tag}"
+        image = f"{args.repository}:{args.tag}"
         if args.mode == BuildMode.LOCAL:
             pushed = self._local(name, args, image)
         else:
@@ -73,13 +86,15 @@ class ContainerImage(pulumi.ComponentResource):
     def _acr(self, name: str, args: ImageArgs, image: str) -> pulumi.Output[str]:
         """Build in Azure; the command prints the pushed digest (its build log goes to stderr)."""
         directory = args.context.directory
+        build_args = "".join(f" --build-arg {shlex.quote(f'{k}={v}')}" for k, v in sorted(args.build_args.items()))
         build = local.Command(
             f"{name}-build",
             create=pulumi.Output.concat(
                 "az acr build --registry ", args.registry_name, f" --image {image} --platform {PLATFORM}",
-                f" --timeout {BUILD_TIMEOUT_SECONDS} {directory} >&2 && ", digest_command(args.registry_name, image)),
-            # A changed folder is a new tag and so a new build; an unchanged one never rebuilds.
-            triggers=[args.context.digest],
+                f" --timeout {BUILD_TIMEOUT_SECONDS}{build_args} {directory} >&2 && ",
+                digest_command(args.registry_name, image)),
+            # A changed folder or build argument is a new tag and so a new build; an unchanged one never rebuilds.
+            triggers=[args.tag if args.build_args else args.context.digest],
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.reachable_after)),
         )
         return build.stdout
@@ -97,6 +112,7 @@ class ContainerImage(pulumi.ComponentResource):
                 context=args.context.directory,
                 dockerfile=f"{args.context.directory}/Dockerfile",
                 platform=PLATFORM,
+                args=dict(args.build_args) or None,
             ),
             # A fresh token every run; pulumi-docker leaves a changed password out of the diff
             # (pulumi/pulumi-docker#498), so it never rebuilds for one.

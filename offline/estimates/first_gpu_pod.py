@@ -132,13 +132,26 @@ def gpu_ready(pool: GpuPool, node_start: float, operator_ready: float, table: Ma
     return phases
 
 
-def workload_phases(image: str, gpu: Sequence[Phase], created: float, table: Mapping[str, Any]) -> list[Phase]:
-    """A workload pod after its node's GPU is ready: its image pull, then its start."""
-    begin = max(gpu[-1].finish, created)
-    pull, source = _pull_seconds(table, image)
-    start = _image_row(table, image)
-    return [*gpu, Phase(f"image {repository(image)} on the node", begin, pull, source),
-            Phase("the pod starts and turns Ready", begin + pull, start["start_seconds"], start["source"])]
+def workload_phases(images: Sequence[str], gpu: Sequence[Phase], created: float, table: Mapping[str, Any]
+                    ) -> list[Phase]:
+    """A workload pod after its node's GPU is ready: each init container's image and run, in order, then the
+    main container's image and start (the kubelet starts them one after another)."""
+    phases = [*gpu]
+    clock = max(gpu[-1].finish, created)
+    *init, main = images
+    for image in images:
+        pull, source = _pull_seconds(table, image)
+        start = _image_row(table, image)
+        what = f"init container ({repository(image)}) runs" if image in init else "the pod starts and turns Ready"
+        phases += [Phase(f"image {repository(image)} on the node", clock, pull, source),
+                   Phase(what, clock + pull, start["start_seconds"], start["source"])]
+        clock = phases[-1].finish
+    return phases
+
+
+def pod_images(pod: Mapping[str, Any]) -> list[str]:
+    """The images a pod starts, in the kubelet's order: init containers', then the first container's."""
+    return [*(c["image"] for c in pod.get("initContainers") or []), pod["containers"][0]["image"]]
 
 
 def _first(estimates: Sequence[Estimate]) -> Estimate | None:
@@ -153,18 +166,18 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
     operator_ready = steps[operator[0].name].finish if operator else 0.0
     pool_resources = {_pool_resource_name(r): r for r in render.resources if r.type in (AGENT_POOL, NAP_POOL)}
 
-    workloads: dict[str, list[tuple[Resource, str]]] = {}
-    scheduled: dict[str, list[str]] = {}
+    workloads: dict[str, list[tuple[Resource, list[str]]]] = {}
+    scheduled: dict[str, list[list[str]]] = {}
     for r in render.resources:
         pod = gpu_pod_template(r.inputs) if r.custom and r.type.startswith("kubernetes:") else None
         if pod is None or (name := _pool_of(pod)) not in pools:
             continue
-        image = pod["containers"][0]["image"]
+        images = pod_images(pod)
         # A CronJob's pods wait for its schedule or a run: not part of `pulumi up`.
         if r.inputs.get("kind") == "CronJob":
-            scheduled.setdefault(name, []).append(image)
+            scheduled.setdefault(name, []).append(images)
         else:
-            workloads.setdefault(name, []).append((r, image))
+            workloads.setdefault(name, []).append((r, images))
 
     deploy, deploy_workloads = [], []
     for name, pool in pools.items():
@@ -180,18 +193,19 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
             continue
         gpu = gpu_ready(pool, node_start, operator_ready, table, before)
         deploy.append(Estimate("the GPU check on the pool's first node", name, tuple(gpu)))
-        for r, image in pods:
-            deploy_workloads.append(Estimate(r.name, name, tuple(workload_phases(image, gpu, steps[r.name].start,
+        for r, images in pods:
+            deploy_workloads.append(Estimate(r.name, name, tuple(workload_phases(images, gpu, steps[r.name].start,
                                                                                  table))))
 
     first_pool = cfg.gpu_pools[0]
     asked = scale_up(0.0, table)
     new_gpu = gpu_ready(first_pool, asked.finish, 0.0, table, [asked])
-    image = next(iter([i for _, i in workloads.get(first_pool.name, [])] + scheduled.get(first_pool.name, [])), None)
+    images = next(iter([i for _, i in workloads.get(first_pool.name, [])] + scheduled.get(first_pool.name, [])),
+                  None)
     new_workload = None
-    if image is not None:
+    if images is not None:
         new_workload = Estimate("its first workload", first_pool.name,
-                                tuple(workload_phases(image, new_gpu, 0.0, table)))
+                                tuple(workload_phases(images, new_gpu, 0.0, table)))
     first_workload = _first(deploy_workloads)
     return FirstGpuPod(
         deploy=_first(deploy), deploy_workload=first_workload,

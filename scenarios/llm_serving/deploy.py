@@ -6,6 +6,8 @@ import pulumi
 
 from aksgpu.autoscaling.gpu_deployment import GpuScaling
 from aksgpu.config.schema import StackConfig
+from aksgpu.images.built import ContainerImage, ImageArgs
+from aksgpu.images.context import load_context
 from aksgpu.images.imported import DOCKER_HUB_TOKEN_ENV, ImportedImage, ImportedImageArgs, SourceLogin
 from aksgpu.outputs import Outputs
 from aksgpu.scenario import Platform
@@ -33,23 +35,38 @@ def server_image(cfg: StackConfig, st: LlmSettings, platform: Platform) -> pulum
         opts=platform.opts).image_ref
 
 
-def vllm_server(cfg: StackConfig, st: LlmSettings) -> VllmServer:
-    """The stack's ``llm`` section as vLLM's flags."""
-    hub = st.weights == Weights.HUB
+WEIGHTS_REPOSITORY = "llm-weights"
+"""The weights images' repository in the stack's registry; each model and commit is its own tag."""
+
+
+def weights_image(cfg: StackConfig, st: LlmSettings, platform: Platform) -> pulumi.Input[str]:
+    """The model's files at ``revision`` as an image in the stack's registry (docker/weights), by digest."""
+    registry = platform.azure.registry
+    return ContainerImage("image-weights", ImageArgs(
+        context=load_context("docker/weights"), repository=WEIGHTS_REPOSITORY, mode=cfg.build.mode,
+        registry_name=registry.name, login_server=registry.login_server,
+        pull_access=platform.azure.cluster.kubelet_pull, reachable_after=platform.azure.registry_reachable_after,
+        build_args={"MODEL": st.model, "REVISION": st.revision or ""})).image_ref
+
+
+def vllm_server(cfg: StackConfig, st: LlmSettings, weights: pulumi.Input[str] | None = None) -> VllmServer:
+    """The stack's ``llm`` section as vLLM's flags; ``weights``: the weights image, for ``weights: image``."""
+    hub, blob = st.weights == Weights.HUB, st.weights == Weights.BLOB
     return VllmServer(
         served_model_name=llm.served_name(st), max_model_len=st.max_model_len,
         gpu_memory_utilization=st.gpu_memory_utilization, dtype=llm.dtype_flag(st, llm.server_pool(cfg, st)),
         waiting_per_replica=st.waiting_per_replica, hub_model=st.model if hub else None,
-        revision=st.revision if hub else None, blob_folder=None if hub else llm.weights_folder(st),
-        download_gib=llm.weights_disk_gib(st) if hub else 0)
+        revision=st.revision if hub else None, blob_folder=llm.weights_folder(st) if blob else None,
+        weights_image=weights, weights_gib=0 if blob else llm.weights_disk_gib(st))
 
 
 def deploy(cfg: StackConfig, st: LlmSettings, platform: Platform) -> Outputs:
     pool = llm.server_pool(cfg, st)
     vllm = st.runtime == Runtime.VLLM
+    weights = weights_image(cfg, st, platform) if vllm and st.weights == Weights.IMAGE else None
     serving = LlmServing("llm", LlmServingArgs(
         pool=platform.gpu_pool(pool),
-        server=vllm_server(cfg, st) if vllm else st.kaito_preset,
+        server=vllm_server(cfg, st, weights) if vllm else st.kaito_preset,
         workspace=platform.workspace,
         jobs_image=platform.image("jobs"),
         image=server_image(cfg, st, platform) if vllm else None,

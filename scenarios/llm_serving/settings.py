@@ -46,6 +46,11 @@ class Weights(StrEnum):
     server's own identity."""
     HUB = "hub"
     """Hugging Face at the commit ``revision`` names, downloaded when a pod starts (public models only)."""
+    IMAGE = "image"
+    """Hugging Face at the commit ``revision`` names, fetched once by ``pulumi up`` into an image in the stack's
+    registry (docker/weights); a node pulls it once and containerd keeps it, so a second replica or a restarted
+    pod on the node copies the weights from local disk, and the cluster never reaches Hugging Face (public models
+    only)."""
 
 
 class Dtype(StrEnum):
@@ -142,10 +147,12 @@ class LlmSettings(ConfigModel):
     model: str = "Qwen/Qwen2.5-1.5B-Instruct"
     """vllm: a model of the catalogue (scenarios/llm_serving/README.md), checked to fit the pool's GPUs."""
     weights: Weights = Weights.BLOB
-    """vllm: where the weights come from: `blob` (you upload them; the `uploadWeights` output) or `hub`
-    (downloaded at pod start at `revision`)."""
+    """vllm: where the weights come from: `blob` (you upload them; the `uploadWeights` output), `hub` (downloaded
+    at every pod start at `revision`) or `image` (fetched at `revision` once, into an image in the stack's registry
+    that each node keeps)."""
     revision: str | None = None
-    """vllm with `weights: hub`: the model repository's commit (40 hex characters); a branch would move."""
+    """vllm with `weights: hub` or `image`: the model repository's commit (40 hex characters); a branch would
+    move."""
     served_model_name: str | None = derived("the model's name, lower case")
     """The name clients send as `model`."""
     max_model_len: int = Field(4096, ge=256)
@@ -190,6 +197,11 @@ def blob_weights(st: LlmSettings) -> bool:
     return st.runtime == Runtime.VLLM and st.weights == Weights.BLOB
 
 
+def from_hugging_face(st: LlmSettings) -> bool:
+    """Weights fetched from Hugging Face at ``revision``: by every pod (hub) or once into an image."""
+    return st.weights in (Weights.HUB, Weights.IMAGE)
+
+
 def check(cfg: StackConfig, st: LlmSettings) -> Iterator[ConfigError]:
     found = list(unknown_gpu_pool(cfg, f"{K}pool", st.pool))
     if found:
@@ -212,15 +224,16 @@ def _check_vllm(cfg: StackConfig, st: LlmSettings, pool: GpuPool) -> Iterator[Co
     if model is None:
         yield ConfigError(f"{K}model", st.model, f"not in the catalogue; allowed: {', '.join(MODELS)}")
         return
-    if st.weights == Weights.HUB:
+    if from_hugging_face(st):
         if model.gated:
-            yield ConfigError(f"{K}model", st.model, "is gated on Hugging Face and the hub download takes no token; "
-                              "download it with yours and use weights: blob")
+            yield ConfigError(f"{K}model", st.model, f"is gated on Hugging Face and weights: {st.weights} downloads "
+                              "without a token; download it with yours and use weights: blob")
         if not re.fullmatch(r"[0-9a-f]{40}", st.revision or ""):
-            yield ConfigError(f"{K}revision", st.revision, "weights: hub needs the model repository's commit "
-                              "(40 hex characters), so every pod serves the same weights")
+            yield ConfigError(f"{K}revision", st.revision, f"weights: {st.weights} needs the model repository's "
+                              "commit (40 hex characters), so every pod serves the same weights")
     elif st.revision is not None:
-        yield ConfigError(f"{K}revision", st.revision, "only for weights: hub; blob weights are what you upload")
+        yield ConfigError(f"{K}revision", st.revision, "only for weights: hub or image; blob weights are what you "
+                          "upload")
     if st.max_model_len > model.max_context:
         yield ConfigError(f"{K}maxModelLen", st.max_model_len, f"must be 256-{model.max_context} for {st.model}")
     if st.dtype == Dtype.BFLOAT16 and not supports_bf16(pool.size):
@@ -322,7 +335,8 @@ def weights_folder(st: LlmSettings) -> str:
 
 
 def weights_disk_gib(st: LlmSettings) -> int:
-    """Scratch for a hub download: the weights plus a fifth for tokenizer files and partial downloads."""
+    """Disk for the weights in the pod (a hub download or the image's copy): the weights plus a fifth for tokenizer
+    files and partial downloads."""
     return math.ceil(MODELS[st.model].weights_gib() * 1.2) + 1
 
 

@@ -64,7 +64,10 @@ def flags(render) -> dict[str, str]:
     ({"weights": "hub", "revision": "main"}, [T4], "aksgpu:llm.revision", "40 hex characters"),
     ({"weights": "hub", "revision": "a" * 40, "model": "meta-llama/Llama-3.1-8B-Instruct"},
      [{**T4, "vmSize": "Standard_NC24ads_A100_v4"}], "aksgpu:llm.model", "is gated"),
-    ({"revision": "a" * 40}, [T4], "aksgpu:llm.revision", "only for weights: hub"),
+    ({"weights": "image"}, [T4], "aksgpu:llm.revision", "weights: image needs the model repository's commit"),
+    ({"weights": "image", "revision": "a" * 40, "model": "meta-llama/Llama-3.1-8B-Instruct"},
+     [{**T4, "vmSize": "Standard_NC24ads_A100_v4"}], "aksgpu:llm.model", "weights: image downloads without a token"),
+    ({"revision": "a" * 40}, [T4], "aksgpu:llm.revision", "only for weights: hub or image"),
     ({"model": "gpt-4"}, [T4], "aksgpu:llm.model", "not in the catalogue; allowed: Qwen/Qwen2.5-0.5B-Instruct"),
     ({"maxModelLen": 65536}, [T4], "aksgpu:llm.maxModelLen", "must be 256-32768"),
     ({"maxReplicas": 3}, [T4], "aksgpu:llm.maxReplicas", "must be 1-2: one replica per node of pool 'llm'"),
@@ -123,16 +126,27 @@ def blob():
     return render_with("llm-blob", **llm_config())
 
 
-def test_the_server_runs_the_configured_model_with_every_flag_explicit(render_of):
+REVISION = "989aa7980e4cf806f80c7fef2b1adb7bc71aa306"
+
+
+@pytest.fixture(scope="module")
+def hub():
+    """The server downloading the weights from Hugging Face at every pod start."""
+    return render_with("llm-hub", **{**llm_config(weights="hub", revision=REVISION), "storage": {}})
+
+
+def test_the_server_runs_the_configured_model_with_every_flag_explicit(render_of, hub):
     r = render_of("llm-serving")
-    revision = "989aa7980e4cf806f80c7fef2b1adb7bc71aa306"
     assert flags(r) == {
-        "--model": "Qwen/Qwen2.5-1.5B-Instruct", "--revision": revision, "--tokenizer-revision": revision,
+        "--model": "/models",  # the weights image's copy
         "--served-model-name": "qwen2.5-1.5b-instruct", "--max-model-len": "4096",
         "--gpu-memory-utilization": "0.9",
         "--dtype": "half",  # a bfloat16 model on a T4 (compute capability 7.5)
         "--tensor-parallel-size": "1", "--host": "0.0.0.0", "--port": "8000"}
     assert r.outputs[LLM_MODEL] == "qwen2.5-1.5b-instruct"
+    # From the hub, weights and tokenizer both at the commit.
+    assert {k: flags(hub)[k] for k in ("--model", "--revision", "--tokenizer-revision")} == {
+        "--model": "Qwen/Qwen2.5-1.5B-Instruct", "--revision": REVISION, "--tokenizer-revision": REVISION}
 
 
 def test_the_server_image_is_vllms_release_copied_into_the_stacks_registry_and_run_by_digest(render_of):
@@ -177,8 +191,8 @@ def test_a_configured_digest_is_run_as_given():
     assert not [c for c in r.of_type("command:local:Command") if c.name.startswith("vllm-")]
 
 
-def test_a_hub_download_is_pinned_waited_for_and_may_reach_only_https(render_of):
-    r = render_of("llm-serving")
+def test_a_hub_download_is_pinned_waited_for_and_may_reach_only_https(hub):
+    r = hub
     deployment = server(r)
     # The weights come with the first deploy, so pulumi up waits for a server that answers.
     assert deployment["metadata"]["annotations"] == {"pulumi.com/timeoutSeconds": "1800"}
@@ -190,6 +204,31 @@ def test_a_hub_download_is_pinned_waited_for_and_may_reach_only_https(render_of)
     egress = manifest(r.named("llm-allow-hub"))
     assert egress["spec"]["egress"][0]["ports"] == [{"protocol": "TCP", "port": 443}]
     assert UPLOAD_WEIGHTS not in r.outputs and not r.of_type("kubernetes:core/v1:PersistentVolume")
+
+
+def test_image_weights_are_built_once_per_model_and_commit_and_copied_from_the_nodes_image(render_of):
+    """Issue 23 item 4: a second replica or a restarted pod on a node starts without downloading the weights."""
+    r = render_of("llm-serving")
+    pod = pod_spec(server(r))
+    (copy,) = pod["initContainers"]
+    login_server = r.outputs[outputs.REGISTRY_LOGIN_SERVER]
+    assert re.fullmatch(rf"{re.escape(login_server)}/llm-weights@sha256:[0-9a-f]{{64}}", copy["image"])
+    assert copy["command"] == ["cp", "-r", "/weights/.", "/models"]
+    weights = next(v for v in pod["volumes"] if v["name"] == "weights")
+    assert int(weights["emptyDir"]["sizeLimit"].removesuffix("Gi")) >= llm.MODELS[
+        "Qwen/Qwen2.5-1.5B-Instruct"].weights_gib()
+    (c,) = pod["containers"]
+    assert {"name": "weights", "mountPath": "/models", "readOnly": True} in c["volumeMounts"]
+    assert {e["name"]: e["value"] for e in c["env"]}["HF_HUB_OFFLINE"] == "1"
+    build = r.named("image-weights-build", "command:local:Command").inputs
+    assert (f"--build-arg MODEL=Qwen/Qwen2.5-1.5B-Instruct --build-arg REVISION={REVISION} docker/weights"
+            in build["create"])
+    # Another commit is another tag, and so another build; the same config never rebuilds.
+    other = render_with("llm-other", **{**stack_config_of("llm-serving"),
+                                        "llm": {**stack_config_of("llm-serving")["llm"], "revision": "1" * 40}})
+    assert other.named("image-weights-build").inputs["triggers"] != build["triggers"]
+    assert build["triggers"] == render_with("llm-same", **stack_config_of("llm-serving")).named(
+        "image-weights-build").inputs["triggers"]
 
 
 def test_blob_weights_are_read_only_with_the_servers_own_identity_and_never_downloaded(blob):
@@ -360,9 +399,10 @@ def test_the_committed_stacks_render_their_variants():
     assert stack_config_of("llm-serving-kaito")["llm"]["runtime"] == "kaito"
 
 
-def test_the_llm_server_takes_only_its_load_test(render_of):
+def test_the_llm_server_takes_only_its_load_test(render_of, hub):
     r = render_of("llm-serving")
     assert allowed(r, "llm-load-test", "llm", 8000)
     assert not allowed(r, "llm-load-test", "llm", 22) and not allowed(r, PUBLIC, "llm", 8000)
-    assert allowed(r, "llm", PUBLIC, 443), "the pinned hub download"
-    assert not allowed(r, "llm", VNET, 443) and not allowed(r, "llm", IMDS, 80)
+    assert not allowed(r, "llm", PUBLIC, 443), "image weights: nothing to download"
+    assert allowed(hub, "llm", PUBLIC, 443), "the pinned hub download"
+    assert not allowed(hub, "llm", VNET, 443) and not allowed(hub, "llm", IMDS, 80)

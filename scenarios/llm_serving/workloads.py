@@ -46,6 +46,8 @@ KAITO_POD_LABEL = "kaito.sh/workspace"
 UID = GPU_CLIENT_UID
 """vLLM's image has user ``vllm`` (2000); a high UID avoids host UIDs, and ``USER`` gives Python's getpass a name."""
 WEIGHTS_MOUNT = "/models"
+IMAGE_WEIGHTS = "/weights"
+"""Where the weights image (docker/weights) holds the model's files."""
 CACHE_MOUNT = "/cache"
 SHM_SIZE = "2Gi"
 """vLLM's worker processes share tensors through /dev/shm (vLLM's Kubernetes guide mounts a memory emptyDir)."""
@@ -76,13 +78,15 @@ class VllmServer:
     waiting_per_replica: int
     """Queued requests per replica KEDA aims for."""
     hub_model: str | None = None
-    """A Hugging Face model id downloaded at pod start (with ``revision``); None: blob weights."""
+    """A Hugging Face model id downloaded at pod start (with ``revision``); None: blob or image weights."""
     revision: str | None = None
     """The hub model's commit, for weights and tokenizer alike."""
     blob_folder: str | None = None
     """Blob weights: the model's folder in the weights container (the pod waits until it is uploaded)."""
-    download_gib: int = 0
-    """Scratch space a hub download needs."""
+    weights_image: pulumi.Input[str] | None = None
+    """Image weights: the weights image by digest, whose files an init container copies to the pod's disk."""
+    weights_gib: int = 0
+    """Disk the weights take in the pod: a hub download's, or the image's copy."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,7 @@ class LlmServing(pulumi.ComponentResource):
         labels = {"app.kubernetes.io/name": SERVER, "app.kubernetes.io/component": "inference"}
         gpus = args.pool.gpu.size.gpus
         # Compile and CUDA graph caches, and a hub download's weights.
-        cache_gib = st.download_gib + 8
+        cache_gib = 8 + (st.weights_gib if st.hub_model else 0)
         volumes: list[dict[str, Any]] = [
             {"name": "cache", "emptyDir": {"sizeLimit": f"{cache_gib}Gi"}},
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
@@ -177,15 +181,24 @@ class LlmServing(pulumi.ComponentResource):
             init = [container("wait-for-weights", args.image, [
                 "python3", "-c", WAIT_FOR_WEIGHTS.format(config=f"{folder}/config.json")],
                 resources("100m", "128Mi"), [weights_mount])]
+        elif st.weights_image is not None:
+            # The node keeps the image, so a new pod here copies from local disk (seconds) instead of downloading.
+            volumes.append({"name": "weights", "emptyDir": {"sizeLimit": f"{st.weights_gib}Gi"}})
+            mounts.append({"name": "weights", "mountPath": WEIGHTS_MOUNT, "readOnly": True})
+            model = ["--model", WEIGHTS_MOUNT]
+            init = [container("copy-weights", st.weights_image, ["cp", "-r", f"{IMAGE_WEIGHTS}/.", WEIGHTS_MOUNT],
+                              resources("500m", "256Mi"), [{"name": "weights", "mountPath": WEIGHTS_MOUNT}],
+                              tmp=False)]
         else:
+            assert st.hub_model is not None, "vLLM needs blob, image or hub weights"
             # The tokenizer has its own revision flag; unpinned it would follow the default branch.
             model = ["--model", st.hub_model, "--revision", st.revision, "--tokenizer-revision", st.revision]
             allow_https_to_internet(f"{name}-allow-hub", f"{SERVER}-to-hub", ns.namespace, labels, self)
         env = {
             "HOME": CACHE_MOUNT, "XDG_CACHE_HOME": CACHE_MOUNT, "HF_HOME": f"{CACHE_MOUNT}/huggingface",
             "USER": "vllm",
-            # Blob weights are local files: never reach for the hub. No usage reports to vLLM's servers either.
-            "HF_HUB_OFFLINE": "1" if st.blob_folder is not None else "0",
+            # Blob and image weights are local files: never reach for the hub. No usage reports to vLLM's either.
+            "HF_HUB_OFFLINE": "0" if st.hub_model else "1",
             "HF_HUB_DISABLE_TELEMETRY": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
         }
         probe = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5}
