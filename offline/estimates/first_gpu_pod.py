@@ -108,10 +108,11 @@ def _pull_seconds(table: Mapping[str, Any], image: str) -> tuple[float, str]:
     return row["gigabytes"] * pull["seconds_per_gigabyte"], f"{row['gigabytes']} GB ({row['source']}); {pull['source']}"
 
 
-def scale_up(asked: float, table: Mapping[str, Any]) -> Phase:
-    """The autoscaler (or NAP) adding a node for a GPU pod pending since ``asked``."""
-    row = _row(table, "scale_up")
-    return Phase("a pending GPU pod makes the autoscaler (or NAP) add a node", asked, row["seconds"], row["source"])
+def scale_up(asked: float, table: Mapping[str, Any], nap: bool) -> Phase:
+    """The autoscaler, or NAP for a NAP pool, adding a node for a GPU pod pending since ``asked``."""
+    row = _row(table, "nap_scale_up" if nap else "scale_up")
+    return Phase(f"a pending GPU pod makes {'NAP' if nap else 'the autoscaler'} add a node", asked, row["seconds"],
+                 row["source"])
 
 
 def gpu_ready(pool: GpuPool, node_start: float, operator_ready: float, table: Mapping[str, Any],
@@ -187,7 +188,7 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
         if created is not None and not pool.nap and pool.initial_count > 0:
             node_start, before = created.start, []
         elif pods and created is not None:
-            before = [scale_up(max(min(steps[r.name].start for r, _ in pods), created.finish), table)]
+            before = [scale_up(max(min(steps[r.name].start for r, _ in pods), created.finish), table, pool.nap)]
             node_start = before[-1].finish
         else:
             continue
@@ -198,7 +199,7 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
                                                                                  table))))
 
     first_pool = cfg.gpu_pools[0]
-    asked = scale_up(0.0, table)
+    asked = scale_up(0.0, table, first_pool.nap)
     new_gpu = gpu_ready(first_pool, asked.finish, 0.0, table, [asked])
     images = next(iter([i for _, i in workloads.get(first_pool.name, [])] + scheduled.get(first_pool.name, [])),
                   None)
