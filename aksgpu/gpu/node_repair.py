@@ -3,7 +3,7 @@ autoscaler replaces them (the job's own docstring, ``node_repair_job.py``, says 
 
 Why a CronJob of our own: AKS's node auto-repair reboots and reimages only NotReady nodes (node-auto-repair), and
 the engines that act on node conditions are either archived (draino) or bring their own datastore and agents on
-every node (NVIDIA's NVSentinel). The job needs the standard library and five API calls, so it runs a pinned
+every node (NVIDIA's NVSentinel). The job needs the standard library and four kinds of API call, so it runs a pinned
 Python image with its script in a ConfigMap: nothing to build, nothing on GPU nodes.
 """
 
