@@ -52,6 +52,11 @@ def valid(error_of: Callable[[str], str | None]) -> AfterValidator:
     return AfterValidator(check)
 
 
+def matching(pattern: str, message: str) -> AfterValidator:
+    """A string check: the whole value matches ``pattern``, or ``message`` says what is allowed."""
+    return valid(lambda value: None if re.fullmatch(pattern, value) else message)
+
+
 def _cidr(value: str) -> str:
     try:
         net = ipaddress.ip_network(value, strict=True)
@@ -81,10 +86,7 @@ def _spot_price(value: float) -> float:
     return value
 
 
-def _guid(value: str) -> str:
-    if not re.fullmatch(r"[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}", value):
-        raise ValueError("must be an Entra ID object id (GUID)")
-    return value
+_guid = matching(r"[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}", "must be an Entra ID object id (GUID)")
 
 
 def _not_blank(value: str) -> str:
@@ -104,10 +106,7 @@ def _version_text(value: Any) -> Any:
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
-def _version(value: str) -> str:
-    if not re.fullmatch(r"1\.\d{2}(\.\d+)?", value):
-        raise ValueError("must be a version such as 1.33 or 1.33.2")
-    return value
+_version = matching(r"1\.\d{2}(\.\d+)?", "must be a version such as 1.33 or 1.33.2")
 
 
 def _duration(unit: str, example: str) -> AfterValidator:
@@ -149,16 +148,10 @@ class NetworkConfig(ConfigModel):
     `pulumi up` from there completes, and destroy removes them. Its address space must not overlap this VNet's."""
 
 
-def _clock(value: str) -> str:
-    if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", value):
-        raise ValueError("must be a time HH:MM, 00:00 to 23:59")
-    return value
+_clock = matching(r"([01]\d|2[0-3]):[0-5]\d", "must be a time HH:MM, 00:00 to 23:59")
 
 
-def _utc_offset(value: str) -> str:
-    if not re.fullmatch(r"[+-](0\d|1[0-4]):(00|30|45)", value):
-        raise ValueError("must be a UTC offset such as +00:00 or -05:00")
-    return value
+_utc_offset = matching(r"[+-](0\d|1[0-4]):(00|30|45)", "must be a UTC offset such as +00:00 or -05:00")
 
 
 class MaintenanceWindowConfig(ConfigModel):
@@ -167,11 +160,11 @@ class MaintenanceWindowConfig(ConfigModel):
 
     day: DayOfWeek = DayOfWeek.SUNDAY
     """Day of the week."""
-    start_time: Annotated[str, AfterValidator(_clock)] = "00:00"
+    start_time: Annotated[str, _clock] = "00:00"
     """Start, `HH:MM` in `utcOffset`."""
     duration_hours: int = Field(4, ge=4, le=24)
     """Length in hours; AKS asks for at least 4."""
-    utc_offset: Annotated[str, AfterValidator(_utc_offset)] = "+00:00"
+    utc_offset: Annotated[str, _utc_offset] = "+00:00"
     """The window's time zone as an offset from UTC."""
 
     @property
@@ -325,7 +318,7 @@ class GpuPool(Pool):
 
 
 class ClusterConfig(ConfigModel):
-    kubernetes_version: Annotated[Annotated[str, AfterValidator(_version)] | None, BeforeValidator(_version_text)] = \
+    kubernetes_version: Annotated[Annotated[str, _version] | None, BeforeValidator(_version_text)] = \
         derived("AKS's default")
     """Kubernetes minor or patch version, such as `1.33`."""
     sku_tier: SkuTier = SkuTier.FREE
@@ -340,7 +333,7 @@ class ClusterConfig(ConfigModel):
     egress IPs such as GitHub-hosted runners; the cluster is tagged `security-exception: open-api-server`."""
     local_accounts: bool = False
     """Keep AKS local (admin certificate) accounts; off means Entra ID only and no admin kubeconfig."""
-    admin_group_object_ids: tuple[Annotated[str, AfterValidator(_guid)], ...] = ()
+    admin_group_object_ids: tuple[Annotated[str, _guid], ...] = ()
     """Entra ID groups made cluster admins."""
     grant_deployer_admin: bool = True
     """Give the identity running `pulumi up` what the stack needs it to have: AKS RBAC Cluster Admin (to install
@@ -376,14 +369,11 @@ class RegistryConfig(ConfigModel):
     """Public network access off; reached through a private endpoint in the VNet."""
 
 
-def _role(value: str) -> str:
-    if not re.fullmatch(r"[a-z][a-z0-9]{0,7}", value):
-        raise ValueError("must be 1-8 lowercase letters and digits starting with a letter")
-    return value
+_role = matching(r"[a-z][a-z0-9]{0,7}", "must be 1-8 lowercase letters and digits starting with a letter")
 
 
 class StorageAccountConfig(ConfigModel):
-    role: Annotated[str, AfterValidator(_role)] = "data"
+    role: Annotated[str, _role] = "data"
     """What the account holds, e.g. `input`: 1-8 lowercase letters and digits, part of its derived name."""
     containers: tuple[Annotated[str, valid(naming.blob_container_name_error)], ...] | None = derived(
         "one named after the role", min_length=1)
@@ -436,10 +426,7 @@ class AddonsConfig(ConfigModel):
     plugin (`rdma/shared_ib`), and GPUDirect RDMA in the GPU operator; needs `nfd` and `gpuOperator`."""
 
 
-def _email(value: str) -> str:
-    if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", value):
-        raise ValueError("must be one e-mail address such as ml-team@example.com")
-    return value
+_email = matching(r"[^@\s]+@[^@\s]+\.[^@\s]+", "must be one e-mail address such as ml-team@example.com")
 
 
 class MonitoringConfig(ConfigModel):
@@ -448,7 +435,7 @@ class MonitoringConfig(ConfigModel):
     (off for the cheapest development stacks)."""
     grafana: bool = False
     """An Azure Managed Grafana reading the workspace, to import `dashboards/gpu.json` into."""
-    alert_email: Annotated[str, AfterValidator(_email)] | None = None
+    alert_email: Annotated[str, _email] | None = None
     """Who the alerts e-mail (an action group); unset: alerts only show in Azure Monitor."""
     idle_gpu_minutes: int = Field(30, ge=5, le=1440)
     """A GPU that stays at 0 % utilisation this long raises the idle-GPU (cost) alert."""
@@ -462,10 +449,7 @@ class BuildConfig(ConfigModel):
     the Docker engine where `pulumi up` runs builds, and pushes with an Entra token the deploy fetches."""
 
 
-def _region(value: str) -> str:
-    if not re.fullmatch(r"[a-z][a-z0-9]+", value):
-        raise ValueError("must be an Azure region name such as eastus")
-    return value
+_region = matching(r"[a-z][a-z0-9]+", "must be an Azure region name such as eastus")
 
 
 def _name_root(value: str) -> str:
@@ -474,10 +458,8 @@ def _name_root(value: str) -> str:
     return value
 
 
-def _runner(value: str) -> str:
-    if value and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", value):
-        raise ValueError("must be one runner label: letters, digits, '.', '_', '-'")
-    return value
+_runner = matching(r"(?:[A-Za-z0-9][A-Za-z0-9._-]{0,99})?",
+                   "must be one runner label: letters, digits, '.', '_', '-'")
 
 
 class StackConfig(ConfigModel):
@@ -495,12 +477,12 @@ class StackConfig(ConfigModel):
     ttl_hours: int = Field(24, ge=1, le=expiry.MAX_TTL_HOURS)
     """Hours a demo stack lives after its latest `pulumi up`, rounded up to midnight UTC; tagged `expires-at` on the
     resource group. Longer lives: `lifetime: long-lived`."""
-    location: Annotated[str, AfterValidator(_region)] = "eastus"
+    location: Annotated[str, _region] = "eastus"
     """Azure region of every resource. Pick one with quota for the GPU sizes in `gpuPools`."""
     name_root: Annotated[str, AfterValidator(_name_root)] = Field(
         "", json_schema_extra={"defaultText": "the stack name"})
     """Root of every Azure name (`rg-ROOT`, `aks-ROOT`, ...): 2-20 lowercase letters, digits, hyphens."""
-    ci_runner: Annotated[str, AfterValidator(_runner)] = Field(
+    ci_runner: Annotated[str, _runner] = Field(
         "", json_schema_extra={"defaultText": "GitHub-hosted ubuntu-24.04"})
     """Label of the self-hosted GitHub Actions runner that previews, deploys and destroys this stack. A private
     cluster needs one in (or peered and DNS-linked to) its VNet: hosted runners cannot reach it, and the workflows

@@ -12,7 +12,7 @@ from pydantic import AfterValidator
 from aksgpu.config.errors import ConfigError
 from aksgpu.config.model import ConfigModel, derived
 from aksgpu.config.rules import unknown_gpu_pool
-from aksgpu.config.schema import GpuPool, StackConfig
+from aksgpu.config.schema import GpuPool, StackConfig, matching
 from aksgpu.config.types import StorageAuth
 from aksgpu.needs import Needs
 
@@ -33,10 +33,8 @@ def _schedule(value: str) -> str:
     return value
 
 
-def _time_zone(value: str) -> str:
-    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*", value):
-        raise ValueError("must be an IANA time zone name such as Etc/UTC or Europe/Paris")
-    return value
+_time_zone = matching(r"[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*",
+                      "must be an IANA time zone name such as Etc/UTC or Europe/Paris")
 
 
 class BatchSettings(ConfigModel):
@@ -44,7 +42,7 @@ class BatchSettings(ConfigModel):
 
     schedule: Annotated[str, AfterValidator(_schedule)] = "0 2 * * *"
     """When the run fires (cron): the default is every night at 02:00 in `timeZone`."""
-    time_zone: Annotated[str, AfterValidator(_time_zone)] = "Etc/UTC"
+    time_zone: Annotated[str, _time_zone] = "Etc/UTC"
     """The schedule's time zone (the CronJob's `timeZone`, an IANA name)."""
     pool: str | None = derived("the first GPU pool that scales from zero")
     """GPU pool the run's pod goes to: a node exists only while a run needs it."""

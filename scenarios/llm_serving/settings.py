@@ -22,7 +22,7 @@ from aksgpu.config.expiry import Lifetime
 from aksgpu.config.gpu_sizes import GPU_SIZES, GpuSize
 from aksgpu.config.model import ConfigModel, derived
 from aksgpu.config.rules import unknown_gpu_pool
-from aksgpu.config.schema import GpuPool, StackConfig
+from aksgpu.config.schema import GpuPool, StackConfig, matching
 from aksgpu.config.types import GpuDriver, SecurityException, SharingMode
 from aksgpu.monitoring.alert_rules import AlertRule
 from aksgpu.needs import Needs
@@ -130,10 +130,7 @@ def _image(value: str) -> str:
     return value
 
 
-def _docker_hub_user(value: str) -> str:
-    if not re.fullmatch(r"[a-z0-9]{4,30}", value):
-        raise ValueError("must be a Docker Hub user name: 4-30 lowercase letters and digits")
-    return value
+_docker_hub_user = matching(r"[a-z0-9]{4,30}", "must be a Docker Hub user name: 4-30 lowercase letters and digits")
 
 
 class LlmSettings(ConfigModel):
@@ -165,7 +162,7 @@ class LlmSettings(ConfigModel):
         f"{VLLM_IMAGE}:{VLLM_VERSION}, -cu129 on AKS drivers")
     """vllm: the server image: a public tag, copied into the stack's registry at `pulumi up` (`az acr import`)
     and run by the digest recorded there, or an `@sha256:` reference run as it is."""
-    docker_hub_username: Annotated[str, AfterValidator(_docker_hub_user)] | None = None
+    docker_hub_username: Annotated[str, _docker_hub_user] | None = None
     """vllm: a Docker Hub account the image copy signs in with; `pulumi up` reads its access token from the
     `DOCKERHUB_TOKEN` environment variable (a CI secret), never from state. Unset: an anonymous copy, which shares
     Docker Hub's pull limits."""
