@@ -24,6 +24,7 @@ from aksgpu.config.model import ConfigModel
 from aksgpu.config.schema import GpuPool, StackConfig
 from aksgpu.config.types import PROJECT
 from aksgpu.images.built import ContainerImage
+from aksgpu.images.pull_ahead import ImagePullAhead, ImagePullAheadArgs
 from aksgpu.kubernetes.workspace import Workspace
 from aksgpu.layers.azure import AzureLayer
 from aksgpu.layers.gpu_software import GpuSoftware
@@ -71,6 +72,15 @@ class Platform:
     def image(self, repository: str) -> pulumi.Output[str]:
         """What pods pull for ``repository``: the pushed digest."""
         return self.images[repository].image_ref
+
+    def pull_ahead(self, pool: GpuPool, images: Mapping[str, pulumi.Input[str]]) -> ImagePullAhead | None:
+        """Every new node of ``pool`` pulls ``images`` (short name → reference) as it joins, before its GPU is
+        ready; None with ``addons.imagePullAhead`` off or on a NAP pool."""
+        namespace = self.software.pull_ahead
+        if namespace is None or pool.nap:
+            return None
+        return ImagePullAhead(f"pull-ahead-{pool.name}", ImagePullAheadArgs(
+            pool=self.gpu_pool(pool), images=dict(images), namespace=namespace.namespace), opts=self.opts)
 
     @property
     def metrics(self) -> MetricsAccess | None:

@@ -416,6 +416,9 @@ class AddonsConfig(ConfigModel):
     """A CronJob that cordons and drains a GPU node AKS's Node Problem Detector has reported sick (a GPU missing,
     XID errors, NVLink or InfiniBand down) for 5 minutes, one node at a time, so the autoscaler replaces it; off:
     the GpuNodeProblem alert only."""
+    image_pull_ahead: bool = True
+    """Every new node of a GPU agent pool pulls its workloads' images as it joins, while its driver and device plugin
+    start (a DaemonSet per pool in `image-pull-ahead`); NAP pools never, their nodes pull one image at a time."""
     keda: bool = True
     """The AKS KEDA add-on: GPU workloads scale on metrics read from managed Prometheus (needs
     `monitoring.enabled`)."""

@@ -4,8 +4,10 @@ A GPU pod waits, in order, for: a node of its pool (the pool's first node while 
 autoscaler or NAP adds for the pending pod), the driver (AKS's while the node boots, or the GPU operator's:
 NVIDIA's precompiled image, or a compile), the device plugin advertising ``nvidia.com/gpu`` (the operator's plugin
 validator then runs its CUDA pod through it on every new node: the first GPU pod), and then, for a workload, its
-image on the node and its own start. Each phase's length is a row of durations.yaml with its source; when each phase
-may begin comes from the `pulumi up` schedule (timeline.py): when the pool, the operator and the workload exist.
+image on the node and its own start. Where the pool pulls its workloads' images ahead (image-pull-ahead
+DaemonSets), those pulls begin together when the node joins, and a workload waits only for what is left of one.
+Each phase's length is a row of durations.yaml with its source; when each phase may begin comes from the
+`pulumi up` schedule (timeline.py): when the pool, the operator and the workload exist.
 
 """
 
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aksgpu.config.types import GpuDriver
+from aksgpu.images.pull_ahead import COMPONENT as PULL_AHEAD
 from offline.estimates import minutes
 
 if TYPE_CHECKING:
@@ -27,6 +30,8 @@ if TYPE_CHECKING:
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 NAP_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 SERVICE = "kubernetes:core/v1:Service"
+DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
+BOOT = "VM boots and joins the cluster"
 POOL_SELECTORS = ("kubernetes.azure.com/agentpool", "karpenter.sh/nodepool")
 DRIVER_ROW = {GpuDriver.INSTALL: "aks_driver", GpuDriver.PRECOMPILED: "driver_precompiled",
               GpuDriver.NONE: "driver_compile"}
@@ -119,7 +124,7 @@ def gpu_ready(pool: GpuPool, node_start: float, operator_ready: float, table: Ma
               node_phases: Sequence[Phase]) -> list[Phase]:
     """From a node starting to boot at ``node_start`` to its GPUs advertised and checked."""
     boot = _row(table, "vm_boot")
-    phases = [*node_phases, Phase("VM boots and joins the cluster", node_start, boot["seconds"], boot["source"])]
+    phases = [*node_phases, Phase(BOOT, node_start, boot["seconds"], boot["source"])]
     driver = _row(table, DRIVER_ROW[pool.driver])
     if pool.driver == GpuDriver.INSTALL:
         phases.append(Phase("AKS installs its driver during the node's bootstrap", phases[-1].finish,
@@ -133,19 +138,39 @@ def gpu_ready(pool: GpuPool, node_start: float, operator_ready: float, table: Ma
     return phases
 
 
-def workload_phases(images: Sequence[str], gpu: Sequence[Phase], created: float, table: Mapping[str, Any]
-                    ) -> list[Phase]:
+def joined(pool: GpuPool, gpu: Sequence[Phase]) -> float:
+    """When a node of ``pool`` takes pods that ask for no GPU: once booted, or, where AKS installs the driver, once
+    that part of its bootstrap is done too."""
+    boot = next(i for i, p in enumerate(gpu) if p.what == BOOT)
+    return gpu[boot + 1].finish if pool.driver == GpuDriver.INSTALL else gpu[boot].finish
+
+
+def pulled_ahead(pulls: Sequence[tuple[str, float]], joined_at: float, table: Mapping[str, Any]
+                 ) -> dict[str, float]:
+    """When each image pulled ahead is on a node that joined at ``joined_at``: (image, when its DaemonSet exists)
+    pairs, each pull starting when both have happened, all at once (AKS nodes pull in parallel, Azure/AKS#4499)."""
+    return {image: max(joined_at, created) + _pull_seconds(table, image)[0] for image, created in pulls}
+
+
+def workload_phases(images: Sequence[str], gpu: Sequence[Phase], created: float, table: Mapping[str, Any],
+                    ahead: Mapping[str, float] | None = None) -> list[Phase]:
     """A workload pod after its node's GPU is ready: each init container's image and run, in order, then the
-    main container's image and start (the kubelet starts them one after another)."""
+    main container's image and start (the kubelet starts them one after another). ``ahead``: when images pulled
+    ahead are on the node; the pod waits for the rest of such a pull, or for its own if that would end sooner (the
+    node fetches an image once, for whichever pull asked first)."""
     phases = [*gpu]
     clock = max(gpu[-1].finish, created)
     *init, main = images
     for image in images:
         pull, source = _pull_seconds(table, image)
+        what = f"image {repository(image)} on the node"
+        if ahead and image in ahead and ahead[image] - clock < pull:
+            pull = max(0.0, ahead[image] - clock)
+            what += " (pulled ahead since the node joined)"
+            source = f"the pool's image-pull-ahead pod has it at {minutes(ahead[image])}; {source}"
         start = _image_row(table, image)
-        what = f"init container ({repository(image)}) runs" if image in init else "the pod starts and turns Ready"
-        phases += [Phase(f"image {repository(image)} on the node", clock, pull, source),
-                   Phase(what, clock + pull, start["start_seconds"], start["source"])]
+        ran = f"init container ({repository(image)}) runs" if image in init else "the pod starts and turns Ready"
+        phases += [Phase(what, clock, pull, source), Phase(ran, clock + pull, start["start_seconds"], start["source"])]
         clock = phases[-1].finish
     return phases
 
@@ -166,6 +191,7 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
     operator = [r for r in render.resources if r.custom and r.inputs.get("chart") == "gpu-operator"]
     operator_ready = steps[operator[0].name].finish if operator else 0.0
     pool_resources = {_pool_resource_name(r): r for r in render.resources if r.type in (AGENT_POOL, NAP_POOL)}
+    pull_ahead = _pull_ahead(render)
 
     workloads: dict[str, list[tuple[Resource, list[str]]]] = {}
     scheduled: dict[str, list[list[str]]] = {}
@@ -194,9 +220,11 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
             continue
         gpu = gpu_ready(pool, node_start, operator_ready, table, before)
         deploy.append(Estimate("the GPU check on the pool's first node", name, tuple(gpu)))
+        ahead = pulled_ahead([(image, steps[r.name].finish) for r, image in pull_ahead.get(name, [])],
+                             joined(pool, gpu), table)
         for r, images in pods:
             deploy_workloads.append(Estimate(r.name, name, tuple(workload_phases(images, gpu, steps[r.name].start,
-                                                                                 table))))
+                                                                                 table, ahead))))
 
     first_pool = cfg.gpu_pools[0]
     asked = scale_up(0.0, table, first_pool.nap)
@@ -205,14 +233,27 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
                   None)
     new_workload = None
     if images is not None:
+        ahead = pulled_ahead([(image, 0.0) for _, image in pull_ahead.get(first_pool.name, [])],
+                             joined(first_pool, new_gpu), table)
         new_workload = Estimate("its first workload", first_pool.name,
-                                tuple(workload_phases(images, new_gpu, 0.0, table)))
+                                tuple(workload_phases(images, new_gpu, 0.0, table, ahead)))
     first_workload = _first(deploy_workloads)
     return FirstGpuPod(
         deploy=_first(deploy), deploy_workload=first_workload,
         endpoint=_endpoint(render, steps, first_workload),
         new_node=Estimate("the GPU check on a new node", first_pool.name, tuple(new_gpu)),
         new_node_workload=new_workload, workloads=tuple(deploy_workloads))
+
+
+def _pull_ahead(render: Render) -> dict[str | None, list[tuple[Resource, str]]]:
+    """Pool → its image-pull-ahead DaemonSets, each with the image it pulls."""
+    found: dict[str | None, list[tuple[Resource, str]]] = {}
+    for r in render.resources:
+        labels = (r.inputs.get("metadata") or {}).get("labels") or {}
+        if r.custom and r.type == DAEMON_SET and labels.get("app.kubernetes.io/component") == PULL_AHEAD:
+            pod = r.inputs["spec"]["template"]["spec"]
+            found.setdefault(_pool_of(pod), []).append((r, pod["initContainers"][0]["image"]))
+    return found
 
 
 def _pool_resource_name(r: Resource) -> str:

@@ -17,6 +17,8 @@ SUBMIT_OUTPUTS = {"gpu-test": SUBMIT_GPU_TEST, "gpu-io": SUBMIT_RESIM, "large-mo
 
 def deploy(cfg: StackConfig, st: ResimSettings, platform: Platform) -> Outputs:
     big = multi_gpu_pool(cfg)
+    # The shards' and GPU tests' pool; the 2-GPU job's image is the user's, which may have no `true` to run.
+    platform.pull_ahead(cfg.gpu_pools[0], {"jobs": platform.image("jobs")})
     resim = ResimWorkloads("resim", ResimArgs(
         gpu_pool=platform.gpu_pool(cfg.gpu_pools[0]),
         jobs_image=platform.image("jobs"),

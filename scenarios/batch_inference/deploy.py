@@ -22,6 +22,7 @@ RUN_NOW, UPLOAD_REQUESTS, UPLOAD_MODEL, DOWNLOAD_ANSWERS = "runNow", "uploadRequ
 
 
 def deploy(cfg: StackConfig, st: BatchSettings, platform: Platform) -> Outputs:
+    platform.pull_ahead(batch_pool(cfg, st), {"jobs": platform.image("jobs")})
     batch = BatchInference("batch", BatchInferenceArgs(
         pool=platform.gpu_pool(batch_pool(cfg, st)),
         jobs_image=platform.image("jobs"),

@@ -23,6 +23,7 @@ SUBMIT_TRAINING, TRAINING_LOGS, WATCH_RUNS = "submitTraining", "trainingLogs", "
 
 def deploy(cfg: StackConfig, st: DistributedSettings, platform: Platform) -> Outputs:
     pool = training_pool(cfg)
+    platform.pull_ahead(pool, {"jobs": platform.image("jobs")})
     busbw, _ = expected_busbw(cfg, st)
     runs = DistributedTraining("distributed", DistributedArgs(
         pool=platform.gpu_pool(pool),

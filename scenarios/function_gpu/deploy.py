@@ -14,6 +14,7 @@ BASE_URL, STATUS_URL, PORT_FORWARD = "functionBaseUrl", "functionStatusUrl", "fu
 
 def deploy(cfg: StackConfig, st: FunctionSettings, platform: Platform) -> Outputs:
     pool = function_pool(cfg, st)
+    platform.pull_ahead(pool, {"function": platform.image("function")})
     function = GpuFunction("function", GpuFunctionArgs(
         pool=platform.gpu_pool(pool),
         scaling=platform.gpu_scaling(pool, st.target_gpu_utilisation),

@@ -12,6 +12,7 @@ from scenarios.training_autoscale.workloads import TrainingArgs, TrainingWorkloa
 
 
 def deploy(cfg: StackConfig, st: TrainingSettings, platform: Platform) -> Outputs:
+    platform.pull_ahead(cfg.gpu_pools[0], {"jobs": platform.image("jobs")})
     training = TrainingWorkload("training", TrainingArgs(
         gpu_pool=platform.gpu_pool(cfg.gpu_pools[0]),
         jobs_image=platform.image("jobs"),

@@ -6,7 +6,7 @@ from aksgpu.config.schema import StackConfig
 from aksgpu.outputs import Outputs
 from aksgpu.scenario import Platform
 from scenarios.gpu_sharing.settings import InferenceSettings, shared_pool
-from scenarios.gpu_sharing.workloads import SharedGpuInference, SharedInferenceArgs
+from scenarios.gpu_sharing.workloads import NOTEBOOK_IMAGE, SharedGpuInference, SharedInferenceArgs
 
 INFERENCE_SERVICES, RUN_LOAD_TEST = "inferenceServices", "runLoadTest"
 NOTEBOOK_TOKEN, NOTEBOOK_PORT_FORWARD = "notebookToken", "notebookPortForward"
@@ -15,6 +15,8 @@ NOTEBOOK_TOKEN, NOTEBOOK_PORT_FORWARD = "notebookToken", "notebookPortForward"
 
 def deploy(cfg: StackConfig, st: InferenceSettings, platform: Platform) -> Outputs:
     pool = shared_pool(cfg)
+    notebook = {"notebook": NOTEBOOK_IMAGE} if st.notebook else {}
+    platform.pull_ahead(pool, {"function": platform.image("function"), **notebook})
     sharing = SharedGpuInference("sharing", SharedInferenceArgs(
         pool=platform.gpu_pool(pool),
         # Each service scales on its GPU share's utilisation within the shares the pool offers at its maximum,

@@ -64,12 +64,16 @@ def deploy(cfg: StackConfig, st: LlmSettings, platform: Platform) -> Outputs:
     pool = llm.server_pool(cfg, st)
     vllm = st.runtime == Runtime.VLLM
     weights = weights_image(cfg, st, platform) if vllm and st.weights == Weights.IMAGE else None
+    image = server_image(cfg, st, platform) if vllm else None
+    if image is not None:
+        # KAITO's pods run images its operator picks: nothing to pull ahead there.
+        platform.pull_ahead(pool, {"vllm": image, **({"weights": weights} if weights is not None else {})})
     serving = LlmServing("llm", LlmServingArgs(
         pool=platform.gpu_pool(pool),
         server=vllm_server(cfg, st, weights) if vllm else st.kaito_preset,
         workspace=platform.workspace,
         jobs_image=platform.image("jobs"),
-        image=server_image(cfg, st, platform) if vllm else None,
+        image=image,
         weights=platform.volumes.get(SERVER),
         # A replica takes a whole node: one fewer replica than nodes leaves room to start the new one first.
         scaling=GpuScaling(1, llm.max_replicas(cfg, st), st.waiting_per_replica, platform.metrics,

@@ -17,6 +17,7 @@ predictions."""
 
 def deploy(cfg: StackConfig, st: ScaledTrainingSettings, platform: Platform) -> Outputs:
     pool = scaling_pool(cfg)
+    platform.pull_ahead(pool, {"jobs": platform.image("jobs")})
     training = TrainingWorkload("training", TrainingArgs(
         gpu_pool=platform.gpu_pool(pool),
         jobs_image=platform.image("jobs"),
