@@ -191,7 +191,7 @@ def timeline_markdown(render: Render, planned: tuple[Mapping[str, Step], FirstGp
         f"({serial / total:.1f}x longer).",
         f"- Resources: {sum(1 for r in render.resources if r.custom)}; on the critical path: {len(path)}.",
         "",
-        *first_gpu_pod_markdown(found),
+        *first_gpu_pod_markdown(found, render.stack),
         *gantt(path),
         "",
         "## Critical path",
