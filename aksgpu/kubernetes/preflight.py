@@ -21,7 +21,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
@@ -87,23 +87,32 @@ def exec_token(kubeconfig: str) -> str | None:
     return json.loads(result.stdout)["status"]["token"]
 
 
-def may_do_everything(kubeconfig: str, token: str) -> bool:
-    """Whether the API server answers a SelfSubjectAccessReview for ``*`` with allowed."""
+def _call(kubeconfig: str, token: str | None, path: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One API call to the kubeconfig's server, trusting its CA, as ``token``: a POST of ``body``, else a GET.
+    Raises ``urllib.error.HTTPError`` on an error status."""
     cluster = _cluster(kubeconfig)
     context = ssl.create_default_context(
         cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
         if cluster.get("certificate-authority-data") else None)
-    request = urllib.request.Request(
-        f"{cluster['server'].rstrip('/')}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-        data=json.dumps(ACCESS_REVIEW).encode(), method="POST",
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(f"{cluster['server'].rstrip('/')}{path}", headers=headers,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     method="GET" if body is None else "POST")
+    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def may_do_everything(kubeconfig: str, token: str) -> bool:
+    """Whether the API server answers a SelfSubjectAccessReview for ``*`` with allowed."""
     try:
-        with urllib.request.urlopen(request, context=context, timeout=30) as response:
-            return bool(json.loads(response.read())["status"].get("allowed"))
+        review = _call(kubeconfig, token, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", ACCESS_REVIEW)
     except urllib.error.HTTPError as error:
         if error.code in (401, 403):
             return False
         raise
+    return bool(review["status"].get("allowed"))
 
 
 CRD_TIMEOUT_SECONDS = 600
@@ -112,20 +121,13 @@ CRD_TIMEOUT_SECONDS = 600
 
 def crd_established(kubeconfig: str, token: str | None, name: str) -> bool:
     """Whether the API server serves the CustomResourceDefinition ``name`` (condition Established)."""
-    cluster = _cluster(kubeconfig)
-    context = ssl.create_default_context(
-        cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
-        if cluster.get("certificate-authority-data") else None)
-    request = urllib.request.Request(
-        f"{cluster['server'].rstrip('/')}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}",
-        headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(request, context=context, timeout=30) as response:
-            conditions = json.loads(response.read()).get("status", {}).get("conditions") or []
+        crd = _call(kubeconfig, token, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
     except urllib.error.HTTPError as error:
         if error.code == 404:
             return False
         raise
+    conditions = crd.get("status", {}).get("conditions") or []
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
