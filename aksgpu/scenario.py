@@ -76,11 +76,10 @@ class Platform:
     def pull_ahead(self, pool: GpuPool, images: Mapping[str, pulumi.Input[str]]) -> ImagePullAhead | None:
         """Every new node of ``pool`` pulls ``images`` (short name → reference) as it joins, before its GPU is
         ready; None with ``addons.imagePullAhead`` off or on a NAP pool."""
-        namespace = self.software.pull_ahead
-        if namespace is None or pool.nap:
+        if not self.cfg.addons.image_pull_ahead or pool.nap:
             return None
-        return ImagePullAhead(f"pull-ahead-{pool.name}", ImagePullAheadArgs(
-            pool=self.gpu_pool(pool), images=dict(images), namespace=namespace.namespace), opts=self.opts)
+        return ImagePullAhead(f"pull-ahead-{pool.name}", ImagePullAheadArgs(self.gpu_pool(pool), dict(images)),
+                              opts=self.opts)
 
     @property
     def metrics(self) -> MetricsAccess | None:

@@ -23,7 +23,7 @@ def test_a_pull_ahead_pod_lands_on_its_gpu_pool_as_the_node_joins_and_asks_for_n
     r = render_of("llm-serving")
     server = pod_spec(r.named("llm-deployment").revealed)
     ahead = {d.revealed["metadata"]["name"]: d.revealed for d in pull_aheads(r)}
-    assert set(ahead) == {"pull-ahead-llm-vllm", "pull-ahead-llm-weights"}
+    assert set(ahead) == {"pull-vllm", "pull-weights"}
     for daemon_set in ahead.values():
         pod = pod_spec(daemon_set)
         assert (pod["nodeSelector"], pod["tolerations"]) == (server["nodeSelector"], server["tolerations"])
@@ -33,10 +33,10 @@ def test_a_pull_ahead_pod_lands_on_its_gpu_pool_as_the_node_joins_and_asks_for_n
         # `pulumi up` does not wait for pulls, and a new digest starts every node's pull at once.
         assert daemon_set["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
         assert daemon_set["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "100%"
-        assert daemon_set["metadata"]["namespace"] == "image-pull-ahead"
+        assert daemon_set["metadata"]["namespace"] == "pull-ahead-llm"
     pulled = {pod_spec(d)["initContainers"][0]["image"] for d in ahead.values()}
     assert pulled == {server["containers"][0]["image"], server["initContainers"][0]["image"]}
-    namespace = r.named("image-pull-ahead-ns").revealed["metadata"]["labels"]
+    namespace = r.named("pull-ahead-llm-ns").revealed["metadata"]["labels"]
     assert namespace["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
@@ -64,7 +64,7 @@ def test_a_stack_can_turn_pulling_ahead_off():
     assert pull_aheads(render_with())
     off = render_with(addons={"imagePullAhead": False})
     assert not pull_aheads(off)
-    assert not [r for r in off.resources if r.name.startswith("image-pull-ahead")]
+    assert not [r for r in off.resources if r.name.startswith("pull-ahead")]
 
 
 def test_an_aks_driver_node_takes_pods_after_the_driver_an_operator_driver_node_once_booted():

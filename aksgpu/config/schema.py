@@ -418,7 +418,8 @@ class AddonsConfig(ConfigModel):
     the GpuNodeProblem alert only."""
     image_pull_ahead: bool = True
     """Every new node of a GPU agent pool pulls its workloads' images as it joins, while its driver and device plugin
-    start (a DaemonSet per pool in `image-pull-ahead`); NAP pools never, their nodes pull one image at a time."""
+    start (a DaemonSet per image in namespace `pull-ahead-<pool>`); NAP pools never, their nodes pull one image at a
+    time."""
     keda: bool = True
     """The AKS KEDA add-on: GPU workloads scale on metrics read from managed Prometheus (needs
     `monitoring.enabled`)."""

@@ -23,7 +23,7 @@ from pulumi_kubernetes import apps
 
 from aksgpu.azure.node_provisioning import GpuPoolComponent
 from aksgpu.kubernetes.pods import container, pod_spec
-from aksgpu.kubernetes.security import resources
+from aksgpu.kubernetes.security import resources, workload_namespace
 
 PAUSE_IMAGE = ("registry.k8s.io/pause:3.10"
                "@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a")
@@ -42,12 +42,12 @@ class ImagePullAheadArgs:
     pool: GpuPoolComponent
     """The GPU pool whose new nodes pull the images."""
     images: Mapping[str, pulumi.Input[str]]
-    """The images its workloads run, each by a short name for its DaemonSet (``vllm``, ``jobs``)."""
-    namespace: pulumi.Input[str]
-    """Where the DaemonSet lives (restricted; its pod sends no traffic)."""
+    """The images its workloads run, each by a short name that names its DaemonSet (``vllm``: ``pull-vllm``)."""
 
 
 class ImagePullAhead(pulumi.ComponentResource):
+    """The DaemonSets in a namespace of their own named ``name`` (restricted, no traffic: the pods send none)."""
+
     daemon_sets: dict[str, apps.v1.DaemonSet]
     """By the images' short names."""
 
@@ -55,6 +55,7 @@ class ImagePullAhead(pulumi.ComponentResource):
         super().__init__("aksgpu:images:ImagePullAhead", name, None, opts)
         if not args.images:
             raise ValueError(f"{name}: no images to pull ahead")
+        namespace = workload_namespace(f"{name}-ns", name, self).metadata["name"]
         hold = container("hold", PAUSE_IMAGE, None, resources("10m", "16Mi"), tmp=False)
         self.daemon_sets = {}
         for short, image in args.images.items():
@@ -62,7 +63,7 @@ class ImagePullAhead(pulumi.ComponentResource):
             pull = container("pull", image, ["true"], resources("10m", "32Mi"), tmp=False)
             self.daemon_sets[short] = apps.v1.DaemonSet(
                 f"{name}-{short}",
-                metadata={"name": f"{name}-{short}", "namespace": args.namespace, "labels": labels,
+                metadata={"name": f"pull-{short}", "namespace": namespace, "labels": labels,
                           # `pulumi up` needs nothing from it: the pulls happen on nodes as they come.
                           "annotations": {"pulumi.com/skipAwait": "true", **NO_PROBES}},
                 spec={

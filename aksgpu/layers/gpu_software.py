@@ -16,7 +16,6 @@ from aksgpu.gpu.node_repair import GpuNodeRepair, GpuNodeRepairArgs
 from aksgpu.gpu.nvidia_smi import GpuSmokeTest, GpuSmokeTestArgs
 from aksgpu.gpu.operator import GpuOperator, GpuOperatorArgs
 from aksgpu.images.built import GPU_TOOLS_IMAGE, ContainerImage
-from aksgpu.kubernetes.workspace import Workspace, WorkspaceArgs
 from aksgpu.layers.azure import AzureLayer
 from aksgpu.monitoring.gpu_scraping import GpuMetricsScraping, GpuMetricsScrapingArgs
 from aksgpu.volumes.blob_csi import BlobCsiDriver, BlobCsiDriverArgs
@@ -35,8 +34,6 @@ class GpuSoftware:
     """InfiniBand driver and RDMA device plugin (addons.networkOperator)."""
     node_repair: GpuNodeRepair | None = None
     """Cordons and drains GPU nodes NPD reports sick (addons.gpuNodeRepair)."""
-    pull_ahead: Workspace | None = None
-    """The namespace of the pools' image pulls ahead (addons.imagePullAhead, where a GPU agent pool exists)."""
 
 
 def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str, ContainerImage]) -> GpuSoftware:
@@ -75,7 +72,4 @@ def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str,
         access = MetricsAccess(layer.metrics.query_endpoint, layer.keda_identity.client_id, keda.restart)
     repair = GpuNodeRepair("gpu-node-repair", GpuNodeRepairArgs(), opts=opts) \
         if addons.gpu_node_repair and pools else None
-    pull_ahead = None
-    if addons.image_pull_ahead and any(not p.nap for p in cfg.gpu_pools):
-        pull_ahead = Workspace("image-pull-ahead", WorkspaceArgs("image-pull-ahead"), opts=opts)
-    return GpuSoftware(nfd, operator, blob_csi, smoke, scraping, access, network, repair, pull_ahead)
+    return GpuSoftware(nfd, operator, blob_csi, smoke, scraping, access, network, repair)
