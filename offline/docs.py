@@ -95,7 +95,7 @@ Every render writes two estimates beside the stack's resources (`make render`, t
 def estimates_markdown(renders: Mapping[str, Render]) -> str:
     """docs/estimates.md: the intro and one row per stack."""
     from offline.estimates.cost import load_prices, totals
-    from offline.estimates.first_gpu_pod import ABOVE_TARGET, STACK_TARGETS, TARGET_MINUTES
+    from offline.estimates.first_gpu_pod import ABOVE_TARGET, target_minutes
     from offline.estimates.timeline import load_durations, plan, total_seconds
 
     prices, durations = load_prices(), load_durations()
@@ -107,7 +107,7 @@ def estimates_markdown(renders: Mapping[str, Render]) -> str:
         cost = totals(render, prices)
         serial = sum(step.seconds for step in steps.values())
         first = "none at deploy" if found.deploy is None else \
-            f"{found.deploy.ready / 60:.1f} min ({STACK_TARGETS.get(stack, TARGET_MINUTES):g})"
+            f"{found.deploy.ready / 60:.1f} min ({target_minutes(stack):g})"
         lines.append(f"| `{stack}` | {total_seconds(steps) / 60:.1f} min | {serial / 60:.1f} min | {first} | "
                      f"{cost.text(cost.idle, dollar='')} | {cost.text(cost.full, dollar='')} |")
     lines += ["", "Above their target, each for a reason its `timeline.md` repeats "

@@ -225,7 +225,7 @@ def test_each_stack_is_priced_in_its_own_region_and_says_which_pools_have_no_pri
 def test_the_first_gpu_pod_and_a_new_gpu_node_stay_within_their_targets(renders):
     for stack, render in renders.items():
         _, found = timeline.plan(render)
-        target = first_gpu_pod.STACK_TARGETS.get(stack, first_gpu_pod.TARGET_MINUTES)
+        target = first_gpu_pod.target_minutes(stack)
         if found.deploy is not None:
             ceiling, _ = first_gpu_pod.ABOVE_TARGET.get(stack, (target, ""))
             assert found.deploy.ready / 60 <= ceiling + 1e-9, (stack, found.deploy.ready / 60)

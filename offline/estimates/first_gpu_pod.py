@@ -293,9 +293,14 @@ def _table(estimate: Estimate) -> list[str]:
     return lines
 
 
+def target_minutes(stack: str) -> float:
+    """Minutes from `pulumi up` within which ``stack``'s first GPU pod should be Ready."""
+    return STACK_TARGETS.get(stack, TARGET_MINUTES)
+
+
 def target_line(stack: str, ready: float) -> str:
     """What the stack's first GPU pod is held to, and why where its estimate is above that."""
-    target = STACK_TARGETS.get(stack, TARGET_MINUTES)
+    target = target_minutes(stack)
     if stack not in ABOVE_TARGET:
         return f"- Target: {target:g} min from `pulumi up`; met."
     ceiling, why = ABOVE_TARGET[stack]
