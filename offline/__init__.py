@@ -1,2 +1,2 @@
-"""Offline tooling: the render under Pulumi mocks, its report and estimates, and the lifecycle workflows'
-helpers, all behind one command line (``python -m offline``)."""
+"""What runs with no cloud, Pulumi CLI or credentials: the render of every stack under Pulumi mocks, its report,
+estimates and diff, the generated docs and a new stack file (``python -m offline``)."""

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks
 
-from aksgpu.kubernetes.kubeconfig import AKS_SERVER_ID
+from components.kubernetes.kubeconfig import AKS_SERVER_ID
 
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 TENANT = "11111111-1111-1111-1111-111111111111"

@@ -3,12 +3,14 @@ file, with the generated docs brought up to date (``python -m offline new-stack 
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
-from aksgpu.config.errors import ConfigError
-from aksgpu.config.types import PROJECT
+from offline.cli import error
 from offline.stack_files import REPO_ROOT, read_yaml, stack_config, stack_files
+from program.config.errors import ConfigError
+from program.config.keys import PROJECT
 
 SETTINGS = ("nameRoot", "owner", "lifetime")
 """What a new environment usually changes first; anything else is edited in the file afterwards."""
@@ -46,3 +48,19 @@ def new_stack_file(name: str, like: str, settings: dict[str, str], root: Path = 
         target.unlink()
         raise
     return target
+
+
+def new_stack_command(args: argparse.Namespace) -> int:
+    from offline.docs import write_docs
+    settings = {k: v for k, v in (("nameRoot", args.name_root), ("owner", args.owner), ("lifetime", args.lifetime))
+                if v is not None}
+    try:
+        path = new_stack_file(args.name, args.like, settings)
+    except ValueError as e:
+        return error(str(e))
+    updated = write_docs()
+    print(f"wrote {path.name}; regenerated {', '.join(map(str, updated)) or 'no docs (none changed)'}")
+    print(f"next: review and commit them; deploy with `pulumi stack select --create {args.name}` and `pulumi up "
+          f"--policy-pack policy`, or the deploy workflow with stack {args.name}, whose environment needs its "
+          "federated credential (python -m ops ci-setup prints it)")
+    return 0

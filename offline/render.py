@@ -1,6 +1,6 @@
 """Run the Pulumi program offline under mocks and record every resource it registers.
 
-The program runs exactly as under ``pulumi up`` (``aksgpu.pipeline``), with the stack's config encoded the way
+The program runs exactly as under ``pulumi up`` (``program.pipeline``), with the stack's config encoded the way
 the CLI encodes it; only the engine is replaced, and the private-cluster reachability check is off (there is
 no cluster to reach). Each stack runs in a fresh ``contextvars.Context`` because the
 SDK keeps the root stack and the config in context variables.
@@ -18,13 +18,13 @@ import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
-from aksgpu.config.schema import StackConfig
-from aksgpu.config.types import PROJECT
-from aksgpu.pipeline import deploy, load_stack_config, read_stack_config
 from offline.mocks import SUBSCRIPTION, AzureMocks
-from offline.sdk import resolve, root_outputs, run_program, set_all_config
+from offline.runtime import resolve, root_outputs, run_program, set_all_config
 from offline.stack_files import REPO_ROOT, cli_encoded, stack_files, stack_namespace
-from scenarios import REGISTRY
+from program.config.keys import PROJECT
+from program.config.schema import StackConfig
+from program.pipeline import deploy, load_stack_config, read_stack_config
+from stacks import REGISTRY
 
 __all__ = ["REPO_ROOT", "SECRET", "Render", "Resource", "check_stack", "render_stack", "stack_files"]
 
@@ -47,6 +47,12 @@ class Resource:
     """``pulumi destroy`` refuses the resource (``protect``)."""
     revealed: dict[str, Any] = field(default_factory=dict, repr=False)
     """Inputs with secrets shown, for tests only: never written by the render."""
+    urn: str = ""
+    """The resource's identity in the stack's state, as the engine writes it without ``urn:pulumi:STACK::PROJECT::``:
+    its parents' types, its type and its name (``aksgpu:aks:Cluster$azure-native:...:ManagedCluster::aks``)."""
+    aliases: list[str] = field(default_factory=list)
+    """Earlier identities (``urn`` form) the resource declares with ``pulumi.Alias``, so a move keeps its state;
+    azure-native's own aliases of older API versions are left out."""
 
     def as_json(self) -> dict[str, Any]:
         out = {"type": self.type, "name": self.name, "parent": self.parent, "dependsOn": self.depends_on,
@@ -141,11 +147,33 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: pulumi_mocks.Mocks):
         super().__init__(mocks)
         self.recorded: list[Resource] = []
+        self.qualified: dict[str, str] = {}
+        """Mock URN → the type chain the engine puts in the real URN (the mock keeps only the parent's last type)."""
+
+    def _qualified(self, parent: str, typ: str) -> str:
+        chain = self.qualified.get(parent) if parent and not _is_stack(parent) else None
+        return f"{chain}${typ}" if chain else typ
+
+    def _alias(self, alias: Any, request: Any) -> str:
+        """An alias as a URN tail: given whole, or as a spec whose unset parts are the resource's own."""
+        if alias.urn:
+            return alias.urn.split("::", 2)[2]
+        spec = alias.spec
+        if spec.noParent:
+            parent_chain = None
+        elif spec.parentUrn:
+            parent_chain = None if _is_stack(spec.parentUrn) else spec.parentUrn.split("::")[2]
+        else:
+            parent_chain = self.qualified.get(request.parent) if request.parent else None
+        typ = spec.type or request.type
+        return f"{parent_chain + '$' if parent_chain else ''}{typ}::{spec.name or request.name}"
 
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
         response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             return response
+        qualified = self._qualified(request.parent, request.type)
+        self.qualified[response.urn] = qualified
         deps = set(request.dependencies)
         for prop in request.propertyDependencies.values():
             deps.update(prop.urns)
@@ -163,6 +191,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             replace_on_changes=sorted(request.replaceOnChanges),
             protect=bool(request.protect),
             revealed=normalise(properties, reveal=True),
+            urn=f"{qualified}::{request.name}",
+            aliases=sorted(self._alias(a, request) for a in request.aliases),
         ))
         return response
 
@@ -175,12 +205,22 @@ def _resolve_outputs(raw: dict[str, Any]) -> dict[str, Any]:
     return resolved
 
 
-def _without_aliases(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult:
-    """Drop aliases: azure-native declares one per API version of a type (about 110 for an AKS cluster), which
-    only move existing state to a new type name. A render has no state, and turning each into a URN took a fifth
-    of its time."""
+def _provider_type_alias(alias: Any) -> bool:
+    """One of a provider SDK's own aliases: another type name of the same resource (an older API version), nothing
+    else. The program's aliases name a parent or a name, or a type of the project's own."""
+    return (isinstance(alias, pulumi.Alias) and isinstance(alias.type_, str)
+            and not alias.type_.startswith(f"{PROJECT}:")
+            and alias.name is ... and alias.parent is ... and alias.stack is ... and alias.project is ...)
+
+
+def _without_provider_aliases(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult:
+    """Drop the providers' aliases: azure-native declares one per API version of a type (about 110 for an AKS
+    cluster), which only move existing state to a new type name. A render has no state, and turning each into a URN
+    took a fifth of its time. The program's own aliases stay: the URN pins check them."""
+    if not args.opts.aliases:
+        return pulumi.ResourceTransformationResult(args.props, args.opts)
     opts = copy.copy(args.opts)
-    opts.aliases = None
+    opts.aliases = [a for a in args.opts.aliases if not _provider_type_alias(a)] or None
     return pulumi.ResourceTransformationResult(args.props, opts)
 
 
@@ -192,7 +232,7 @@ def _run_program(stack: str, encoded: dict[str, str], subscription: str
     holder: dict[str, StackConfig] = {}
 
     def program() -> None:
-        pulumi.runtime.register_stack_transformation(_without_aliases)
+        pulumi.runtime.register_stack_transformation(_without_provider_aliases)
         holder["cfg"] = deploy(read_stack_config(REGISTRY), REGISTRY, preflight=False)
 
     run_program(program)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
 
-from aksgpu.config.errors import ConfigError
+from offline.cli import error
 from offline.render import check_stack, render_stack
 from offline.report import write_render
 from offline.stack_files import stack_files
+from program.config.errors import ConfigError
 
 
 def render(stack: str | None, config: Path | None, out: Path) -> int:
@@ -39,3 +41,9 @@ def render(stack: str | None, config: Path | None, out: Path) -> int:
         target = write_render(rendered, out)
         print(f"{name}: {len(rendered.resources)} resources -> {target} ({time.perf_counter() - start:.1f}s)")
     return 0
+
+
+def render_command(args: argparse.Namespace) -> int:
+    if args.all and args.config:
+        return error("--config goes with --stack")
+    return render(args.stack, args.config, args.out)

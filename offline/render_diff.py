@@ -3,10 +3,12 @@ values (``python -m offline render-diff BASE_OUT HEAD_OUT [--stacks]``; both are
 
 from __future__ import annotations
 
+import argparse
 import difflib
+import json
 from pathlib import Path
 
-COMPARED = ("summary.md", "resources.json", "cost.md", "timeline.md")
+COMPARED = ("summary.md", "urns.txt", "resources.json", "cost.md", "timeline.md")
 MAX_LINES = 400
 """Per-stack cap on diff lines in the summary (GitHub limits a job summary to 1 MiB)."""
 
@@ -51,3 +53,8 @@ def markdown(base: Path, head: Path) -> str:
             out.append(f"({len(lines) - MAX_LINES} more lines in the render artifact)")
         out += ["", "</details>", ""]
     return "\n".join(out) + "\n"
+
+
+def render_diff_command(args: argparse.Namespace) -> int:
+    print(json.dumps(changed_stacks(args.base, args.head)) if args.stacks else markdown(args.base, args.head), end="")
+    return 0

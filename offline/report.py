@@ -11,7 +11,8 @@ from typing import Any
 
 import yaml
 
-from aksgpu.config.gpu_sizes import GPU_SIZES
+from components.gpu.sizes import GPU_SIZES
+from offline import urns
 from offline.estimates.cost import Totals, cost_markdown, load_prices, totals
 from offline.estimates.timeline import plan, timeline_markdown, total_seconds
 from offline.render import Render, Resource
@@ -71,6 +72,7 @@ def write_render(render: Render, out: Path) -> Path:
     (target / "patches").mkdir()
     (target / "resources.json").write_text(
         json.dumps([r.as_json() for r in render.resources], indent=2, sort_keys=False) + "\n")
+    (target / "urns.txt").write_text(urns.text(urns.pins_of(render.resources)))
     for r in render.resources:
         if is_manifest(r) or is_patch(r):
             meta = r.inputs.get("metadata") or {}

@@ -11,12 +11,12 @@ from typing import Any
 
 import yaml
 
-from aksgpu.config.errors import StackFileError
-from aksgpu.config.loader import load_config
-from aksgpu.config.schema import StackConfig
-from aksgpu.config.types import PROJECT
-from aksgpu.needs import Needs
-from scenarios import REGISTRY
+from program.config.errors import StackFileError
+from program.config.keys import PROJECT
+from program.config.loader import load_config
+from program.config.schema import StackConfig
+from program.needs import Needs
+from stacks import REGISTRY
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -31,7 +31,7 @@ UNKNOWN_VALUES = frozenset({
 })
 
 SECURITY_EXCEPTION = "security-exception"
-"""Tag naming a resource's one deliberate departure from these rules (aksgpu/config/schema.py, same name)."""
+"""Tag naming a resource's one deliberate departure from these rules (program/config/schema.py, same name)."""
 OPEN_API_SERVER = "open-api-server"
 BASELINE_OPERATOR_PODS = "baseline-operator-pods"
 EXCEPTIONS = {

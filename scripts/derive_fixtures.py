@@ -1,7 +1,7 @@
 """Derive the tests' fixtures of upstream facts (chart values, CRD schemas, DCGM counters) from upstream files.
 
 The tests never read anything outside the repository: they read what this script writes under
-``tests/fixtures/``, keyed by the versions the program pins (``aksgpu/kubernetes/charts.py``). A chart bump
+``tests/fixtures/``, keyed by the versions the program pins (``components/kubernetes/charts.py``). A chart bump
 without fresh fixtures fails the tests; run this script to make them.
 
 SOURCE is a folder laid out as::
@@ -52,7 +52,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from aksgpu.kubernetes import charts  # noqa: E402  (the pins; run as a script from any folder)
+from components.kubernetes import charts  # noqa: E402  (the pins; run as a script from any folder)
 
 FIXTURES = ROOT / "tests" / "fixtures"
 CRD_KINDS = {

@@ -57,17 +57,17 @@ def device_plugin_configs(render: Render) -> list[Any]:
 def load(raw: dict[str, Any], stack: str = "test"):
     """A stack's config loaded with the registered scenarios (``cluster.openApiServer: true`` unless ``raw``
     decides how the API server is reached); raises ``ConfigError``."""
-    from aksgpu.config.loader import load_config
-    from scenarios import REGISTRY
+    from program.config.loader import load_config
+    from stacks import REGISTRY
     return load_config(with_api_server_decision(raw), "aksgpu", stack, REGISTRY)
 
 
 def jobset_templates(render: Render) -> dict[str, dict[str, Any]]:
-    """The JobSets a stack keeps as manifests in ConfigMaps to create on demand (aksgpu/training/jobset.py
+    """The JobSets a stack keeps as manifests in ConfigMaps to create on demand (components/training/jobset.py
     RunTemplate): name → the JobSet."""
     import yaml
 
-    from aksgpu.training.jobset import MANIFEST_KEY
+    from components.training.jobset import MANIFEST_KEY
     found = {}
     for r in render.of_type("kubernetes:core/v1:ConfigMap"):
         if r.revealed["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "run-template":

@@ -1,70 +1,120 @@
-"""The house rules, checked on the source: the platform never imports a scenario, the config core imports no
-Pulumi, components take their own arguments rather than config sections, and the private SDK internals the
-program relies on are where it expects them."""
+"""The house rules, checked on the source, as folder rules: ``components/`` (the Pulumi component classes and the
+vocabulary they take) imports neither the program core (``program/``) nor a stack; the program core never imports
+a stack; the config core imports no Pulumi; ``offline/`` never calls Azure (``ops/``); no import cycle anywhere;
+every component is constructed from a name, its args and its options; the private SDK internals the program relies
+on are where it expects them."""
 
 from __future__ import annotations
 
 import ast
 import inspect
+from functools import cache
 from pathlib import Path
 
 import pulumi
+import pytest
 
 from offline.stack_files import REPO_ROOT
 
-PLATFORM = REPO_ROOT / "aksgpu"
-COMPOSITION = {"layers", "pipeline.py", "scenario.py", "needs.py", "sdk.py", "outputs.py", "config", "__init__.py"}
-"""What reads config (the config core, the layers that translate it, the pipeline); everything else is a component."""
+PACKAGES = ("components", "program", "stacks", "offline", "ops")
+"""The project's own top-level packages (``__main__.py`` joins ``program`` and ``stacks``)."""
 
 
-def imports(path: Path) -> set[str]:
-    """Every module a file imports, at any depth (functions' local imports included)."""
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    """Every non-test module of the project's packages, by dotted name."""
+    return {module_name(p): p for package in PACKAGES for p in sorted((REPO_ROOT / package).rglob("*.py"))
+            if not p.name.startswith(("test_", "conftest"))}
+
+
+@cache
+def imports(path: Path) -> frozenset[str]:
+    """Every module a file imports, at any depth (functions' local imports included); ``from A import b`` counts as
+    ``A.b`` where that is a module of the project."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
-    return found
+            found |= {f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules()}
+    return frozenset(found)
 
 
-def sources(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*.py") if "test_" not in p.name)
+def package_of(module: str) -> str:
+    return module.split(".")[0]
 
 
-def test_the_platform_never_imports_a_scenario():
-    for path in sources(PLATFORM):
-        assert not [m for m in imports(path) if m.split(".")[0] == "scenarios"], path.relative_to(REPO_ROOT)
+def under(package: str) -> list[tuple[str, Path]]:
+    return [(m, p) for m, p in modules().items() if package_of(m) == package]
 
 
-def test_the_config_core_imports_no_pulumi_and_nothing_of_the_platform_but_itself_and_needs():
-    for path in sources(PLATFORM / "config"):
-        for module in imports(path):
-            assert not module.startswith("pulumi"), (path.name, module)
-            if module.startswith("aksgpu"):
-                assert module.startswith("aksgpu.config"), (path.name, module)
+FORBIDDEN = {
+    "components": {"program", "stacks", "offline", "ops"},
+    "program": {"stacks", "offline", "ops"},
+    "stacks": {"ops"},
+    "offline": {"ops"},
+}
+"""Which packages each may not import: components know nothing above them, the program core no stack, and nothing
+offline calls Azure."""
 
 
-def test_components_take_their_own_arguments_not_config_sections():
-    components = [p for p in sources(PLATFORM) if p.relative_to(PLATFORM).parts[0] not in COMPOSITION]
-    assert len(components) > 20
-    for path in components:
-        assert "aksgpu.config.schema" not in imports(path), path.relative_to(REPO_ROOT)
-        assert "aksgpu.config.loader" not in imports(path), path.relative_to(REPO_ROOT)
-    for path in sources(REPO_ROOT / "scenarios"):
-        if path.name == "workloads.py":
-            assert not {"aksgpu.config.schema", "aksgpu.config.loader"} & imports(path), path
-            assert not [m for m in imports(path) if m.endswith(".settings")], path
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_a_package_imports_nothing_above_it(package):
+    found = [(m, i) for m, path in under(package) for i in imports(path) if package_of(i) in FORBIDDEN[package]]
+    assert not found, f"{package}/ imports what it may not: {found}"
+
+
+def test_the_config_core_imports_no_pulumi_and_of_the_components_only_their_vocabulary():
+    allowed = ("program.config", "components.vocabulary", "components.gpu.sizes")
+    for module, path in under("program"):
+        if module.startswith("program.config"):
+            for found in imports(path):
+                assert not found.startswith("pulumi"), (module, found)
+                if package_of(found) in PACKAGES:
+                    assert found.startswith(allowed), (module, found)
+
+
+def test_a_stacks_workloads_take_their_arguments_not_its_settings_or_config():
+    for module, path in under("stacks"):
+        if module.endswith(".workloads"):
+            assert not [i for i in imports(path) if i.startswith("program.config") or i.endswith(".settings")], module
+
+
+def test_no_module_imports_itself_through_others():
+    # A package's __init__ that gathers its own submodules is not a cycle through other code.
+    graph = {m: {i for i in imports(p) if i in modules() and i != m and not i.startswith(m + ".")}
+             for m, p in modules().items()}
+    cycles, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, " ; ".join(" -> ".join(c) for c in cycles)
 
 
 def component_classes() -> list[type]:
-    import aksgpu.layers.azure  # noqa: F401 (imports every platform component)
-    import scenarios  # noqa: F401 (and every scenario's)
+    import program.layers.azure  # noqa: F401 (imports every platform component)
+    import stacks  # noqa: F401 (and every stack's)
 
     def walk(cls: type) -> list[type]:
         return [c for sub in cls.__subclasses__() for c in (sub, *walk(sub))]
 
-    return [c for c in walk(pulumi.ComponentResource) if c.__module__.startswith(("aksgpu.", "scenarios."))]
+    return [c for c in walk(pulumi.ComponentResource) if c.__module__.startswith(("components.", "stacks."))]
 
 
 def test_every_component_is_constructed_from_a_name_its_args_and_options():
@@ -77,10 +127,15 @@ def test_every_component_is_constructed_from_a_name_its_args_and_options():
         assert params == ["self", "name", "args", "opts"], (cls.__module__, cls.__name__, params)
 
 
+def test_component_classes_live_in_components_or_a_stacks_workloads():
+    for cls in component_classes():
+        assert cls.__module__.startswith("components.") or cls.__module__.endswith(".workloads"), cls.__module__
+
+
 INTERNALS = {"pulumi.runtime.config": ["get_config_env", "CONFIG"], "pulumi.runtime.stack": ["run_pulumi_func"],
              "pulumi.runtime.sync_await": ["_sync_await"], "pulumi.runtime.settings": ["get_root_resource"]}
-"""The private SDK names the program (aksgpu/sdk.py) and the render (offline/sdk.py) use: nothing public does what
-they do (aksgpu/sdk.py and offline/sdk.py say why)."""
+"""The private SDK names the program (program/sdk.py) and the render (offline/runtime.py) use: nothing public does what
+they do (program/sdk.py and offline/runtime.py say why)."""
 
 
 def test_the_private_sdk_internals_are_used_in_two_modules_only_and_still_exist():
@@ -91,6 +146,6 @@ def test_the_private_sdk_internals_are_used_in_two_modules_only_and_still_exist(
         found = importlib.import_module(module)
         for name in names:
             assert hasattr(found, name), f"{module}.{name}"
-            users = {p.relative_to(REPO_ROOT).as_posix() for p in [*sources(PLATFORM), *sources(REPO_ROOT / "offline")]
+            users = {p.relative_to(REPO_ROOT).as_posix() for p in modules().values()
                      if f"{name}(" in p.read_text() or f".{name}." in p.read_text() or f" {name}," in p.read_text()}
-            assert users <= {"aksgpu/sdk.py", "offline/sdk.py"} and users, (name, users)
+            assert users <= {"program/sdk.py", "offline/runtime.py"} and users, (name, users)

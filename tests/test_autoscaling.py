@@ -6,9 +6,9 @@ from __future__ import annotations
 import promql_parser
 import pytest
 
-from aksgpu.autoscaling.gpu_deployment import GpuScaling
-from aksgpu.autoscaling.keda import KEDA_NAMESPACE, KEDA_OPERATOR, gpu_utilisation_query, queue_length_query
-from aksgpu.azure import roles
+from components.autoscaling.gpu_deployment import GpuScaling
+from components.autoscaling.keda import KEDA_NAMESPACE, KEDA_OPERATOR, gpu_utilisation_query, queue_length_query
+from components.azure import roles
 from offline.mocks import azure_id, guid
 from offline.report import manifest
 from tests import upstream
@@ -114,7 +114,7 @@ def test_without_keda_the_deployments_run_their_minimum_replicas():
 
 
 def test_keda_without_metrics_to_read_is_a_config_error():
-    from aksgpu.config.errors import ConfigError
+    from program.config.errors import ConfigError
     with pytest.raises(ConfigError, match="addons.keda.*managed Prometheus"):
         render_with(**{**stack_config_of("gpu-basics"), "monitoring": {"enabled": False}})
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from aksgpu.azure.storage import sas_expiry
-from aksgpu.volumes.blob_volume import settings_hash, volume_handle
+from components.azure.storage import sas_expiry
+from components.volumes.blob_volume import settings_hash, volume_handle
 from offline.mocks import azure_id, guid
 from offline.render import SECRET
 from tests.helpers import render_with, stack_config_of

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aksgpu.images.context import ignore_rules, is_excluded, load_context
+from components.images.context import ignore_rules, is_excluded, load_context
 
 
 def folder(tmp_path, files: dict[str, str], ignore: str | None = None):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from offline import capacity
-from offline.__main__ import main
-from offline.azure_reads import Azure
-from offline.capacity import Verdict
+from ops import capacity
+from ops.__main__ import main
+from ops.azure_reads import Azure
+from ops.capacity import Verdict
 from tests.azure_replay import Replay, Token
 from tests.helpers import load
 

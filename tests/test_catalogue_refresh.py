@@ -8,28 +8,28 @@ import shutil
 
 import yaml
 
-from aksgpu.config.gpu_sizes import CATALOGUE, load_catalogue
-from offline import catalogue
+from components.gpu.sizes import CATALOGUE, load_catalogue
 from offline.estimates import cost
+from ops import catalogue
 from tests.azure_replay import Replay, Token
 
 FILES = {"skus": "skus.json", "prices": "prices-eastus.json"}
 
 
 def refresh(tmp_path, **kwargs):
-    if not (tmp_path / "gpu_catalogue.yaml").exists():
-        shutil.copy(CATALOGUE, tmp_path / "gpu_catalogue.yaml")
+    if not (tmp_path / "catalogue.yaml").exists():
+        shutil.copy(CATALOGUE, tmp_path / "catalogue.yaml")
     replay = Replay(FILES)
     notes = catalogue.refresh("00000000-0000-0000-0000-000000000000", ["eastus"], ["Standard_D4ds_v5"],
                               transport=replay, credential=Token(), today=dt.date(2026, 11, 24),
-                              catalogue_path=tmp_path / "gpu_catalogue.yaml", prices_path=tmp_path / "vm_prices.yaml",
+                              catalogue_path=tmp_path / "catalogue.yaml", prices_path=tmp_path / "vm_prices.yaml",
                               **kwargs)
     return notes, replay
 
 
 def test_the_catalogue_is_rewritten_from_resource_skus_with_regions_zones_and_spot(tmp_path):
     notes, _ = refresh(tmp_path)
-    header, sizes = load_catalogue(tmp_path / "gpu_catalogue.yaml")
+    header, sizes = load_catalogue(tmp_path / "catalogue.yaml")
     assert header["refreshed"] == "2026-11-24" and header["source"].startswith("Resource SKUs API")
     t4 = sizes["Standard_NC4as_T4_v3"]
     assert t4.regions == {"eastus": ("1", "2", "3"), "eastus2": ("1", "2", "3"), "westus3": ("1", "2", "3")}
@@ -38,11 +38,11 @@ def test_the_catalogue_is_rewritten_from_resource_skus_with_regions_zones_and_sp
     assert sizes["Standard_ND96isr_H200_v5"].regions == {"eastus2": ("1", "3"), "southcentralus": ("1", "3")}
     assert sizes["Standard_ND96isr_H100_v5"].spot is False
     assert "Standard_D4ds_v5" not in sizes  # no GPUs
-    assert "GPU family StandardNCX9v9Family has no entry in gpu_sizes.FAMILIES" in notes[0]
+    assert "GPU family StandardNCX9v9Family has no entry in components.gpu.sizes FAMILIES" in notes[0]
 
 
 def test_sizes_azure_did_not_list_go_unless_added_by_hand(tmp_path):
-    path = tmp_path / "gpu_catalogue.yaml"
+    path = tmp_path / "catalogue.yaml"
     data = yaml.safe_load(CATALOGUE.read_text())
     data["sizes"]["Standard_NC8as_T4_v3"]["source"] = "manual"
     path.write_text(yaml.safe_dump(data))
@@ -93,13 +93,13 @@ def test_the_committed_files_are_what_the_writers_write():
 
 
 def test_the_command_prices_the_stacks_regions_and_sizes(monkeypatch, capsys):
-    from offline.__main__ import main
+    from ops.__main__ import main
     asked = {}
     monkeypatch.setattr(catalogue, "refresh", lambda sub, regions, sizes, prices: asked.update(
         sub=sub, regions=regions, sizes=sizes, prices=prices) or ["a note"])
     assert main(["catalogue", "--subscription", "s"]) == 0
     assert set(catalogue.DEFAULT_REGIONS) <= set(asked["regions"]) and asked["prices"]
     assert {"Standard_NC4as_T4_v3", "Standard_D4ds_v5"} <= asked["sizes"]
-    assert capsys.readouterr().out.startswith("a note\nwrote gpu_catalogue.yaml and vm_prices.yaml")
+    assert capsys.readouterr().out.startswith("a note\nwrote catalogue.yaml and vm_prices.yaml")
     assert main(["catalogue", "--subscription", "s", "--regions", "westus3", "--no-prices"]) == 0
     assert asked["regions"] == ["westus3"] and not asked["prices"]

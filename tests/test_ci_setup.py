@@ -1,4 +1,4 @@
-"""`python -m offline ci-setup`: the Azure side of the workflows, derived from the workflows (round-3 audit #10,
+"""`python -m ops ci-setup`: the Azure side of the workflows, derived from the workflows (round-3 audit #10,
 #14, #15; newcomer #5)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import re
 import subprocess
 import sys
 
-from offline.ci_setup import RESOURCE_PROVIDERS, load_workflows, subject_repo, subjects
 from offline.mocks import azure_id
 from offline.stack_files import REPO_ROOT, stack_files
+from ops.ci_setup import RESOURCE_PROVIDERS, load_workflows, subject_repo, subjects
 from tests.tools import venv_tool
 
 WORKFLOWS = load_workflows(REPO_ROOT / ".github" / "workflows")
@@ -57,7 +57,7 @@ def test_every_namespace_a_stack_creates_resources_in_is_registered(render_of, r
 
 def test_the_setup_is_a_valid_script_with_roles_that_create_and_assign():
     """Round-3 audit #15: User Access Administrator alone creates nothing; the program makes its own groups."""
-    result = subprocess.run([sys.executable, "-m", "offline", "ci-setup", "--repo", "acme/infra",
+    result = subprocess.run([sys.executable, "-m", "ops", "ci-setup", "--repo", "acme/infra",
                              "--state-account", "stacme", "--key-vault", "kv-acme"],
                             capture_output=True, text=True, cwd=REPO_ROOT)
     assert result.returncode == 0, result.stderr

@@ -1,6 +1,6 @@
 """The AKS cluster component: identity, network, upgrades, autoscaler, the system pool, API server access."""
 
-from aksgpu.config.types import SECURITY_EXCEPTION, SecurityException
+from components.vocabulary import SECURITY_EXCEPTION, SecurityException
 from offline.mocks import DEPLOYER_OBJECT_ID
 from tests.helpers import render_with
 

@@ -8,11 +8,11 @@ import jsonschema
 import pytest
 import yaml
 
-from aksgpu.config.errors import ConfigError
-from aksgpu.config.schema import GPU_POOL_DEFAULTS, GpuPool, StackConfig
-from aksgpu.config.types import PROJECT
 from offline.docs import STACK_FILE_SCHEMA
 from offline.stack_files import REPO_ROOT, stack_files
+from program.config.errors import ConfigError
+from program.config.keys import PROJECT
+from program.config.schema import GPU_POOL_DEFAULTS, GpuPool, StackConfig
 from tests.helpers import load
 
 T4 = {"name": "t4", "vmSize": "Standard_NC4as_T4_v3"}

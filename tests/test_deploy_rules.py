@@ -8,14 +8,14 @@ from __future__ import annotations
 import inspect
 import re
 
-from aksgpu.azure import roles
-from aksgpu.azure.node_pools import FIXED_AT_CREATION
-from aksgpu.config.gpu_sizes import vcpus_of
-from aksgpu.config.schema import SYSTEM_POOL_DEFAULTS
-from aksgpu.gpu.operator import AKS_NVIDIA_RUNTIME
-from aksgpu.pipeline import deploy
+from components.azure import roles
+from components.azure.node_pools import FIXED_AT_CREATION
+from components.gpu.operator import AKS_NVIDIA_RUNTIME
+from components.gpu.sizes import vcpus_of
 from offline.mocks import DEPLOYER_OBJECT_ID
 from offline.report import is_manifest
+from program.config.schema import SYSTEM_POOL_DEFAULTS
+from program.pipeline import deploy
 from tests.helpers import pod_spec, render_with, stack_config_of
 
 ROLE = "azure-native:authorization:RoleAssignment"
@@ -168,7 +168,7 @@ def gpu_deployments(r):
 def test_gpu_deployments_surge_only_into_a_spare_share(render_of, renders):
     """K1, round-3 k8s item 8: a surge pod needs one more GPU (or share) than a full pool at its maximum has, and the
     rollout would never finish; where the pool has a spare one, the new pod starts first and nothing goes down."""
-    from aksgpu.kubernetes.pods import GPU_ROLLOUT, GPU_SURGE_ROLLOUT
+    from components.kubernetes.pods import GPU_ROLLOUT, GPU_SURGE_ROLLOUT
     for stack in renders:
         r = render_of(stack)
         found = gpu_deployments(r)
@@ -182,7 +182,7 @@ def test_gpu_deployments_surge_only_into_a_spare_share(render_of, renders):
 
 
 def test_a_gpu_service_with_room_in_its_pool_rolls_out_without_going_down():
-    from aksgpu.kubernetes.pods import GPU_SURGE_ROLLOUT
+    from components.kubernetes.pods import GPU_SURGE_ROLLOUT
     config = stack_config_of("llm-serving")
     r = render_with("llm-roomy", **{**config, "llm": {**config["llm"], "maxReplicas": 1}})
     (d,) = [d for d, *_ in gpu_deployments(r)]

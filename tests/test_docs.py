@@ -8,7 +8,7 @@ from pathlib import Path
 
 from offline.docs import CONFIGURATION, ESTIMATES, README, STACK_FILE_SCHEMA, scenario_page, write_docs
 from offline.stack_files import REPO_ROOT, stack_config, stack_files
-from scenarios import REGISTRY
+from stacks import REGISTRY
 
 DOCS = REPO_ROOT / "docs"
 
@@ -41,7 +41,7 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_every_scenario_is_a_folder_with_its_page_tests_and_a_stack_named_after_it():
-    folders = {p.name for p in (REPO_ROOT / "scenarios").iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.name for p in (REPO_ROOT / "stacks").iterdir() if (p / "__init__.py").is_file()}
     assert folders == {name.replace("-", "_") for name in REGISTRY}
     for name, scenario in REGISTRY.items():
         assert scenario.name == name and scenario.summary and scenario.seed
@@ -64,7 +64,7 @@ def heading_anchors(page: Path) -> set[str]:
 
 
 def test_docs_link_only_to_files_and_headings_that_exist():
-    for page in [REPO_ROOT / README, *DOCS.rglob("*.md"), *(REPO_ROOT / "scenarios").rglob("*.md")]:
+    for page in [REPO_ROOT / README, *DOCS.rglob("*.md"), *(REPO_ROOT / "stacks").rglob("*.md")]:
         for target, anchor in re.findall(r"\]\(([^)#:\s]*)(?:#([^)\s]*))?\)", page.read_text()):
             where = page.parent / target if target else page
             assert where.exists(), f"{page.relative_to(REPO_ROOT)} links to missing {target}"
@@ -76,3 +76,27 @@ def test_the_estimates_page_has_a_row_per_stack():
     text = (REPO_ROOT / ESTIMATES).read_text()
     for stack in stack_files():
         assert f"| `{stack}` |" in text
+
+
+OWN_FOLDERS = "components|program|stacks|offline|ops|docs|tests|scripts|docker|policy|tools|dashboards|\\.github"
+PATH_IN_TEXT = re.compile(rf"(?<![\w/.@:'\"-])((?:{OWN_FOLDERS})/(?:[\w.-]+/)*[\w.-]*)")
+UPSTREAM_PATHS = {"tests/setup-infra/network-operator-nfd.yaml", "tests/expected-output.md",
+                  "tests/scenarios/k8s/values.yaml"}
+"""Paths inside Azure/aks-rdma-infiniband that the code cites beside the repository's name."""
+
+
+def test_every_path_of_the_project_that_text_names_exists():
+    """A rename leaves prose behind (Pulumi.yaml's description named `stacks/__init__.py` two layouts after it went):
+    every path under one of the project's folders that a tracked file names, in comments, docstrings, descriptions
+    or Markdown, must exist."""
+    import subprocess
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.split()
+    missing = []
+    for name in tracked:
+        if name.startswith(("tests/fixtures/", "docs/results/")) or name.endswith((".lock", ".json", ".png")):
+            continue
+        for ref in PATH_IN_TEXT.findall((REPO_ROOT / name).read_text(errors="replace")):
+            ref = ref.rstrip(".,:;")
+            if ref not in UPSTREAM_PATHS and not (REPO_ROOT / ref).exists():
+                missing.append(f"{name}: {ref}")
+    assert not missing, missing

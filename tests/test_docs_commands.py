@@ -15,11 +15,11 @@ import pytest
 
 from offline.docs import scenario_page
 from offline.stack_files import REPO_ROOT
-from scenarios import REGISTRY
+from stacks import REGISTRY
 from tests.tools import venv_tool
 
 PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md")),
-         *sorted((REPO_ROOT / "scenarios").glob("*/README.md"))]
+         *sorted((REPO_ROOT / "stacks").glob("*/README.md"))]
 FENCE = re.compile(r"^```(?:bash|sh|shell)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 STAND_INS = ("az", "kubectl", "kubelogin", "curl", "hf")
 

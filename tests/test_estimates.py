@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from offline import image_sizes
 from offline.estimates import cost, first_gpu_pod, timeline
 from offline.render import Resource
 from offline.report import summary, write_render
 from offline.stack_files import REPO_ROOT, stack_files, stack_namespace
+from ops import image_sizes
 from tests.helpers import load
 
 PRICES = {
@@ -278,7 +278,7 @@ def test_image_sizes_sum_the_locked_wheels_that_linux_amd64_python_312_installs(
 
 
 def test_the_committed_image_sizes_are_the_locks_of_today():
-    """estimates/image_sizes.json is regenerated with `python -m offline image-sizes` when a lock changes."""
+    """estimates/image_sizes.json is regenerated with `python -m ops image-sizes` when a lock changes."""
     sizes = json.loads(image_sizes.SIZES.read_text())
     for repository, lock in image_sizes.LOCKS.items():
         pins = set(re.findall(r"^([A-Za-z0-9_.\-]+==\S+)", (REPO_ROOT / lock).read_text(), re.M))

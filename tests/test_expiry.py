@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from aksgpu.config import expiry
+from program.config import expiry
 
 UTC = dt.UTC
 

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from aksgpu.gpu import node_repair_job as job
-from aksgpu.monitoring.alert_rules import NPD_GPU_CONDITION_MINUTES, NPD_GPU_CONDITIONS
+from components.gpu import node_repair_job as job
+from components.monitoring.alert_rules import NPD_GPU_CONDITION_MINUTES, NPD_GPU_CONDITIONS
 from tests.helpers import pod_spec, render_with
 from tests.local_http import QuietHandler, base_url, serving
 

@@ -3,9 +3,9 @@
 import pytest
 import yaml
 
-from aksgpu.config.gpu_sizes import lookup_gpu_size
-from aksgpu.config.types import GpuDriver, GpuNodes, SharingMode
-from aksgpu.gpu import sharing as gpu_sharing
+from components.gpu import sharing as gpu_sharing
+from components.gpu.sizes import lookup_gpu_size
+from components.vocabulary import GpuDriver, GpuNodes, SharingMode
 from tests import upstream
 from tests.helpers import device_plugin_configs, render_with
 
@@ -72,7 +72,7 @@ def test_a_shared_gpus_metrics_are_written_once_per_pod_using_it(mode, virtual):
     """Round-3 k8s audit #2: without KUBERNETES_VIRTUAL_GPUS the DCGM exporter keeps one pod per GPU in its map
     (dcgm-exporter internal/pkg/transformation/kubernetes.go:886-909; flag pkg/cmd/app.go:299-304, default false;
     gpu-operator v26.7.0 never sets it), so every other sharer's per-pod KEDA query was empty and read as 0."""
-    from aksgpu.gpu.operator import operator_values
+    from components.gpu.operator import operator_values
     values = operator_values([pool(mode=mode, replicas=4 if mode != "none" else 1)], [], False, None)
     env = values.get("dcgmExporter", {}).get("env", [])
     assert ({"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"} in env) is virtual

@@ -1,6 +1,6 @@
 import pytest
 
-from aksgpu.config.gpu_sizes import GPU_SIZES, RETIRED_SIZES, lookup_gpu_size, suggest_gpu_sizes
+from components.gpu.sizes import GPU_SIZES, RETIRED_SIZES, lookup_gpu_size, suggest_gpu_sizes
 
 
 def test_k80_nc6_is_refused_with_its_retirement_and_t4_replacement():
@@ -59,13 +59,13 @@ def test_current_sizes_are_in_the_catalogue_with_their_gpu_and_quota_family():
 def test_a_size_the_catalogue_does_not_know_says_how_to_refresh_or_add_it():
     with pytest.raises(ValueError) as e:
         lookup_gpu_size("Standard_ND128isr_NDR_GB200_v6")
-    assert "refresh it with `python -m offline catalogue`" in str(e.value)
+    assert "refresh it with `python -m ops catalogue`" in str(e.value)
     assert "`source: manual` row" in str(e.value)
 
 
 def test_a_catalogue_row_of_an_unknown_gpu_family_is_refused_when_loaded(tmp_path):
-    from aksgpu.config.gpu_sizes import load_catalogue
-    path = tmp_path / "gpu_catalogue.yaml"
+    from components.gpu.sizes import load_catalogue
+    path = tmp_path / "catalogue.yaml"
     path.write_text("refreshed: null\nsizes:\n  Standard_NC8ads_X9_v9: {family: StandardNCX9Family, vcpus: 8, "
                     "memory_gib: 64, gpus: 1, source: manual}\n")
     with pytest.raises(ValueError, match="StandardNCX9Family.*add the family's GPU there"):
@@ -79,7 +79,7 @@ def _refreshed(monkeypatch, name, **fields):
 
 
 def test_a_refreshed_catalogue_refuses_a_size_its_region_does_not_offer(monkeypatch):
-    from aksgpu.config.errors import ConfigError
+    from program.config.errors import ConfigError
     from tests.helpers import load
     _refreshed(monkeypatch, "Standard_ND96isr_H200_v5", regions={"eastus2": ("1", "3"), "swedencentral": ()})
     pool = {"name": "h200", "vmSize": "Standard_ND96isr_H200_v5", "priority": "regular"}
@@ -92,7 +92,7 @@ def test_a_refreshed_catalogue_refuses_a_size_its_region_does_not_offer(monkeypa
 
 
 def test_a_refreshed_catalogue_refuses_spot_on_a_size_that_cannot_run_as_spot(monkeypatch):
-    from aksgpu.config.errors import ConfigError
+    from program.config.errors import ConfigError
     from tests.helpers import load
     _refreshed(monkeypatch, "Standard_ND96isr_H100_v5", spot=False)
     with pytest.raises(ConfigError, match="cannot run as spot .* use priority regular"):

@@ -3,8 +3,8 @@
 import jsonschema
 import pytest
 
-from aksgpu.kubernetes import charts
-from aksgpu.volumes.blob_csi import blob_csi_values
+from components.kubernetes import charts
+from components.volumes.blob_csi import blob_csi_values
 from tests import upstream
 from tests.helpers import load, pod_spec, render_with
 

@@ -8,10 +8,10 @@ import re
 import pulumi
 import pytest
 
-from aksgpu import outputs
-from aksgpu.images.built import TOKEN_USER
-from aksgpu.images.context import load_context
-from aksgpu.images.reference import digest_of
+from components.images.built import TOKEN_USER
+from components.images.context import load_context
+from components.images.digest import digest_of
+from program import outputs
 from tests.helpers import render_with
 
 STACK = "function-gpu"

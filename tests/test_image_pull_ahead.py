@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aksgpu.images.pull_ahead import COMPONENT
+from components.images.pull_ahead import COMPONENT
 from offline.estimates import first_gpu_pod, timeline
 from offline.estimates.first_gpu_pod import Phase
 from tests.helpers import load, pod_spec, render_with, stack_config_of

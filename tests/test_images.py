@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aksgpu.images.context import load_context
+from components.images.context import load_context
 from tests.docker_modules import DOCKER_DIR
 from tests.tools import venv_tool
 

@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from aksgpu.kubernetes.kubeconfig import AKS_SERVER_ID, kubelogin_kubeconfig
+from components.kubernetes.kubeconfig import AKS_SERVER_ID, kubelogin_kubeconfig
 from offline.mocks import TENANT, aad_kubeconfig
 
 AKS = aad_kubeconfig("aks-dev", "rg-dev", "aks-dev-1234.hcp.eastus.azmk8s.io")

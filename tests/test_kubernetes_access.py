@@ -8,7 +8,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from aksgpu.kubernetes.access import KubernetesAccess, KubernetesAccessArgs
+from components.kubernetes.access import KubernetesAccess, KubernetesAccessArgs
 from offline.mocks import AzureMocks
 from offline.render import render_stack
 

@@ -5,9 +5,9 @@ import re
 import kubernetes_validate
 import pytest
 
-from aksgpu.config.types import SECURITY_EXCEPTION, SecurityException
+from components.vocabulary import SECURITY_EXCEPTION, SecurityException
 from offline.report import is_manifest, manifest
-from scenarios import REGISTRY
+from stacks import REGISTRY
 from tests.helpers import api_clients, pod_spec
 
 K8S_VERSION = "1.33.0"

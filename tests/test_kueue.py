@@ -7,7 +7,7 @@ import json
 
 import yaml
 
-from aksgpu.autoscaling.kueue import manager_config
+from components.autoscaling.kueue import manager_config
 from offline.report import helm_release, manifest
 from tests import upstream
 from tests.helpers import jobset_templates, render_with

@@ -11,12 +11,12 @@ from pathlib import Path
 import promql_parser
 import pytest
 
-from aksgpu import outputs
-from aksgpu.azure import roles
-from aksgpu.monitoring.alert_rules import gpu_alert_rules
-from aksgpu.monitoring.managed_prometheus import msprom_name
+from components.azure import roles
+from components.monitoring.alert_rules import gpu_alert_rules
+from components.monitoring.managed_prometheus import msprom_name
 from offline.mocks import azure_id
 from offline.report import manifest
+from program import outputs
 from tests import upstream
 from tests.helpers import render_with, stack_config_of
 

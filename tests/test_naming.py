@@ -1,6 +1,6 @@
 import pytest
 
-from aksgpu.config import naming
+from program.config import naming
 
 
 @pytest.mark.parametrize("name, ok", [
@@ -40,7 +40,7 @@ def test_root_from_stack_is_a_valid_root_or_too_long_never_cut():
 
 def test_a_stack_name_too_long_for_a_root_is_refused_naming_a_shorter_one():
     """Cut to 20 characters, training-autoscale-staging and -sandbox would share rg-, aks- and vnet- names."""
-    from aksgpu.config.errors import ConfigError
+    from program.config.errors import ConfigError
     from tests.helpers import load
     for stack, suggestion in (("training-autoscale-staging", "ta-staging"),
                               ("training-autoscale-sandbox", "ta-sandbox")):

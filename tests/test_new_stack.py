@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from aksgpu.config.errors import ConfigError
 from offline.docs import write_docs
 from offline.new_stack import new_stack_file
 from offline.stack_files import REPO_ROOT, read_yaml, stack_config, stack_files
+from program.config.errors import ConfigError
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Every pod fits its node after AKS's reservations and the DaemonSets (round-3 k8s item 8: on a 4-vCPU T4 node the
 vLLM pod left 0.86 CPU of allocatable for every DaemonSet, and Kueue's quota counted the VM size).
-aksgpu/azure/node_capacity.py holds the reservations and DaemonSet requests with their sources; this test holds
+components/azure/node_capacity.py holds the reservations and DaemonSet requests with their sources; this test holds
 those to the charts' own values and every pod of every stack to them."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from aksgpu.azure.node_capacity import NODE_DAEMONSETS, Resources, allocatable, workload_capacity
-from aksgpu.config.gpu_sizes import GPU_SIZES
+from components.azure.node_capacity import NODE_DAEMONSETS, Resources, allocatable, workload_capacity
+from components.gpu.sizes import GPU_SIZES
 from tests import upstream
 from tests.helpers import pod_spec
 

@@ -1,6 +1,7 @@
 """GPU and CPU pools: separate AgentPools with the right priority, taints, driver owner and autoscaling."""
 
-from aksgpu.azure.node_pools import GPU_TAINT, SPOT_TAINT, PoolNodes, pool_taints, toleration
+from components.azure.node_pools import GPU_TAINT, SPOT_TAINT, PoolNodes, pool_taints
+from components.kubernetes.scheduling import toleration
 from tests.helpers import render_with
 
 POOL = "azure-native:containerservice:AgentPool"
@@ -81,7 +82,7 @@ def test_a_pool_on_reserved_capacity_names_its_group_and_the_cluster_gets_the_id
 def test_a_spot_pool_cannot_take_reserved_capacity():
     import pytest
 
-    from aksgpu.config.errors import ConfigError
+    from program.config.errors import ConfigError
     with pytest.raises(ConfigError, match="gpuPools\\[0\\].capacityReservationGroup.*a spot pool cannot take it"):
         render_with(gpuPools=[{**T4, "capacityReservationGroup": CRG}])
 

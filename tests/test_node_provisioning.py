@@ -12,10 +12,11 @@ import re
 
 import pytest
 
-from aksgpu.azure.node_pools import GPU_TAINT, taint_fields
-from aksgpu.azure.node_provisioning import KARPENTER_VERSION, NODECLASS_CRD, NODEPOOL_CRD, NODEPOOL_LABEL
-from aksgpu.config.errors import ConfigError
+from components.azure.node_pools import GPU_TAINT
+from components.azure.node_provisioning import KARPENTER_VERSION, NODECLASS_CRD, NODEPOOL_CRD, NODEPOOL_LABEL
+from components.kubernetes.scheduling import taint_fields
 from offline.report import manifest
+from program.config.errors import ConfigError
 from tests import upstream
 from tests.helpers import load, pod_spec, render_with
 

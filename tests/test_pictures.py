@@ -46,7 +46,7 @@ def test_every_diagram_of_the_renders_and_the_docs_parses(written, tmp_path):
             for i, block in enumerate(BLOCK.findall((folder / page).read_text())):
                 diagrams[f"{stack}/{page}#{i}"] = block
         diagrams[f"{stack}/graph.mmd"] = (folder / "graph.mmd").read_text()
-    pages = [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md"), *(REPO_ROOT / "scenarios").glob("*/*.md")]
+    pages = [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md"), *(REPO_ROOT / "stacks").glob("*/*.md")]
     for page in pages:
         for i, block in enumerate(BLOCK.findall(page.read_text())):
             diagrams[f"{page.relative_to(REPO_ROOT)}#{i}"] = block

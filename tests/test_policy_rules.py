@@ -252,7 +252,7 @@ def test_a_rule_that_fails_inside_reports_a_violation_naming_the_error():
 
 
 def test_the_exception_tag_names_match_the_programs():
-    from aksgpu.config.types import SECURITY_EXCEPTION, SecurityException
+    from components.vocabulary import SECURITY_EXCEPTION, SecurityException
 
     assert rules.SECURITY_EXCEPTION == SECURITY_EXCEPTION
     assert set(rules.EXCEPTIONS) == {e.value for e in SecurityException}

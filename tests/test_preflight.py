@@ -10,8 +10,8 @@ import pulumi
 import pytest
 import yaml
 
-from aksgpu.kubernetes import preflight
-from aksgpu.kubernetes.kubeconfig import kubelogin_kubeconfig
+from components.kubernetes import preflight
+from components.kubernetes.kubeconfig import kubelogin_kubeconfig
 from offline.mocks import aad_kubeconfig
 from tests.local_http import QuietHandler, base_url, serving
 
@@ -182,8 +182,8 @@ def test_a_served_crd_is_established_and_an_unknown_one_is_not(crd_server):
 
 
 def test_the_stack_waits_for_the_add_on_kinds_it_writes_and_those_its_scenario_needs():
-    from aksgpu.layers.azure import add_on_crds
-    from aksgpu.needs import Needs
+    from program.layers.azure import add_on_crds
+    from program.needs import Needs
     from tests.helpers import load
 
     assert add_on_crds(load({}), Needs(autoscaled=True)) == (

@@ -1,6 +1,6 @@
 """Registry, network and storage: attach, private mode, secure storage defaults."""
 
-from aksgpu.config.types import SECURITY_EXCEPTION
+from components.vocabulary import SECURITY_EXCEPTION
 from offline.mocks import azure_id, guid
 from tests.helpers import render_with
 

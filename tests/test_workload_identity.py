@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from aksgpu.azure import roles
-from aksgpu.identity.workload_identity import CLIENT_ID_ANNOTATION, TOKEN_AUDIENCE
+from components.azure import roles
+from components.identity.workload_identity import CLIENT_ID_ANNOTATION, TOKEN_AUDIENCE
 from offline.mocks import TENANT, azure_id, guid
-from scenarios import REGISTRY
+from stacks import REGISTRY
 from tests.helpers import api_clients, jobset_pods, jobset_templates
 
 UAI = "azure-native:managedidentity:UserAssignedIdentity"

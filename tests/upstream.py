@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from aksgpu.kubernetes import charts
+from components.kubernetes import charts
 
 FIXTURES = Path(__file__).with_name("fixtures")
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+FOLDER = Path(__file__).parent
+"""The dated tables the estimates read (prices, durations, image sizes), which ``python -m ops`` refreshes."""
 
 
 @functools.cache  # read once per process, however many stacks render
@@ -18,3 +22,15 @@ def load_table(path: Path) -> dict[str, Any]:
 def minutes(seconds: float) -> str:
     """Seconds as the estimates print them: ``7.5 min``."""
     return f"{seconds / 60:.1f} min"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One resource on the `pulumi up` schedule: when it starts and finishes, and where its duration comes from."""
+
+    name: str
+    type: str
+    seconds: float
+    source: str
+    start: float
+    finish: float

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from offline.estimates import load_table
 
 if TYPE_CHECKING:
-    from aksgpu.config.schema import StackConfig
     from offline.render import Render
+    from program.config.schema import StackConfig
 
 PRICES = Path(__file__).with_name("prices.yaml")
 VM_PRICES = Path(__file__).with_name("vm_prices.yaml")
@@ -284,6 +284,6 @@ def cost_markdown(render: Render, prices: dict[str, Any] | None = None) -> str:
         lines += ["", f"Idle GPU cost is above zero ({_money(total.idle_gpu)}/h): a GPU pool keeps nodes at min > 0."]
     if not total.complete:
         lines += ["", f"No price in `{cfg.location}` for pool(s) {', '.join(total.unpriced)}: the totals are lower "
-                      f"bounds. Refresh the prices with `python -m offline catalogue --regions {cfg.location}` "
+                      f"bounds. Refresh the prices with `python -m ops catalogue --regions {cfg.location}` "
                       "(docs/capacity.md)."]
     return "\n".join(lines) + "\n"

@@ -18,14 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aksgpu.config.types import GpuDriver
-from aksgpu.images.pull_ahead import COMPONENT as PULL_AHEAD
-from offline.estimates import minutes
+from components.images.pull_ahead import COMPONENT as PULL_AHEAD
+from components.vocabulary import GpuDriver
+from offline.estimates import Step, minutes
 
 if TYPE_CHECKING:
-    from aksgpu.config.schema import GpuPool
-    from offline.estimates.timeline import Step
     from offline.render import Render, Resource
+    from program.config.schema import GpuPool
 
 TARGET_MINUTES = 15.0
 """Every stack's first GPU pod is Ready within this many minutes of `pulumi up`, and so is a new GPU node."""

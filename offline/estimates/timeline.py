@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from offline.estimates import load_table, minutes
+from offline.estimates import Step, load_table, minutes
 from offline.estimates.first_gpu_pod import FirstGpuPod, first_gpu_pod, repository
 from offline.estimates.first_gpu_pod import markdown as first_gpu_pod_markdown
 
@@ -23,16 +22,6 @@ DURATIONS = Path(__file__).with_name("durations.yaml")
 
 def load_durations(path: Path = DURATIONS) -> dict[str, Any]:
     return load_table(path)
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    type: str
-    seconds: float
-    source: str
-    start: float
-    finish: float
 
 
 def _image_row(inputs: Mapping[str, Any], table: Mapping[str, Any]) -> Mapping[str, Any] | None:

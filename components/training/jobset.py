@@ -1,0 +1,150 @@
+"""JobSet (kubernetes-sigs/jobset, pinned in charts.py): the engine that runs one distributed training as a group of
+Jobs, one per node, started together, restarted together when one fails, finished when all succeed.
+
+A run is a ``torchrun`` per node. JobSet gives every pod a stable name under a headless Service, so the first pod
+(``<jobset>-<replicated job>-0-0.<jobset>``) is the rendezvous host, and the pods learn their node rank from the
+Job index JobSet labels them with. With Kueue (which knows JobSets) a run is admitted whole or not at all.
+
+Runs are started on demand: the JobSet manifest is kept in a ConfigMap, and ``submit_command`` creates it, so the
+expensive nodes exist only while a run asks for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi_kubernetes import core
+
+from components.kubernetes import charts, helm
+from components.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, namespace
+
+API_VERSION = "jobset.x-k8s.io/v1alpha2"
+NAMESPACE = "jobset-system"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+"""On each pod: the index of its Job within the replicated job (the node rank of a run)."""
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+RENDEZVOUS_PORT = 29500
+"""torchrun's c10d rendezvous on the first pod."""
+MANIFEST_KEY = "jobset.yaml"
+
+
+def jobset_values() -> dict[str, Any]:
+    """The release image (the chart in git names a staging build), pulled once per node."""
+    return {"image": {"repository": charts.JOBSET_IMAGE, "tag": f"v{charts.JOBSET.version}",
+                      "pullPolicy": "IfNotPresent"}}
+
+
+@dataclass(frozen=True)
+class JobSetControllerArgs:
+    namespace: str = NAMESPACE
+    """Namespace the program creates for the controller."""
+
+
+class JobSetController(pulumi.ComponentResource):
+    """The JobSet controller and its CRD, in its own restricted namespace."""
+
+    release: pulumi.Resource
+
+    def __init__(self, name: str, args: JobSetControllerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:training:JobSetController", name, None, opts)  # frozen: components/__init__.py
+        ns = namespace(f"{name}-ns", args.namespace, RESTRICTED_NAMESPACE_LABELS, self)
+        self.release = helm.release(f"{name}-release", "jobset", charts.JOBSET, ns.metadata["name"], jobset_values(),
+                                    self)
+        self.register_outputs({"release": self.release.id})
+
+
+def rendezvous_host(jobset: str, replicated_job: str) -> str:
+    """The first pod's DNS name: JobSet's pod hostnames under the headless Service named after the JobSet."""
+    return f"{jobset}-{replicated_job}-0-0.{jobset}"
+
+
+def torchrun(jobset: str, replicated_job: str, nodes: int, gpus_per_node: int, script: Sequence[str]) -> list[str]:
+    """``torchrun`` across ``nodes`` pods of ``gpus_per_node`` processes each, rendezvous on the first pod.
+
+    No torchrun restarts: a lost pod fails its Job and JobSet restarts the whole group, every pod then resuming
+    from the newest checkpoint."""
+    return ["torchrun", f"--nnodes={nodes}", f"--nproc-per-node={gpus_per_node}", "--max-restarts=0",
+            "--rdzv-backend=c10d", f"--rdzv-endpoint={rendezvous_host(jobset, replicated_job)}:{RENDEZVOUS_PORT}",
+            f"--rdzv-id={jobset}", *script]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One distributed run: ``nodes`` pods of ``pod`` (each a whole node's GPUs), started and restarted together."""
+
+    name: str
+    """The JobSet's name (and its headless Service's)."""
+    replicated_job: str
+    """The name of its one group of Jobs."""
+    nodes: int
+    pod: Mapping[str, Any]
+    """The pod spec every node's pod runs (its torchrun command included)."""
+    labels: Mapping[str, str]
+    """Labels of the JobSet and its pods (Kueue's queue label among the JobSet's)."""
+    max_restarts: int = 3
+    """Whole-group restarts after a pod fails (a lost node, an evicted pod) before the run fails."""
+    deadline_seconds: int | None = None
+    """Longest a run may take, restarts included."""
+
+
+def jobset_manifest(run: RunSpec, namespace_name: str, queue_labels: Mapping[str, str] | None = None
+                    ) -> dict[str, Any]:
+    pod_labels = dict(run.labels)
+    job = {
+        "parallelism": 1, "completions": 1,
+        # JobSet restarts the group; a Job retrying its own pod would wait alone while the others hang in NCCL.
+        "backoffLimit": 0,
+        **({"activeDeadlineSeconds": run.deadline_seconds} if run.deadline_seconds else {}),
+        "template": {"metadata": {"labels": pod_labels}, "spec": dict(run.pod)},
+    }
+    spec: dict[str, Any] = {
+        "network": {"enableDNSHostnames": True, "subdomain": run.name},
+        "failurePolicy": {"maxRestarts": run.max_restarts},
+        "successPolicy": {"operator": "All"},
+        "replicatedJobs": [{"name": run.replicated_job, "replicas": run.nodes, "template": {"spec": job}}],
+    }
+    return {"apiVersion": API_VERSION, "kind": "JobSet",
+            "metadata": {"name": run.name, "namespace": namespace_name,
+                         "labels": {**run.labels, **(queue_labels or {})}},
+            "spec": spec}
+
+
+@dataclass(frozen=True)
+class RunTemplateArgs:
+    manifest: pulumi.Input[dict[str, Any]]
+    """The JobSet (``jobset_manifest``)."""
+    namespace: str
+    """Its namespace (the ConfigMap's too)."""
+    run_name: str
+    """The JobSet's name."""
+    after: tuple[pulumi.Resource, ...] = ()
+    """What the manifest must be created after and deleted before: its namespace (named as text in it), the
+    JobSet controller, Kueue (whose Workloads the runs made from it hold)."""
+
+
+class RunTemplate(pulumi.ComponentResource):
+    """A JobSet kept as a ConfigMap manifest, created on demand by ``submit_command``."""
+
+    submit_command: str
+    """Deletes the previous run of the name (its checkpoints stay) and creates the JobSet."""
+
+    def __init__(self, name: str, args: RunTemplateArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aksgpu:training:RunTemplate", name, None, opts)  # frozen: components/__init__.py
+        manifest, namespace_name, run_name = args.manifest, args.namespace, args.run_name
+        config_map = f"{run_name}-jobset"
+        core.v1.ConfigMap(
+            f"{name}-manifest",
+            metadata={"name": config_map, "namespace": namespace_name,
+                      "labels": {"app.kubernetes.io/component": "run-template"}},
+            data={MANIFEST_KEY: pulumi.Output.from_input(manifest).apply(
+                lambda m: yaml.safe_dump(m, sort_keys=False))},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)))
+        key = MANIFEST_KEY.replace(".", "\\.")
+        delete = f"kubectl -n {namespace_name} delete jobset {run_name} --ignore-not-found --wait"
+        self.submit_command = (f"{delete} && kubectl -n {namespace_name} get configmap {config_map} "
+                               f"-o jsonpath='{{.data.{key}}}' | kubectl create -f -")
+        self.register_outputs({"submit_command": self.submit_command})

@@ -1,0 +1,101 @@
+"""python -m ops COMMAND: what asks Azure, a cluster or PyPI, or decides for the workflows (which stacks, which
+runner, what a push deploys, what a destroy left). Each command's help says what it asks; the offline tools are
+``python -m offline``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from offline.cli import Command, dispatch, no_arguments, stack_argument
+from program.config.keys import PROJECT
+
+
+def _subscription_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--subscription", help="default: AZURE_SUBSCRIPTION_ID or ARM_SUBSCRIPTION_ID")
+
+
+def _capacity_arguments(p: argparse.ArgumentParser) -> None:
+    stack_argument(p)
+    _subscription_argument(p)
+    p.add_argument("--markdown", type=Path, help="append the summary table to this file (the workflows' "
+                   "$GITHUB_STEP_SUMMARY)")
+    p.add_argument("--fail-on", choices=("no-fit", "min-only", "never"),
+                   help="exit 1 from this verdict on, else 0 (the workflows: no-fit)")
+    p.add_argument("--comment", type=Path, help="write the table to this file only when a pool does not fit in full "
+                   "(the pull request's comment)")
+
+
+def _catalogue_arguments(p: argparse.ArgumentParser) -> None:
+    _subscription_argument(p)
+    p.add_argument("--regions", help="comma-separated regions to price (default: the stack files' regions and "
+                   "ops.catalogue.DEFAULT_REGIONS)")
+    p.add_argument("--no-prices", action="store_true", help="the catalogue only")
+
+
+def _ci_setup_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repo", required=True, help="the GitHub repository, OWNER/NAME")
+    p.add_argument("--ids", help="OWNER_ID/REPO_ID: subjects in the immutable form of repositories created after "
+                   "2026-06-18")
+    p.add_argument("--state-account", help="the state backend's storage account")
+    p.add_argument("--key-vault", help="the secrets provider's Key Vault")
+
+
+def _leftovers_arguments(p: argparse.ArgumentParser) -> None:
+    stack_argument(p)
+    p.add_argument("--retain", action="store_true", help="mark the group kept for protected data lifetime: retained")
+
+
+def _preview_guard_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("preview", type=Path, help="the preview's JSON file")
+    p.add_argument("--allow", action="store_true", help="report, but exit 0 (label allow-replace)")
+
+
+COMMANDS = {
+    # Azure, with Microsoft's SDK (make install-azure; az login or the workflows' OIDC)
+    "capacity": Command("can the stack's pools get their VMs: quota, sizes offered in its region and zones, spot "
+                        "placement scores, one line per pool with the fix (asks Azure); exit code 0 fits, 1 fits at "
+                        "min only, 2 does not fit, 3 not checked", _capacity_arguments,
+                        "ops.capacity:capacity_command"),
+    "catalogue": Command("refresh the GPU catalogue (Resource SKUs: sizes, quota families, regions, zones, spot) and "
+                         "the VM prices (Retail Prices API) into their committed files (asks Azure)",
+                         _catalogue_arguments, "ops.catalogue:catalogue_command"),
+    "leftovers": Command("what of a destroyed stack is still in Azure, but its protected data (needs az)",
+                         _leftovers_arguments, "ops.lifecycle:leftovers_command"),
+    "drain-jobs": Command("before a destroy: delete the Jobs in the stack's namespace, so Kueue lets its queue go "
+                          "(needs pulumi and kubectl)", stack_argument, "ops.lifecycle:drain_jobs_command"),
+    "image-sizes": Command("measure the GPU images' locked wheels on PyPI (asks pypi.org) into "
+                           "offline/estimates/image_sizes.json, which the first-GPU-pod estimate cites",
+                           no_arguments, "ops.image_sizes:image_sizes_command"),
+    # The workflows' decisions, from the stack files and what they pipe in
+    "stacks": Command("the project's stacks as a JSON list",
+                      lambda p: p.add_argument("--check", metavar="NAME", help="exit 2 unless NAME is a stack"),
+                      "ops.runners:stacks_command"),
+    "matrix": Command("a workflow job matrix {include: [{stack, runner}]} (private stacks: their own runner)",
+                      lambda p: p.add_argument("stacks", nargs="*", help="stack names, or one JSON list of them"),
+                      "ops.runners:matrix_command"),
+    "lifetime": Command("print the stack's lifetime: demo or long-lived", stack_argument,
+                        "ops.lifecycle:lifetime_command"),
+    "push-targets": Command("of the changed stacks (a JSON list), those a push deploys: live or long-lived ones, "
+                            "from `az group list` JSON on stdin",
+                            lambda p: p.add_argument("stacks", help="the changed stacks, a JSON list"),
+                            "ops.lifecycle:push_targets_command"),
+    "expired-stacks": Command("demo stacks past their expiry, from `az group list` JSON on stdin",
+                              lambda p: p.add_argument("--project", default=PROJECT, help="Pulumi project name"),
+                              "ops.lifecycle:expired_stacks_command"),
+    "preview-guard": Command("fail on a `pulumi preview --json` that replaces the cluster or data storage",
+                             _preview_guard_arguments, "ops.preview_guard:preview_guard_command"),
+    "ci-setup": Command("print the Azure setup the workflows need (federated credentials from the workflows, "
+                        "roles, resource providers, repository variables) as a script to review and run",
+                        _ci_setup_arguments, "ops.ci_setup:ci_setup_command"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return dispatch("python -m ops", "What asks Azure, a cluster or PyPI, or decides for the workflows.", COMMANDS,
+                    argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

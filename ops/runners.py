@@ -1,0 +1,55 @@
+"""Which GitHub Actions runner previews, deploys and destroys each stack.
+
+Hosted runners cannot resolve or reach a private API server (AKS private-clusters: the private DNS zone is linked
+only to the cluster's VNet), so a private stack runs on its self-hosted runner (config ``ciRunner``) and never on
+a hosted one; a private stack without a runner is left out, with a warning, rather than failing every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from offline.cli import error, unknown_stack
+from offline.stack_files import stack_config, stack_files
+
+HOSTED = "ubuntu-24.04"
+
+
+def runner(stack: str) -> list[str] | str | None:
+    """``runs-on`` for the stack: its self-hosted label, the hosted runner, or None when it has none it can use."""
+    cfg = stack_config(stack)
+    if cfg.ci_runner:
+        return ["self-hosted", cfg.ci_runner]
+    return None if cfg.cluster.private else HOSTED
+
+
+def matrix(stacks: list[str]) -> dict[str, Any]:
+    """A job matrix of ``{stack, runner}``; private stacks without a runner are left out with a warning."""
+    include = []
+    for stack in stacks:
+        runs_on = runner(stack)
+        if runs_on is None:
+            print(f"::warning::stack {stack} has a private API server and no ciRunner: hosted runners cannot reach "
+                  "it, so its workflow jobs are skipped (docs/deploying.md: Private clusters)", file=sys.stderr)
+            continue
+        include.append({"stack": stack, "runner": runs_on})
+    return {"include": include}
+
+
+def stacks_command(args: argparse.Namespace) -> int:
+    if args.check is not None:
+        return 0 if args.check in stack_files() else error(
+            f"no stack {args.check!r}; stacks: {', '.join(stack_files())}")
+    print(json.dumps(sorted(stack_files())))
+    return 0
+
+
+def matrix_command(args: argparse.Namespace) -> int:
+    names = [n for arg in args.stacks for n in (json.loads(arg) if arg.startswith("[") else [arg])]
+    if problems := [p for n in names if (p := unknown_stack(n))]:
+        return error(problems[0])
+    print(json.dumps(matrix(names)))
+    return 0

@@ -1,0 +1,7 @@
+"""The namespace of every config key: the Pulumi project's name (``Pulumi.yaml``), which is also the first part of
+every URN, so it never changes."""
+
+PROJECT = "aksgpu"
+"""The Pulumi project name, and the namespace of every config key."""
+KEY_PREFIX = f"{PROJECT}:"
+"""What every key of a stack file starts with: ``aksgpu:gpuPools``."""

@@ -1,0 +1,130 @@
+"""The batch-inference scenario: a CronJob that fires on its schedule, queued, on the pool that scales from zero,
+with its own identity; and the batch script on the CPU (answers, skips what is answered, survives a killed run)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from program.config.errors import ConfigError
+from stacks.batch_inference.deploy import DOWNLOAD_ANSWERS, RUN_NOW, UPLOAD_MODEL, UPLOAD_REQUESTS
+from tests.docker_modules import import_from
+from tests.helpers import load, pod_spec, stack_config_of
+from tests.test_kueue import QUEUE_LABEL
+from tests.test_network_policies import PUBLIC, allowed
+from tests.test_workload_identity import data_identities
+
+STACK = "batch-inference"
+CRONJOB = "kubernetes:batch/v1:CronJob"
+train = import_from("jobs", "train")
+batch = import_from("jobs", "batch_predict")
+digits = import_from("jobs", "digits")
+
+
+@pytest.fixture(scope="module")
+def r(render_of):
+    return render_of(STACK)
+
+
+def test_the_run_fires_on_its_schedule_in_its_time_zone_and_never_overlaps(r):
+    cron = r.named("batch-cronjob", CRONJOB).revealed["spec"]
+    assert (cron["schedule"], cron["timeZone"], cron["suspend"]) == ("0 2 * * *", "Etc/UTC", False)
+    assert cron["concurrencyPolicy"] == "Forbid" and cron["startingDeadlineSeconds"] > 0
+
+
+def test_the_run_is_queued_on_the_pool_that_scales_from_zero_with_one_gpu(r):
+    cron = r.named("batch-cronjob", CRONJOB)
+    job = cron.revealed["spec"]["jobTemplate"]
+    assert job["metadata"]["labels"][QUEUE_LABEL] == "gpu-jobs"
+    assert "kueue-release" in cron.depends_on or "kueue" in cron.depends_on
+    pod = pod_spec(cron.revealed)
+    assert pod["nodeSelector"] == {"kubernetes.azure.com/agentpool": "t4"} and r.cfg.gpu_pool("t4").min_count == 0
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    assert {"action": "FailJob", "onExitCodes": {"containerName": "batch-predict", "operator": "In",
+                                                 "values": [batch.NO_MODEL_EXIT_CODE]}} in rules
+
+
+def test_the_run_reads_requests_and_models_and_writes_only_answers_as_its_own_identity(r):
+    pod = pod_spec(r.named("batch-cronjob", CRONJOB).revealed)
+    assert pod["serviceAccountName"] == "batch" and data_identities(r) == {"id-batch-inference-batch"}
+    volumes = {v["name"]: v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    assert volumes["requests"]["readOnly"] and volumes["models"]["readOnly"] and not volumes["answers"].get("readOnly")
+    # Blobs are mounted by the node's CSI plugin: the run itself calls nothing.
+    assert not allowed(r, "batch-predict", PUBLIC, 443)
+
+
+def test_outputs_run_now_and_move_requests_models_and_answers(r):
+    out = r.outputs
+    assert "create job --from=cronjob/batch-predict" in out[RUN_NOW]
+    assert "--destination requests --source ./requests" in out[UPLOAD_REQUESTS]
+    assert "--destination models --source ./checkpoints" in out[UPLOAD_MODEL]
+    assert "download-batch" in out[DOWNLOAD_ANSWERS] and "--source answers --destination ./answers" in \
+        out[DOWNLOAD_ANSWERS]
+
+
+@pytest.mark.parametrize("change, key, text", [
+    ({"batch": {"schedule": "every night"}}, "aksgpu:batch.schedule", "must be a cron schedule of 5 fields"),
+    ({"batch": {"timeZone": "Paris time"}}, "aksgpu:batch.timeZone", "IANA time zone"),
+    ({"batch": {"pool": "a100"}}, "aksgpu:batch.pool", "must name a GPU pool of this stack: t4"),
+    ({"gpuPools": [{"name": "t4", "minCount": 1}]}, "aksgpu:gpuPools", "scales from 0"),
+    ({"storage": {"accounts": [{"role": "input"}, {"role": "output"}]}}, "aksgpu:storage.accounts",
+     "reads requests and models from the input account"),
+])
+def test_a_schedule_pool_or_storage_the_run_cannot_use_is_one_line(change, key, text):
+    with pytest.raises(ConfigError) as e:
+        load({**stack_config_of(STACK), **change})
+    assert [p.key for p in e.value.problems] == [key] and text in str(e.value)
+
+
+# The script, on the CPU -------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("models")
+    train.train(train.parse_args(["--checkpoints", str(folder), "--steps", "80", "--checkpoint-every", "40",
+                                  "--batch-size", "64", "--data", "synthetic", "--device", "cpu"]))
+    return folder
+
+
+def write_requests(folder, count):
+    images, labels = digits.synthetic_digits(seed=0, size=8 * count)
+    for i in range(count):
+        (folder / f"night/{i}.json").parent.mkdir(parents=True, exist_ok=True)
+        (folder / f"night/{i}.json").write_text(json.dumps({"images": images[8 * i:8 * i + 8].squeeze(1).tolist()}))
+    return labels
+
+
+def test_every_request_gets_answers_from_the_newest_checkpoint_and_a_rerun_skips_them(tmp_path, models):
+    requests, answers = tmp_path / "requests", tmp_path / "answers"
+    labels = write_requests(requests, 3)
+    (requests / "night/bad.json").write_text("{not json")
+    summary = batch.run(requests, models, answers, batch.torch.device("cpu"))
+    assert (summary["pending"], summary["answered"], summary["refused"], summary["step"]) == (4, 3, 1, 80)
+    first = json.loads((answers / "night/0.json.answers.json").read_text())
+    assert first["step"] == 80 and len(first["predictions"]) == 8
+    right = sum(p["label"] == int(want) for p, want in zip(first["predictions"], labels[:8], strict=True))
+    assert right >= 6
+    assert "not valid JSON" in json.loads((answers / "night/bad.json.answers.json").read_text())["error"]
+    assert batch.run(requests, models, answers, batch.torch.device("cpu"))["pending"] == 0
+
+
+def test_a_killed_runs_half_written_answer_is_cleared_and_written_again(tmp_path, models):
+    requests, answers = tmp_path / "requests", tmp_path / "answers"
+    write_requests(requests, 1)
+    partial = answers / "night/.0.json.answers.json.tmp-node-42"
+    partial.parent.mkdir(parents=True)
+    partial.write_text('{"half')
+    summary = batch.run(requests, models, answers, batch.torch.device("cpu"))
+    assert summary["cleaned_partials"] == 1 and summary["answered"] == 1 and not partial.exists()
+
+
+def test_without_a_checkpoint_the_run_stops_with_the_code_the_job_does_not_retry(tmp_path, capsys):
+    write_requests(tmp_path / "requests", 1)
+    with pytest.raises(SystemExit) as e:
+        batch.main(["--requests", str(tmp_path / "requests"), "--models", str(tmp_path / "none"),
+                    "--answers", str(tmp_path / "answers"), "--device", "cpu"])
+    assert e.value.code == batch.NO_MODEL_EXIT_CODE and "uploadModel" in capsys.readouterr().err
+    assert batch.main(["--requests", str(tmp_path / "empty"), "--models", str(tmp_path / "none"),
+                       "--answers", str(tmp_path / "answers"), "--device", "cpu"])["pending"] == 0
