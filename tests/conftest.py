@@ -1,16 +1,17 @@
-"""Shared fixtures: every stack rendered once per test session (a typed resource costs ~100 ms under mocks)."""
+"""Shared fixtures: every stack rendered once per test session, whatever the number of pytest-xdist workers."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pickle
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from offline.render import Render, render_stack
-from offline.stack_files import stack_files
-
-STACKS = sorted(stack_files())
+from tests.helpers import STACKS
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # One CPU thread per worker for torch's CPU tests: workers already use every core, and torch's own thread
@@ -21,19 +22,36 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 _RENDERS: dict[str, Render] = {}
 
 
-def _render_once(stack: str) -> Render:
-    """Each stack is rendered at most once per test process, and only when a test asks for it: with
-    pytest-xdist every worker renders just the stacks its tests use."""
+def _render_once(stack: str, shared: Path) -> Render:
+    """Each stack is rendered at most once per test run, and only when a test asks for it: the first worker to need
+    it renders it into ``shared`` (the run's temporary folder, common to pytest-xdist's workers), the others read it
+    from there."""
     if stack not in _RENDERS:
-        _RENDERS[stack] = render_stack(stack)
+        with (shared / f"{stack}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            kept = shared / f"{stack}.pickle"
+            if kept.exists():
+                _RENDERS[stack] = pickle.loads(kept.read_bytes())
+            else:
+                _RENDERS[stack] = render_stack(stack)
+                kept.write_bytes(pickle.dumps(_RENDERS[stack]))
     return _RENDERS[stack]
 
 
 @pytest.fixture(scope="session")
-def render_of() -> Callable[[str], Render]:
-    return _render_once
+def shared_renders(tmp_path_factory) -> Path:
+    """The folder the run's workers share renders in (pytest keeps and prunes its temporary folders)."""
+    root = tmp_path_factory.getbasetemp()
+    folder = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "renders"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="session")
-def renders() -> dict[str, Render]:
-    return {stack: _render_once(stack) for stack in STACKS}
+def render_of(shared_renders) -> Callable[[str], Render]:
+    return lambda stack: _render_once(stack, shared_renders)
+
+
+@pytest.fixture(scope="session")
+def renders(render_of) -> dict[str, Render]:
+    return {stack: render_of(stack) for stack in STACKS}

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import ipaddress
+import subprocess
+from dataclasses import dataclass
 from typing import Any
 
 from offline.mocks import SUBSCRIPTION
 from offline.render import Render, render_namespace
+from offline.report import is_manifest, manifest
 from offline.stack_files import project_defaults, stack_files, stack_namespace
 
+STACKS = sorted(stack_files())
+"""Every committed stack, by name: the parameter of each per-stack test, so a failure names its stack."""
 API_SERVER_KEYS = ("private", "authorizedIpRanges", "openApiServer")
 
 
@@ -79,3 +85,185 @@ def jobset_templates(render: Render) -> dict[str, dict[str, Any]]:
 def jobset_pods(jobset: dict[str, Any]) -> list[dict[str, Any]]:
     """The pod template of each replicated job of a JobSet."""
     return [rj["template"]["spec"]["template"] for rj in jobset["spec"]["replicatedJobs"]]
+
+
+def command(package: str, *args: object, input: str = "", env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess:
+    """``python -m PACKAGE ARGS`` run in this process (a process per call cost two seconds of imports each): its
+    exit status, stdout and stderr, with ``input`` on stdin and ``env`` as the whole environment. The entry points
+    themselves run as processes once (tests/test_workflows.py, tests/test_render.py)."""
+    import contextlib
+    import importlib
+    import io
+    import os
+    import sys
+    from unittest import mock
+
+    main = importlib.import_module(f"{package}.__main__").main
+    out, err = io.StringIO(), io.StringIO()
+    with (mock.patch.dict(os.environ, env if env is not None else {}, clear=env is not None),
+          mock.patch.object(sys, "stdin", io.StringIO(input)),
+          contextlib.redirect_stdout(out), contextlib.redirect_stderr(err)):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exit_:  # argparse refusing an argument
+            code = exit_.code
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+# NetworkPolicies evaluated the way Kubernetes does: a pod no policy selects for a direction is open; otherwise some
+# selecting policy's rule must match the peer and the port. Tests ask about traffic instead of restating policies.
+
+POD_WORKLOADS = {"Job", "CronJob", "Deployment", "DaemonSet"}
+KUBE_DNS = ("kube-system", {"k8s-app": "kube-dns"})
+IMDS = "169.254.169.254"
+PUBLIC = "203.0.113.10"
+VNET = "10.20.4.4"
+
+
+@dataclass(frozen=True)
+class Pod:
+    namespace: str
+    labels: dict
+    ports: dict
+    """Named container ports → numbers."""
+
+
+def manifests_of(render, kind: str) -> list[dict[str, Any]]:
+    """The manifests of one kind in a render."""
+    return [manifest(r) for r in render.resources if is_manifest(r) and manifest(r)["kind"] == kind]
+
+
+def pods(render) -> dict[str, Pod]:
+    found = {}
+    for kind in POD_WORKLOADS:
+        for obj in manifests_of(render, kind):
+            spec = obj["spec"]["jobTemplate"]["spec"] if kind == "CronJob" else obj["spec"]
+            template = spec["template"]
+            ports = {p["name"]: p["containerPort"] for c in template["spec"]["containers"] for p in c.get("ports", [])
+                     if "name" in p}
+            found[obj["metadata"]["name"]] = Pod(obj["metadata"]["namespace"], template["metadata"]["labels"], ports)
+    for name, jobset in jobset_templates(render).items():
+        for template in jobset_pods(jobset):
+            found[name] = Pod(jobset["metadata"]["namespace"], template["metadata"]["labels"], {})
+    return found
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def _port_matches(rule_ports, port: int, protocol: str, target: Pod | None) -> bool:
+    if not rule_ports:
+        return True
+    for p in rule_ports:
+        number = p.get("port")
+        if isinstance(number, str):
+            number = (target.ports if target else {}).get(number)
+        if p.get("protocol", "TCP") == protocol and (number is None or number == port):
+            return True
+    return False
+
+
+def _peer_matches(peer: dict, policy_namespace: str, other) -> bool:
+    if "ipBlock" in peer:
+        if not isinstance(other, str):
+            return False
+        address = ipaddress.ip_address(other)
+        block = peer["ipBlock"]
+        return address in ipaddress.ip_network(block["cidr"]) and not any(
+            address in ipaddress.ip_network(e) for e in block.get("except", []))
+    if isinstance(other, str):
+        return False
+    namespace, labels = other
+    if "namespaceSelector" in peer:
+        if not _selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": namespace}):
+            return False
+    elif namespace != policy_namespace:
+        return False
+    return _selects(peer.get("podSelector", {}), labels)
+
+
+def direction_allows(policies, pod: Pod, direction: str, other, port: int, protocol: str, target: Pod | None):
+    selecting = [p for p in policies if p["metadata"]["namespace"] == pod.namespace
+                 and _selects(p["spec"]["podSelector"], pod.labels)
+                 and direction in p["spec"].get("policyTypes", ["Ingress"])]
+    if not selecting:
+        return True
+    key, peers_key = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
+    for policy in selecting:
+        for rule in policy["spec"].get(key, []):
+            peers = rule.get(peers_key)
+            if (peers is None or any(_peer_matches(peer, pod.namespace, other) for peer in peers)) and \
+                    _port_matches(rule.get("ports"), port, protocol, target):
+                return True
+    return False
+
+
+def allowed(render, source, destination, port: int, protocol: str = "TCP") -> bool:
+    """Whether ``source`` (a workload name, or an IP outside the cluster) may reach ``destination`` (a workload
+    name, an IP, or ``KUBE_DNS``) on ``port``."""
+    policies = manifests_of(render, "NetworkPolicy")
+    workloads = pods(render)
+    src = workloads.get(source) if isinstance(source, str) else None
+    dst = workloads.get(destination) if isinstance(destination, str) else None
+    src_peer = (src.namespace, src.labels) if src else source
+    dst_peer = (dst.namespace, dst.labels) if dst else destination
+    if src and not direction_allows(policies, src, "Egress", dst_peer, port, protocol, dst):
+        return False
+    return not dst or direction_allows(policies, dst, "Ingress", src_peer, port, protocol, dst)
+
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""The label that puts a Job in a Kueue LocalQueue."""
+
+
+def gpu_jobs(render) -> dict[str, tuple[dict, dict]]:
+    """Every GPU Job and Job template: name -> (the Job's metadata, its pod spec)."""
+    found = {}
+    for r in render.resources:
+        if r.type == "kubernetes:batch/v1:Job":
+            job = manifest(r)
+            meta, spec = job["metadata"], job["spec"]
+        elif r.type == "kubernetes:batch/v1:CronJob":
+            cron = manifest(r)
+            meta, spec = cron["spec"]["jobTemplate"]["metadata"], cron["spec"]["jobTemplate"]["spec"]
+            meta = {**meta, "name": cron["metadata"]["name"], "namespace": cron["metadata"]["namespace"]}
+        else:
+            continue
+        pod = spec["template"]["spec"]
+        if any("nvidia.com/gpu" in c["resources"].get("limits", {}) for c in pod["containers"]):
+            found[meta["name"]] = (meta, spec)
+    for name, jobset in jobset_templates(render).items():  # a JobSet is queued as a whole, with its label
+        for replicated in jobset["spec"]["replicatedJobs"]:
+            found[name] = (jobset["metadata"], replicated["template"]["spec"])
+    return found
+
+
+def data_identities(render) -> set[str]:
+    """Names of the workload identities that touch data (KEDA's reads metrics, test_autoscaling.py)."""
+    return {u.inputs["resourceName"] for u in render.of_type("azure-native:managedidentity:UserAssignedIdentity")
+            if u.name != "identity-keda-identity"}
+
+
+def pod_templates(render):
+    """(workload kind and name, pod spec) of every Deployment, Job and Job template."""
+    for r in render.resources:
+        kind = r.type.rsplit(":", 1)[-1]
+        if kind in ("Deployment", "Job", "CronJob"):
+            spec = r.revealed["spec"]
+            spec = spec["jobTemplate"]["spec"] if kind == "CronJob" else spec
+            yield f"{kind}/{r.revealed['metadata']['name']}", spec["template"]["spec"]
+    for name, jobset in jobset_templates(render).items():
+        for template in jobset_pods(jobset):
+            yield f"JobSet/{name}", template["spec"]
+
+
+DEPLOYMENT, JOB, CRONJOB, SERVICE = ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job",
+                                     "kubernetes:batch/v1:CronJob", "kubernetes:core/v1:Service")
+"""Resource types the scenario tests look for."""
+
+
+def gpus(pod: dict[str, Any]) -> int:
+    """``nvidia.com/gpu`` a pod spec's containers ask for."""
+    return sum(int(c["resources"]["limits"].get("nvidia.com/gpu", 0)) for c in pod["containers"])

@@ -149,3 +149,15 @@ def test_the_private_sdk_internals_are_used_in_two_modules_only_and_still_exist(
             users = {p.relative_to(REPO_ROOT).as_posix() for p in modules().values()
                      if f"{name}(" in p.read_text() or f".{name}." in p.read_text() or f" {name}," in p.read_text()}
             assert users <= {"program/sdk.py", "offline/runtime.py"} and users, (name, users)
+
+
+def test_no_test_module_imports_another():
+    """Shared test code lives in tests/helpers.py (and fixtures in conftest.py), never in a test module."""
+    for path in [*(REPO_ROOT / "tests").rglob("test_*.py"), *(REPO_ROOT / "stacks").rglob("test_*.py")]:
+        assert not [i for i in imports(path) if i.split(".")[-1].startswith("test_")], path.relative_to(REPO_ROOT)
+
+
+def test_a_stack_stands_on_the_platform_never_on_its_azure_layer():
+    """Images, pools, queues and logs come through ``Platform``'s own doors, so the wiring exists once."""
+    for module, path in under("stacks"):
+        assert "platform.azure" not in path.read_text(), module

@@ -14,7 +14,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 
 from offline.mocks import AzureMocks
 from tests.azure_models import ARM_TYPES, NO_PUBLISHED_MODEL, Report, check_resource
-from tests.helpers import render_with, stack_config_of
+from tests.helpers import STACKS, render_with, stack_config_of
 
 VARIANTS = {
     "local-build-internal-function": dict(scenario="function-gpu", build={"mode": "local"},
@@ -45,20 +45,20 @@ def azure(render):
     return [r for r in render.resources if r.type.startswith("azure-native:")]
 
 
-def test_every_azure_type_the_program_sends_has_its_arm_model(render_of, renders):
-    for stack in renders:
-        for r in azure(render_of(stack)):
-            assert r.type in ARM_TYPES or r.type in NO_PUBLISHED_MODEL, r.type
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_azure_type_the_program_sends_has_its_arm_model(stack, render_of):
+    for r in azure(render_of(stack)):
+        assert r.type in ARM_TYPES or r.type in NO_PUBLISHED_MODEL, r.type
 
 
-def test_every_azure_input_is_valid_for_the_api_version_sent(render_of, renders):
-    for stack in renders:
-        report = Report()
-        for r in azure(render_of(stack)):
-            if r.type in ARM_TYPES:
-                check_resource(r.type, r.name, r.revealed, report)
-        assert report.violations == []
-        assert report.values > 100 and report.enums > 20
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_azure_input_is_valid_for_the_api_version_sent(stack, render_of):
+    report = Report()
+    for r in azure(render_of(stack)):
+        if r.type in ARM_TYPES:
+            check_resource(r.type, r.name, r.revealed, report)
+    assert report.violations == []
+    assert report.values > 100 and report.enums > 20
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -70,14 +70,14 @@ def test_config_variants_send_valid_inputs_too(variants, variant):
     assert report.violations == []
 
 
-def test_the_mocks_answer_with_what_azure_answers(render_of, renders):
-    for stack in renders:
-        report, mocks = Report(), AzureMocks(stack)
-        for r in azure(render_of(stack)):
-            if r.type in ARM_TYPES:
-                _, outputs = mocks.new_resource(MockResourceArgs(r.type, r.name, r.revealed, "", "", True))
-                check_resource(r.type, r.name, outputs, report, response=True)
-        assert report.violations == []
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_mocks_answer_with_what_azure_answers(stack, render_of):
+    report, mocks = Report(), AzureMocks(stack)
+    for r in azure(render_of(stack)):
+        if r.type in ARM_TYPES:
+            _, outputs = mocks.new_resource(MockResourceArgs(r.type, r.name, r.revealed, "", "", True))
+            check_resource(r.type, r.name, outputs, report, response=True)
+    assert report.violations == []
 
 
 def _inputs(render, typ):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 
 from offline.mocks import azure_id
 from offline.stack_files import REPO_ROOT, stack_files
 from ops.ci_setup import RESOURCE_PROVIDERS, load_workflows, subject_repo, subjects
+from tests.helpers import command
 from tests.tools import venv_tool
 
 WORKFLOWS = load_workflows(REPO_ROOT / ".github" / "workflows")
@@ -57,9 +57,7 @@ def test_every_namespace_a_stack_creates_resources_in_is_registered(render_of, r
 
 def test_the_setup_is_a_valid_script_with_roles_that_create_and_assign():
     """Round-3 audit #15: User Access Administrator alone creates nothing; the program makes its own groups."""
-    result = subprocess.run([sys.executable, "-m", "ops", "ci-setup", "--repo", "acme/infra",
-                             "--state-account", "stacme", "--key-vault", "kv-acme"],
-                            capture_output=True, text=True, cwd=REPO_ROOT)
+    result = command("ops", "ci-setup", "--repo", "acme/infra", "--state-account", "stacme", "--key-vault", "kv-acme")
     assert result.returncode == 0, result.stderr
     text = result.stdout
     lint = subprocess.run([venv_tool("shellcheck"), "--shell=bash", "-"], input=text, capture_output=True, text=True)

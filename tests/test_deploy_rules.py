@@ -1,3 +1,4 @@
+
 """What a real `pulumi up`, preview and destroy need that mocks cannot show, checked on every render.
 
 Each test names its source: the finding of the deploy audit it guards and the Azure or Kubernetes doc behind it.
@@ -8,6 +9,8 @@ from __future__ import annotations
 import inspect
 import re
 
+import pytest
+
 from components.azure import roles
 from components.azure.node_pools import FIXED_AT_CREATION
 from components.gpu.operator import AKS_NVIDIA_RUNTIME
@@ -16,7 +19,7 @@ from offline.mocks import DEPLOYER_OBJECT_ID
 from offline.report import is_manifest
 from program.config.schema import SYSTEM_POOL_DEFAULTS
 from program.pipeline import deploy
-from tests.helpers import pod_spec, render_with, stack_config_of
+from tests.helpers import STACKS, pod_spec, render_with, stack_config_of
 
 ROLE = "azure-native:authorization:RoleAssignment"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -31,12 +34,12 @@ def workloads(render):
     return [r for r in render.resources if is_manifest(r) and r.inputs.get("kind") in WORKLOAD_KINDS]
 
 
-def test_a_blob_upload_waits_for_its_container(render_of, renders):
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_blob_upload_waits_for_its_container(stack, render_of):
     """Audit #2: a blob that names its container by a literal may upload before the container exists."""
-    for stack in renders:
-        for blob in render_of(stack).of_type("azure-native:storage:Blob"):
-            account = blob.depends_on[0].rsplit("-account", 1)[0]
-            assert f"{account}-{blob.inputs['containerName']}" in blob.depends_on, blob.name
+    for blob in render_of(stack).of_type("azure-native:storage:Blob"):
+        account = blob.depends_on[0].rsplit("-account", 1)[0]
+        assert f"{account}-{blob.inputs['containerName']}" in blob.depends_on, blob.name
 
 
 def test_private_registries_build_where_the_registry_is_reachable(render_of):
@@ -65,25 +68,25 @@ VNET_WRITES = ("azure-native:network:Subnet", "azure-native:network:PrivateEndpo
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 
 
-def test_aks_takes_over_the_vnet_after_every_other_write_to_it(render_of, renders):
+@pytest.mark.parametrize("stack", STACKS)
+def test_aks_takes_over_the_vnet_after_every_other_write_to_it(stack, render_of):
     """Round-3 audit #6: AKS fails to set VNet ownership while another operation updates the VNet
     (Azure/AKS#4522 "SetVNetOwnershipFailed ... VirtualNetworkNotInSucceededState"; hashicorp/terraform-provider-azurerm
     #32682 serialises on the VNet for the same reason)."""
-    for stack in renders:
-        r = render_of(stack)
-        before_cluster = r.upstream("aks-aks")
-        for write in (w for t in VNET_WRITES for w in r.of_type(t)):
-            assert write.name in before_cluster, (stack, write.name)
+    r = render_of(stack)
+    before_cluster = r.upstream("aks-aks")
+    for write in (w for t in VNET_WRITES for w in r.of_type(t)):
+        assert write.name in before_cluster, (stack, write.name)
 
 
-def test_node_pools_are_created_one_at_a_time(render_of, renders):
+@pytest.mark.parametrize("stack", STACKS)
+def test_node_pools_are_created_one_at_a_time(stack, render_of):
     """Round-3 audit #6: AKS refuses a pool operation while another runs (cilium/cilium#25944 "OperationNotAllowed
     ... Another agentpool operation ... is in progress") and pools racing for one VNet fail (Azure/AKS#4522)."""
-    for stack in renders:
-        pools = [p.name for p in render_of(stack).of_type(AGENT_POOL)]
-        upstream = {p: render_of(stack).upstream(p) for p in pools}
-        # A chain: one pool waits for no other, the next for one, the next for two...
-        assert sorted(len(set(pools) & upstream[p]) for p in pools) == list(range(len(pools))), stack
+    pools = [p.name for p in render_of(stack).of_type(AGENT_POOL)]
+    upstream = {p: render_of(stack).upstream(p) for p in pools}
+    # A chain: one pool waits for no other, the next for one, the next for two...
+    assert sorted(len(set(pools) & upstream[p]) for p in pools) == list(range(len(pools))), stack
 
 
 def test_a_load_balancer_service_waits_for_the_control_planes_subnet_role(render_of, renders):
@@ -133,15 +136,15 @@ def test_pool_settings_aks_fixes_at_creation_replace_the_pool():
             {"vmSize", "gpuProfile", "scaleSetPriority", "spotMaxPrice", "gpuInstanceProfile"}
 
 
-def test_workloads_that_pull_from_the_registry_wait_for_the_pull_grant(render_of, renders):
+@pytest.mark.parametrize("stack", STACKS)
+def test_workloads_that_pull_from_the_registry_wait_for_the_pull_grant(stack, render_of):
     """Audit #15: the kubelet's AcrPull assignment propagates after it exists; pulls before it get 401."""
-    for stack in renders:
-        r = render_of(stack)
-        if r.cfg.registry.enabled:
-            login = f"{r.cfg.registry_name}.azurecr.io/"
-            for w in workloads(r):
-                if any(c["image"].startswith(login) for c in pod_spec(w.revealed)["containers"]):
-                    assert "aks-acrpull" in w.depends_on, w.name
+    r = render_of(stack)
+    if r.cfg.registry.enabled:
+        login = f"{r.cfg.registry_name}.azurecr.io/"
+        for w in workloads(r):
+            if any(c["image"].startswith(login) for c in pod_spec(w.revealed)["containers"]):
+                assert "aks-acrpull" in w.depends_on, w.name
 
 
 def test_the_default_system_pool_is_two_nodes_of_four_vcpus():
@@ -251,15 +254,15 @@ def test_a_failed_smoke_job_is_replaced_by_the_next_up_and_never_deleted_behind_
         assert "ttlSecondsAfterFinished" not in job.inputs["spec"]
 
 
-def test_every_job_has_a_pod_failure_policy_that_ignores_disruptions(render_of, renders):
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_job_has_a_pod_failure_policy_that_ignores_disruptions(stack, render_of):
     """README claim; spot evictions must not use up backoffLimit (k8s Job pod failure policy)."""
-    for stack in renders:
-        for w in workloads(render_of(stack)):
-            spec = w.revealed["spec"]
-            job = spec["jobTemplate"]["spec"] if "jobTemplate" in spec else spec if w.inputs["kind"] == "Job" else None
-            if job is not None:
-                ignored = {"type": "DisruptionTarget", "status": "True"}
-                assert {"action": "Ignore", "onPodConditions": [ignored]} in job["podFailurePolicy"]["rules"]
+    for w in workloads(render_of(stack)):
+        spec = w.revealed["spec"]
+        job = spec["jobTemplate"]["spec"] if "jobTemplate" in spec else spec if w.inputs["kind"] == "Job" else None
+        if job is not None:
+            ignored = {"type": "DisruptionTarget", "status": "True"}
+            assert {"action": "Ignore", "onPodConditions": [ignored]} in job["podFailurePolicy"]["rules"]
 
 
 def test_the_blob_csi_controller_fits_one_node(render_of):

@@ -12,7 +12,7 @@ from offline.render import Resource
 from offline.report import summary, write_render
 from offline.stack_files import REPO_ROOT, stack_files, stack_namespace
 from ops import image_sizes
-from tests.helpers import load
+from tests.helpers import STACKS, load
 
 PRICES = {
     "date": "2025-10", "currency": "USD", "source": "test table", "spot_discount": 0.8,
@@ -175,14 +175,14 @@ def test_a_cycle_is_reported():
         timeline.schedule([res("a", deps=["b"]), res("b", deps=["a"])], TABLE)
 
 
-def test_every_render_writes_cost_and_timeline(render_of, tmp_path, renders):
-    for stack in renders:
-        target = write_render(render_of(stack), tmp_path)
-        cost_md, timeline_md = (target / "cost.md").read_text(), (target / "timeline.md").read_text()
-        assert "**Estimate, not a quote.**" in cost_md and "2025-10" in cost_md and "Idle:" in cost_md
-        assert "## Critical path" in timeline_md and "One step after another" in timeline_md
-        summary = (target / "summary.md").read_text()
-        assert "Estimated cost (cost.md)" in summary
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_render_writes_cost_and_timeline(stack, render_of, tmp_path):
+    target = write_render(render_of(stack), tmp_path)
+    cost_md, timeline_md = (target / "cost.md").read_text(), (target / "timeline.md").read_text()
+    assert "**Estimate, not a quote.**" in cost_md and "2025-10" in cost_md and "Idle:" in cost_md
+    assert "## Critical path" in timeline_md and "One step after another" in timeline_md
+    summary = (target / "summary.md").read_text()
+    assert "Estimated cost (cost.md)" in summary
 
 
 def test_the_image_build_runs_beside_the_cluster_not_after_it(render_of):
@@ -222,19 +222,20 @@ def test_each_stack_is_priced_in_its_own_region_and_says_which_pools_have_no_pri
 
 # The first GPU pod (issue 23): minutes from `pulumi up` until a pod holds a GPU. The target is 15 (12 for
 # gpu-basics); the stacks not there yet keep today's figure as their ceiling, so none gets slower unnoticed.
-def test_the_first_gpu_pod_and_a_new_gpu_node_stay_within_their_targets(renders):
-    for stack, render in renders.items():
-        _, found = timeline.plan(render)
-        target = first_gpu_pod.target_minutes(stack)
-        if found.deploy is not None:
-            ceiling, _ = first_gpu_pod.ABOVE_TARGET.get(stack, (target, ""))
-            assert found.deploy.ready / 60 <= ceiling + 1e-9, (stack, found.deploy.ready / 60)
-            # A stack listed above its target leaves the list once it meets the target.
-            assert (stack in first_gpu_pod.ABOVE_TARGET) == (found.deploy.ready / 60 > target + 1e-9), stack
-        assert found.new_node.ready / 60 <= first_gpu_pod.TARGET_MINUTES, (stack, found.new_node.ready / 60)
-        # Every phase says where its number comes from.
-        for estimate in (found.deploy, found.deploy_workload, found.new_node, found.new_node_workload):
-            assert estimate is None or all(p.source for p in estimate.phases)
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_first_gpu_pod_and_a_new_gpu_node_stay_within_their_targets(stack, render_of):
+    render = render_of(stack)
+    _, found = timeline.plan(render)
+    target = first_gpu_pod.target_minutes(stack)
+    if found.deploy is not None:
+        ceiling, _ = first_gpu_pod.ABOVE_TARGET.get(stack, (target, ""))
+        assert found.deploy.ready / 60 <= ceiling + 1e-9, (stack, found.deploy.ready / 60)
+        # A stack listed above its target leaves the list once it meets the target.
+        assert (stack in first_gpu_pod.ABOVE_TARGET) == (found.deploy.ready / 60 > target + 1e-9), stack
+    assert found.new_node.ready / 60 <= first_gpu_pod.TARGET_MINUTES, (stack, found.new_node.ready / 60)
+    # Every phase says where its number comes from.
+    for estimate in (found.deploy, found.deploy_workload, found.new_node, found.new_node_workload):
+        assert estimate is None or all(p.source for p in estimate.phases)
 
 
 def test_a_compiled_driver_costs_its_compile_and_waits_for_the_operator_the_aks_driver_does_not():

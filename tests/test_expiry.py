@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 
 from program.config import expiry
+from tests.helpers import STACKS
 
 UTC = dt.UTC
 
@@ -65,18 +66,18 @@ def test_expired_stacks_come_from_az_group_list_output():
     assert expiry.expired_stacks(groups, NOW, "aksgpu") == ["a"]
 
 
-def test_every_stack_tags_its_resource_group_with_its_lifetime(render_of, renders):
-    for stack in renders:
-        r = render_of(stack)
-        (group,) = r.of_type("azure-native:resources:ResourceGroup")
-        tags = group.inputs["tags"]
-        assert tags["lifetime"] == r.cfg.lifetime and tags["pulumi-stack"] == stack
-        if r.cfg.lifetime == "long-lived":
-            assert "expires-at" not in tags
-        else:
-            due = dt.datetime.strptime(tags["expires-at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-            now = dt.datetime.now(UTC)
-            assert now + dt.timedelta(hours=r.cfg.ttl_hours) <= due < now + dt.timedelta(hours=r.cfg.ttl_hours + 24)
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_tags_its_resource_group_with_its_lifetime(stack, render_of):
+    r = render_of(stack)
+    (group,) = r.of_type("azure-native:resources:ResourceGroup")
+    tags = group.inputs["tags"]
+    assert tags["lifetime"] == r.cfg.lifetime and tags["pulumi-stack"] == stack
+    if r.cfg.lifetime == "long-lived":
+        assert "expires-at" not in tags
+    else:
+        due = dt.datetime.strptime(tags["expires-at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        now = dt.datetime.now(UTC)
+        assert now + dt.timedelta(hours=r.cfg.ttl_hours) <= due < now + dt.timedelta(hours=r.cfg.ttl_hours + 24)
 
 
 def test_only_the_resource_group_carries_the_expiry(render_of):

@@ -6,7 +6,7 @@ import pytest
 from components.kubernetes import charts
 from components.volumes.blob_csi import blob_csi_values
 from tests import upstream
-from tests.helpers import load, pod_spec, render_with
+from tests.helpers import STACKS, load, pod_spec, render_with
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SPOT = {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}
@@ -19,16 +19,17 @@ def release(render, name):
     return render.named(f"{name}-release", RELEASE)
 
 
-def test_every_release_is_pinned_atomic_cleaned_up_with_a_long_timeout_in_a_program_namespace(renders):
-    for r in renders.values():
-        namespaces = {n.inputs["metadata"]["name"] for n in r.of_type("kubernetes:core/v1:Namespace")}
-        releases = r.of_type(RELEASE)
-        assert releases
-        for rel in releases:
-            i = rel.inputs
-            assert i["version"] and i["atomic"] is True and i["cleanupOnFail"] is True, (r.stack, rel.name)
-            assert i["timeout"] >= 600 and i["namespace"] in namespaces | {"kube-system"}, (r.stack, rel.name)
-            assert not i.get("createNamespace") and rel.provider == "k8s-provider"
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_release_is_pinned_atomic_cleaned_up_with_a_long_timeout_in_a_program_namespace(stack, render_of):
+    r = render_of(stack)
+    namespaces = {n.inputs["metadata"]["name"] for n in r.of_type("kubernetes:core/v1:Namespace")}
+    releases = r.of_type(RELEASE)
+    assert releases
+    for rel in releases:
+        i = rel.inputs
+        assert i["version"] and i["atomic"] is True and i["cleanupOnFail"] is True, (r.stack, rel.name)
+        assert i["timeout"] >= 600 and i["namespace"] in namespaces | {"kube-system"}, (r.stack, rel.name)
+        assert not i.get("createNamespace") and rel.provider == "k8s-provider"
 
 
 def test_nfd_is_its_own_oci_release_with_nvidia_label_namespace(render_of):

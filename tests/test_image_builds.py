@@ -12,7 +12,7 @@ from components.images.built import TOKEN_USER
 from components.images.context import load_context
 from components.images.digest import digest_of
 from program import outputs
-from tests.helpers import render_with
+from tests.helpers import STACKS, render_with
 
 STACK = "function-gpu"
 TAG = load_context("docker/function").tag
@@ -72,14 +72,15 @@ def test_local_mode_deploys_the_pushed_digest(local):
     assert re.fullmatch(rf"{local.cfg.naming.registry()}\.azurecr\.io/function@sha256:[0-9a-f]{{64}}", image)
 
 
-def test_every_image_output_is_the_stacks_registry_by_digest(renders):
-    for r in renders.values():
-        for key, image in r.outputs.items():
-            if key.endswith("Image"):
-                repository = key.removesuffix("Image")
-                assert key == outputs.image(repository)
-                assert re.fullmatch(rf"{r.cfg.naming.registry()}\.azurecr\.io/{repository}@sha256:[0-9a-f]{{64}}",
-                                    image), (r.stack, key)
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_image_output_is_the_stacks_registry_by_digest(stack, render_of):
+    r = render_of(stack)
+    for key, image in r.outputs.items():
+        if key.endswith("Image"):
+            repository = key.removesuffix("Image")
+            assert key == outputs.image(repository)
+            assert re.fullmatch(rf"{r.cfg.naming.registry()}\.azurecr\.io/{repository}@sha256:[0-9a-f]{{64}}",
+                                image), (r.stack, key)
 
 
 def test_anything_but_a_digest_from_the_registry_stops_pulumi_up_in_one_line():

@@ -7,7 +7,7 @@ import pytest
 from components.images.pull_ahead import COMPONENT
 from offline.estimates import first_gpu_pod, timeline
 from offline.estimates.first_gpu_pod import Phase
-from tests.helpers import load, pod_spec, render_with, stack_config_of
+from tests.helpers import STACKS, load, pod_spec, render_with, stack_config_of
 
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 PLATFORM_CHECKS = "gpu-smoke-test"
@@ -40,24 +40,25 @@ def test_a_pull_ahead_pod_lands_on_its_gpu_pool_as_the_node_joins_and_asks_for_n
     assert namespace["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
-def test_every_gpu_workload_image_is_pulled_ahead_on_its_agent_pool(renders):
-    for stack, r in renders.items():
-        nap = {p.name for p in r.cfg.gpu_pools if p.nap}
-        ahead: dict[str, set[str]] = {}
-        for d in pull_aheads(r):
-            pod = pod_spec(d.revealed)
-            ahead.setdefault(first_gpu_pod._pool_of(pod), set()).add(pod["initContainers"][0]["image"])
-        # NAP nodes pull one image at a time (karpenter-provider-azure#1260): a big pull would hold up the GPU's.
-        assert not ahead.keys() & nap, stack
-        for w in r.resources:
-            pod = first_gpu_pod.gpu_pod_template(w.revealed) if w.custom and w.type.startswith("kubernetes:") else None
-            if pod is None or w.revealed["metadata"].get("namespace") == PLATFORM_CHECKS:
-                continue
-            pool = first_gpu_pod._pool_of(pod)
-            if pool in nap:
-                continue
-            images = {c["image"] for c in pod.get("initContainers", []) + pod["containers"]}
-            assert images <= ahead.get(pool, set()), (stack, w.name, images - ahead.get(pool, set()))
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_gpu_workload_image_is_pulled_ahead_on_its_agent_pool(stack, render_of):
+    r = render_of(stack)
+    nap = {p.name for p in r.cfg.gpu_pools if p.nap}
+    ahead: dict[str, set[str]] = {}
+    for d in pull_aheads(r):
+        pod = pod_spec(d.revealed)
+        ahead.setdefault(first_gpu_pod._pool_of(pod), set()).add(pod["initContainers"][0]["image"])
+    # NAP nodes pull one image at a time (karpenter-provider-azure#1260): a big pull would hold up the GPU's.
+    assert not ahead.keys() & nap, stack
+    for w in r.resources:
+        pod = first_gpu_pod.gpu_pod_template(w.revealed) if w.custom and w.type.startswith("kubernetes:") else None
+        if pod is None or w.revealed["metadata"].get("namespace") == PLATFORM_CHECKS:
+            continue
+        pool = first_gpu_pod._pool_of(pod)
+        if pool in nap:
+            continue
+        images = {c["image"] for c in pod.get("initContainers", []) + pod["containers"]}
+        assert images <= ahead.get(pool, set()), (stack, w.name, images - ahead.get(pool, set()))
 
 
 def test_a_stack_can_turn_pulling_ahead_off():

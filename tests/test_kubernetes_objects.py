@@ -8,7 +8,7 @@ import pytest
 from components.vocabulary import SECURITY_EXCEPTION, SecurityException
 from offline.report import is_manifest, manifest
 from stacks import REGISTRY
-from tests.helpers import api_clients, pod_spec
+from tests.helpers import STACKS, api_clients, pod_spec
 
 K8S_VERSION = "1.33.0"
 """A version AKS supports today; kubernetes-validate ships its schemas."""
@@ -31,57 +31,57 @@ def sent(r):
         "apiVersion": r.revealed["apiVersion"], "kind": r.revealed["kind"]}
 
 
-def test_every_builtin_object_validates_against_the_kubernetes_schema(render_of, renders):
-    for stack in renders:
-        builtin = [sent(r) for r in objects(render_of(stack)) if is_builtin(r.inputs["apiVersion"])]
-        assert builtin  # custom resources are checked against their CRDs in test_gpu_software
-        for obj in builtin:
-            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_builtin_object_validates_against_the_kubernetes_schema(stack, render_of):
+    builtin = [sent(r) for r in objects(render_of(stack)) if is_builtin(r.inputs["apiVersion"])]
+    assert builtin  # custom resources are checked against their CRDs in test_gpu_software
+    for obj in builtin:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
-def test_no_object_lands_in_the_default_namespace(render_of, renders):
-    for stack in renders:
-        for r in objects(render_of(stack)):
-            assert r.inputs["metadata"].get("namespace") != "default", r.name
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_object_lands_in_the_default_namespace(stack, render_of):
+    for r in objects(render_of(stack)):
+        assert r.inputs["metadata"].get("namespace") != "default", r.name
 
 
-def test_workloads_run_restricted_with_pinned_images_and_resource_limits(render_of, renders):
-    for stack in renders:
-        clients = api_clients(render_of(stack))
-        for r in objects(render_of(stack)):
-            obj = manifest(r)
-            if obj["kind"] not in WORKLOADS:
-                continue
-            spec = pod_spec(obj)
-            # A token only where a role binding makes the pod an API client.
-            account = f"{obj['metadata']['namespace']}/{spec.get('serviceAccountName', 'default')}"
-            assert spec["automountServiceAccountToken"] is (account in clients), r.name
-            assert spec["securityContext"]["runAsNonRoot"] is True
-            assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-            for c in spec["containers"]:
-                image = c["image"]
-                assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), image
-                sc = c["securityContext"]
-                assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
-                res = c["resources"]
-                assert {"cpu", "memory"} <= set(res["requests"]) and {"cpu", "memory"} <= set(res["limits"])
+@pytest.mark.parametrize("stack", STACKS)
+def test_workloads_run_restricted_with_pinned_images_and_resource_limits(stack, render_of):
+    clients = api_clients(render_of(stack))
+    for r in objects(render_of(stack)):
+        obj = manifest(r)
+        if obj["kind"] not in WORKLOADS:
+            continue
+        spec = pod_spec(obj)
+        # A token only where a role binding makes the pod an API client.
+        account = f"{obj['metadata']['namespace']}/{spec.get('serviceAccountName', 'default')}"
+        assert spec["automountServiceAccountToken"] is (account in clients), r.name
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for c in spec["containers"]:
+            image = c["image"]
+            assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), image
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
+            res = c["resources"]
+            assert {"cpu", "memory"} <= set(res["requests"]) and {"cpu", "memory"} <= set(res["limits"])
 
 
-def test_workload_namespaces_enforce_restricted_and_only_driver_namespaces_are_privileged(render_of, renders):
-    for stack in renders:
-        for ns in render_of(stack).of_type("kubernetes:core/v1:Namespace"):
-            labels = ns.inputs["metadata"]["labels"]
-            level = labels["pod-security.kubernetes.io/enforce"]
-            name = ns.inputs["metadata"]["name"]
-            if labels.get(SECURITY_EXCEPTION) == SecurityException.BASELINE_OPERATOR_PODS:
-                # Only where the scenario says an operator writes the pods, and restricted stays the warning level.
-                cfg = render_of(stack).cfg
-                needs = REGISTRY[cfg.scenario].needs_of(cfg, cfg.settings)
-                assert needs.namespace == name and needs.namespace_exception == SecurityException.BASELINE_OPERATOR_PODS
-                assert (level, labels["pod-security.kubernetes.io/warn"]) == ("baseline", "restricted"), name
-                continue
-            assert level == ("privileged" if name in ("gpu-operator", "node-feature-discovery", "network-operator")
-                             else "restricted"), name
+@pytest.mark.parametrize("stack", STACKS)
+def test_workload_namespaces_enforce_restricted_and_only_driver_namespaces_are_privileged(stack, render_of):
+    for ns in render_of(stack).of_type("kubernetes:core/v1:Namespace"):
+        labels = ns.inputs["metadata"]["labels"]
+        level = labels["pod-security.kubernetes.io/enforce"]
+        name = ns.inputs["metadata"]["name"]
+        if labels.get(SECURITY_EXCEPTION) == SecurityException.BASELINE_OPERATOR_PODS:
+            # Only where the scenario says an operator writes the pods, and restricted stays the warning level.
+            cfg = render_of(stack).cfg
+            needs = REGISTRY[cfg.scenario].needs_of(cfg, cfg.settings)
+            assert needs.namespace == name and needs.namespace_exception == SecurityException.BASELINE_OPERATOR_PODS
+            assert (level, labels["pod-security.kubernetes.io/warn"]) == ("baseline", "restricted"), name
+            continue
+        assert level == ("privileged" if name in ("gpu-operator", "node-feature-discovery", "network-operator")
+                         else "restricted"), name
 
 
 def test_smoke_test_job_requests_one_gpu_on_its_pool_without_waiting_for_the_operator(render_of):

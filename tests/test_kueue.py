@@ -10,12 +10,11 @@ import yaml
 from components.autoscaling.kueue import manager_config
 from offline.report import helm_release, manifest
 from tests import upstream
-from tests.helpers import jobset_templates, render_with
+from tests.helpers import QUEUE_LABEL, gpu_jobs, render_with
 
 KUEUE = "0.19.2"
 KINDS = {"ResourceFlavor": "resourceflavors.kueue.x-k8s.io", "ClusterQueue": "clusterqueues.kueue.x-k8s.io",
          "LocalQueue": "localqueues.kueue.x-k8s.io"}
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 def queued(renders) -> list:
@@ -28,28 +27,6 @@ def queued(renders) -> list:
 def kueue_objects(render, kind: str) -> list[dict]:
     return [manifest(r) for r in render.resources
             if r.type == f"kubernetes:kueue.x-k8s.io/v1beta2:{kind}"]
-
-
-def gpu_jobs(render) -> dict[str, tuple[dict, dict]]:
-    """Every GPU Job and Job template: name -> (the Job's metadata, its pod spec)."""
-    found = {}
-    for r in render.resources:
-        if r.type == "kubernetes:batch/v1:Job":
-            job = manifest(r)
-            meta, spec = job["metadata"], job["spec"]
-        elif r.type == "kubernetes:batch/v1:CronJob":
-            cron = manifest(r)
-            meta, spec = cron["spec"]["jobTemplate"]["metadata"], cron["spec"]["jobTemplate"]["spec"]
-            meta = {**meta, "name": cron["metadata"]["name"], "namespace": cron["metadata"]["namespace"]}
-        else:
-            continue
-        pod = spec["template"]["spec"]
-        if any("nvidia.com/gpu" in c["resources"].get("limits", {}) for c in pod["containers"]):
-            found[meta["name"]] = (meta, spec)
-    for name, jobset in jobset_templates(render).items():  # a JobSet is queued as a whole, with its label
-        for replicated in jobset["spec"]["replicatedJobs"]:
-            found[name] = (jobset["metadata"], replicated["template"]["spec"])
-    return found
 
 
 def test_kueues_objects_fit_the_pinned_crds(renders):

@@ -15,6 +15,7 @@ from offline import render_diff
 from offline.stack_files import REPO_ROOT
 from ops import lifecycle, preview_guard
 from program.config.expiry import Lifetime, expired_stacks
+from tests.helpers import command
 
 SCRIPTS = REPO_ROOT / "scripts"
 
@@ -24,11 +25,11 @@ def run(*args, **kwargs):
 
 
 def offline(*args, **kwargs):
-    return run("-m", "offline", *args, **kwargs)
+    return command("offline", *args, **kwargs)
 
 
 def ops(*args, **kwargs):
-    return run("-m", "ops", *args, **kwargs)
+    return command("ops", *args, **kwargs)
 
 
 URN = "urn:pulumi:dev::aksgpu::{parent}${typ}::{name}"

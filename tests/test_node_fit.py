@@ -12,7 +12,7 @@ import pytest
 from components.azure.node_capacity import NODE_DAEMONSETS, Resources, allocatable, workload_capacity
 from components.gpu.sizes import GPU_SIZES
 from tests import upstream
-from tests.helpers import pod_spec
+from tests.helpers import STACKS, pod_spec
 
 WORKLOADS = ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob")
 CPU_SIZES = {"Standard_D2ds_v5": (2, 8), "Standard_D4ds_v5": (4, 16), "Standard_D8ds_v5": (8, 32)}
@@ -71,23 +71,24 @@ def test_every_pod_fits_an_empty_node_of_its_pool(renders):
     assert checked >= 25
 
 
-def test_what_a_pool_runs_at_rest_fits_its_nodes_at_rest(renders):
+@pytest.mark.parametrize("stack", STACKS)
+def test_what_a_pool_runs_at_rest_fits_its_nodes_at_rest(stack, render_of):
     """Replica counts assume a node's GPU shares hold their pods (gpu-sharing: three services and the notebook on
     one T4 at rest); their CPU and memory must fit beside each other too, or one stays Pending and costs a node."""
-    for r in renders.values():
-        scaled_min = {o.inputs["spec"]["scaleTargetRef"]["name"]: o.inputs["spec"]["minReplicaCount"]
-                      for o in r.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")}
-        by_pool: dict[str, Resources] = {}
-        for w, pool, need, gpus in pool_pods(r):
-            if w.type != "kubernetes:apps/v1:Deployment" or not gpus:
-                continue
-            count = scaled_min.get(w.inputs["metadata"]["name"], w.inputs["spec"].get("replicas", 1))
-            before = by_pool.get(pool, Resources(0, 0))
-            by_pool[pool] = Resources(before.cpu_m + count * need.cpu_m, before.memory_mi + count * need.memory_mi)
-        for pool, need in by_pool.items():
-            nodes = r.cfg.gpu_pool(pool).min_count
-            room = node_capacity(r, pool)
-            assert need.cpu_m <= nodes * room.cpu_m and need.memory_mi <= nodes * room.memory_mi, (r.stack, pool)
+    r = render_of(stack)
+    scaled_min = {o.inputs["spec"]["scaleTargetRef"]["name"]: o.inputs["spec"]["minReplicaCount"]
+                  for o in r.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")}
+    by_pool: dict[str, Resources] = {}
+    for w, pool, need, gpus in pool_pods(r):
+        if w.type != "kubernetes:apps/v1:Deployment" or not gpus:
+            continue
+        count = scaled_min.get(w.inputs["metadata"]["name"], w.inputs["spec"].get("replicas", 1))
+        before = by_pool.get(pool, Resources(0, 0))
+        by_pool[pool] = Resources(before.cpu_m + count * need.cpu_m, before.memory_mi + count * need.memory_mi)
+    for pool, need in by_pool.items():
+        nodes = r.cfg.gpu_pool(pool).min_count
+        room = node_capacity(r, pool)
+        assert need.cpu_m <= nodes * room.cpu_m and need.memory_mi <= nodes * room.memory_mi, (r.stack, pool)
 
 
 def test_the_node_reservations_are_akss():

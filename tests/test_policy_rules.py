@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from policy import rules
-from tests.helpers import render_with, stack_config_of
+from tests.helpers import STACKS, render_with, stack_config_of
 
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
@@ -52,9 +52,9 @@ VARIANTS = {
 }
 
 
-def test_every_stack_passes_every_rule(render_of, renders):
-    for stack in renders:
-        assert rules.stack_violations(resources(render_of(stack))) == []
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_passes_every_rule(stack, render_of):
+    assert rules.stack_violations(resources(render_of(stack))) == []
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -1,8 +1,10 @@
 """Registry, network and storage: attach, private mode, secure storage defaults."""
 
+import pytest
+
 from components.vocabulary import SECURITY_EXCEPTION
 from offline.mocks import azure_id, guid
-from tests.helpers import render_with
+from tests.helpers import STACKS, render_with
 
 ACR = "azure-native:containerregistry:Registry"
 ROLE = "azure-native:authorization:RoleAssignment"
@@ -62,14 +64,14 @@ def test_vnet_has_node_and_private_endpoint_subnets_as_configured():
     assert vnet.inputs["addressSpace"] == {"addressPrefixes": ["10.50.0.0/16"]}
 
 
-def test_storage_is_https_only_tls12_without_public_blobs_or_shared_keys(render_of, renders):
+@pytest.mark.parametrize("stack", STACKS)
+def test_storage_is_https_only_tls12_without_public_blobs_or_shared_keys(stack, render_of):
     """No account keeps shared keys in identity mode (every stack's mode): Entra ID tokens only."""
-    for stack in renders:
-        for sa in render_of(stack).of_type(SA):
-            i = sa.inputs
-            assert i["enableHttpsTrafficOnly"] is True and i["minimumTlsVersion"] == "TLS1_2", stack
-            assert i["allowBlobPublicAccess"] is False and i["allowSharedKeyAccess"] is False, stack
-            assert SECURITY_EXCEPTION not in i["tags"], stack
+    for sa in render_of(stack).of_type(SA):
+        i = sa.inputs
+        assert i["enableHttpsTrafficOnly"] is True and i["minimumTlsVersion"] == "TLS1_2", stack
+        assert i["allowBlobPublicAccess"] is False and i["allowSharedKeyAccess"] is False, stack
+        assert SECURITY_EXCEPTION not in i["tags"], stack
 
 
 def test_blob_containers_are_private(render_of):
@@ -88,12 +90,13 @@ def test_av_resim_storage_is_private_input_and_output(render_of):
     assert sorted(map(tuple, groups)) == [("blob",), ("blob",), ("registry",)]
 
 
-def test_every_azure_resource_that_takes_tags_carries_scenario_environment_and_owner(renders):
-    for r in renders.values():
-        tagged = [x for x in r.resources if x.type.startswith("azure-native:") and "tags" in x.inputs]
-        assert len(tagged) >= 5
-        for x in tagged:
-            assert {"scenario", "environment", "owner"} <= set(x.inputs["tags"]), (r.stack, x.name)
-        for typ in ("azure-native:resources:ResourceGroup", "azure-native:containerservice:ManagedCluster",
-                    "azure-native:containerservice:AgentPool", "azure-native:network:VirtualNetwork"):
-            assert all("tags" in x.inputs for x in r.of_type(typ)), (r.stack, typ)
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_azure_resource_that_takes_tags_carries_scenario_environment_and_owner(stack, render_of):
+    r = render_of(stack)
+    tagged = [x for x in r.resources if x.type.startswith("azure-native:") and "tags" in x.inputs]
+    assert len(tagged) >= 5
+    for x in tagged:
+        assert {"scenario", "environment", "owner"} <= set(x.inputs["tags"]), (r.stack, x.name)
+    for typ in ("azure-native:resources:ResourceGroup", "azure-native:containerservice:ManagedCluster",
+                "azure-native:containerservice:AgentPool", "azure-native:network:VirtualNetwork"):
+        assert all("tags" in x.inputs for x in r.of_type(typ)), (r.stack, typ)

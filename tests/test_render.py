@@ -13,6 +13,7 @@ from offline.render import REPO_ROOT, SECRET, render_stack
 from offline.report import write_render
 from program import outputs
 from stacks.gpu_sharing.deploy import NOTEBOOK_TOKEN
+from tests.helpers import STACKS
 
 
 def run_cli(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
@@ -20,26 +21,26 @@ def run_cli(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-def test_resources_json_is_sorted_by_type_and_name_with_parent_and_dependencies(render_of, tmp_path, renders):
-    for stack in renders:
-        out = write_render(render_of(stack), tmp_path)
-        data = json.loads((out / "resources.json").read_text())
-        assert [(d["type"], d["name"]) for d in data] == sorted((d["type"], d["name"]) for d in data)
-        names = {d["name"] for d in data}
-        for d in data:
-            assert set(d) >= {"type", "name", "parent", "dependsOn", "inputs"}
-            assert d["parent"] is None or d["parent"] in names
-            assert set(d["dependsOn"]) <= names, d["name"]
-        assert (out / "summary.md").read_text().startswith(f"# Stack `{stack}`")
-        assert (out / "graph.mmd").read_text().startswith("flowchart TB")
+@pytest.mark.parametrize("stack", STACKS)
+def test_resources_json_is_sorted_by_type_and_name_with_parent_and_dependencies(stack, render_of, tmp_path):
+    out = write_render(render_of(stack), tmp_path)
+    data = json.loads((out / "resources.json").read_text())
+    assert [(d["type"], d["name"]) for d in data] == sorted((d["type"], d["name"]) for d in data)
+    names = {d["name"] for d in data}
+    for d in data:
+        assert set(d) >= {"type", "name", "parent", "dependsOn", "inputs"}
+        assert d["parent"] is None or d["parent"] in names
+        assert set(d["dependsOn"]) <= names, d["name"]
+    assert (out / "summary.md").read_text().startswith(f"# Stack `{stack}`")
+    assert (out / "graph.mmd").read_text().startswith("flowchart TB")
 
 
-def test_every_resource_but_components_has_a_component_parent(render_of, renders):
-    for stack in renders:
-        r = render_of(stack)
-        for res in r.resources:
-            if res.custom:
-                assert res.parent is not None and not r.named(res.parent).custom, res.name
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_resource_but_components_has_a_component_parent(stack, render_of):
+    r = render_of(stack)
+    for res in r.resources:
+        if res.custom:
+            assert res.parent is not None and not r.named(res.parent).custom, res.name
 
 
 def test_kubeconfig_is_secret_in_outputs_and_in_the_provider_inputs(render_of):
@@ -165,11 +166,12 @@ def test_a_masked_secret_keeps_its_shape_so_its_manifest_is_still_valid(render_o
     kubernetes_validate.validate(manifest(secret), "1.33.0", strict=True)
 
 
-def test_command_outputs_run_under_eval_as_one_line_without_comments(renders):
+@pytest.mark.parametrize("stack", STACKS)
+def test_command_outputs_run_under_eval_as_one_line_without_comments(stack, render_of):
     """Newcomer #2: a `#` in an output ends the line under `eval "$(pulumi stack output X)"` and is passed to the
     command as words under a bare `$(...)`; what a reader needs to know the command prints itself."""
-    for r in renders.values():
-        for key, value in r.outputs.items():
-            if isinstance(value, str):
-                assert "\n" not in value.strip() or key == outputs.KUBECONFIG, (r.stack, key)
-                assert not re.search(r"(^|\s)#", value), (r.stack, key, value)
+    r = render_of(stack)
+    for key, value in r.outputs.items():
+        if isinstance(value, str):
+            assert "\n" not in value.strip() or key == outputs.KUBECONFIG, (r.stack, key)
+            assert not re.search(r"(^|\s)#", value), (r.stack, key, value)

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from offline.stack_files import REPO_ROOT, stack_files
+from tests.helpers import command
 from tests.tools import venv_tool
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
@@ -105,8 +106,8 @@ def test_dispatched_stack_names_are_checked_against_the_stack_files_not_a_copied
 
 def test_stacks_check_accepts_stack_files_and_refuses_other_names():
     for stack in stack_files():
-        assert ops("stacks", "--check", stack).returncode == 0
-    refused = ops("stacks", "--check", "nope")
+        assert command("ops", "stacks", "--check", stack).returncode == 0
+    refused = ops("stacks", "--check", "nope")  # the workflows' own command line, as a process
     assert refused.returncode == 2 and "no stack 'nope'" in refused.stderr
 
 

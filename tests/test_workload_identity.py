@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from components.azure import roles
 from components.identity.workload_identity import CLIENT_ID_ANNOTATION, TOKEN_AUDIENCE
 from offline.mocks import TENANT, azure_id, guid
 from stacks import REGISTRY
-from tests.helpers import api_clients, jobset_pods, jobset_templates
+from tests.helpers import STACKS, api_clients, data_identities, pod_templates
 
 UAI = "azure-native:managedidentity:UserAssignedIdentity"
 FIC = "azure-native:managedidentity:FederatedIdentityCredential"
@@ -28,28 +30,10 @@ def with_data(renders):
     return found
 
 
-def data_identities(render) -> set[str]:
-    """Names of the workload identities that touch data (KEDA's reads metrics, test_autoscaling.py)."""
-    return {u.inputs["resourceName"] for u in render.of_type(UAI) if u.name != "identity-keda-identity"}
-
-
 def identity_ids(render, workload):
     identity = render.named(f"identity-{workload}-identity", UAI)
     rid = azure_id(UAI, identity.name, identity.inputs)
     return guid(rid, "client"), guid(rid, "principal")
-
-
-def pod_templates(render):
-    """(workload kind and name, pod spec) of every Deployment, Job and Job template."""
-    for r in render.resources:
-        kind = r.type.rsplit(":", 1)[-1]
-        if kind in ("Deployment", "Job", "CronJob"):
-            spec = r.revealed["spec"]
-            spec = spec["jobTemplate"]["spec"] if kind == "CronJob" else spec
-            yield f"{kind}/{r.revealed['metadata']['name']}", spec["template"]["spec"]
-    for name, jobset in jobset_templates(render).items():
-        for template in jobset_pods(jobset):
-            yield f"JobSet/{name}", template["spec"]
 
 
 def test_each_data_workload_has_its_own_identity_federated_with_its_service_account(renders):
@@ -88,13 +72,14 @@ def test_roles_are_per_container_and_read_only_where_the_workload_only_reads(ren
             assert all(g["principalType"] == "ServicePrincipal" for g in grants)
 
 
-def test_the_kubelet_identity_holds_no_data_role(renders):
-    for r in renders.values():
-        cluster = r.named("aks-aks", MC)
-        kubelet = guid(azure_id(MC, cluster.name, cluster.inputs), "kubelet-object")
-        for a in r.of_type(ROLE):
-            if a.revealed["principalId"] == kubelet:
-                assert a.revealed["roleDefinitionId"].endswith(roles.ACR_PULL), (r.stack, a.name)
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_kubelet_identity_holds_no_data_role(stack, render_of):
+    r = render_of(stack)
+    cluster = r.named("aks-aks", MC)
+    kubelet = guid(azure_id(MC, cluster.name, cluster.inputs), "kubelet-object")
+    for a in r.of_type(ROLE):
+        if a.revealed["principalId"] == kubelet:
+            assert a.revealed["roleDefinitionId"].endswith(roles.ACR_PULL), (r.stack, a.name)
 
 
 def test_a_pod_mounts_only_its_own_workloads_claims_and_runs_as_that_workload(renders):
@@ -120,7 +105,8 @@ def only_its_own_claims(r) -> None:
     assert set(claimants.values()) == set(data_access(r))
 
 
-def test_stacks_without_data_have_no_data_identities(renders):
-    for r in renders.values():
-        if not data_access(r):
-            assert not data_identities(r), r.stack
+@pytest.mark.parametrize("stack", STACKS)
+def test_stacks_without_data_have_no_data_identities(stack, render_of):
+    r = render_of(stack)
+    if not data_access(r):
+        assert not data_identities(r), r.stack

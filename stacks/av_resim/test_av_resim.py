@@ -6,17 +6,19 @@ import pytest
 
 from program.config.errors import ConfigError
 from stacks.av_resim.deploy import UPLOAD_INPUT
-from tests.helpers import load, pod_spec, render_with, stack_config_of
-from tests.test_kueue import gpu_jobs
-from tests.test_network_policies import PUBLIC, allowed
-from tests.test_workload_identity import data_identities, pod_templates
-
-DEPLOYMENT, JOB, CRONJOB, SERVICE = ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job",
-                                     "kubernetes:batch/v1:CronJob", "kubernetes:core/v1:Service")
-
-
-def gpus(pod):
-    return sum(int(c["resources"]["limits"].get("nvidia.com/gpu", 0)) for c in pod["containers"])
+from tests.helpers import (
+    CRONJOB,
+    PUBLIC,
+    allowed,
+    data_identities,
+    gpu_jobs,
+    gpus,
+    load,
+    pod_spec,
+    pod_templates,
+    render_with,
+    stack_config_of,
+)
 
 
 def job_of(template):

@@ -10,10 +10,7 @@ import pytest
 from program.config.errors import ConfigError
 from stacks.batch_inference.deploy import DOWNLOAD_ANSWERS, RUN_NOW, UPLOAD_MODEL, UPLOAD_REQUESTS
 from tests.docker_modules import import_from
-from tests.helpers import load, pod_spec, stack_config_of
-from tests.test_kueue import QUEUE_LABEL
-from tests.test_network_policies import PUBLIC, allowed
-from tests.test_workload_identity import data_identities
+from tests.helpers import PUBLIC, QUEUE_LABEL, allowed, data_identities, load, pod_spec, stack_config_of
 
 STACK = "batch-inference"
 CRONJOB = "kubernetes:batch/v1:CronJob"

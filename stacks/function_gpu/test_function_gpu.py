@@ -11,8 +11,7 @@ from components.images.context import load_context
 from program import outputs
 from program.config.errors import ConfigError
 from stacks.function_gpu.deploy import BASE_URL, PORT_FORWARD, STATUS_URL
-from tests.helpers import load, render_with, stack_config_of
-from tests.test_network_policies import PUBLIC, VNET, allowed
+from tests.helpers import PUBLIC, VNET, allowed, load, render_with, stack_config_of
 
 STACK = "function-gpu"
 DOCKERFILE = (load_context("docker/function").path / "Dockerfile").read_text()

@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from tests.helpers import pod_spec
-
-DEPLOYMENT, JOB, CRONJOB, SERVICE = ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job",
-                                     "kubernetes:batch/v1:CronJob", "kubernetes:core/v1:Service")
-
-
-def gpus(pod):
-    return sum(int(c["resources"]["limits"].get("nvidia.com/gpu", 0)) for c in pod["containers"])
+from tests.helpers import JOB, gpus, pod_spec
 
 
 def test_training_job_runs_on_the_gpu_pool_without_host_driver_mounts(render_of):

@@ -13,16 +13,7 @@ from program import outputs
 from program.config.errors import ConfigError
 from stacks.gpu_sharing.deploy import INFERENCE_SERVICES, NOTEBOOK_PORT_FORWARD, NOTEBOOK_TOKEN, RUN_LOAD_TEST
 from tests import upstream
-from tests.helpers import device_plugin_configs, load, pod_spec
-from tests.test_network_policies import PUBLIC, allowed
-
-DEPLOYMENT, JOB, CRONJOB, SERVICE = ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job",
-                                     "kubernetes:batch/v1:CronJob", "kubernetes:core/v1:Service")
-
-
-def gpus(pod):
-    return sum(int(c["resources"]["limits"].get("nvidia.com/gpu", 0)) for c in pod["containers"])
-
+from tests.helpers import CRONJOB, DEPLOYMENT, PUBLIC, SERVICE, allowed, device_plugin_configs, gpus, load, pod_spec
 
 
 def test_every_sharing_pod_asks_the_scheduler_for_a_gpu_share_instead_of_nvidia_visible_devices(render_of):

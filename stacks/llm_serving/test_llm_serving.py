@@ -25,9 +25,8 @@ from stacks.llm_serving.deploy import (
     UPLOAD_WEIGHTS,
 )
 from tests import upstream
+from tests.helpers import IMDS, PUBLIC, VNET, allowed, pod_spec, render_with, stack_config_of
 from tests.helpers import load as load_config
-from tests.helpers import pod_spec, render_with, stack_config_of
-from tests.test_network_policies import IMDS, PUBLIC, VNET, allowed
 
 KEDA, KAITO, PROMETHEUS_COLLECTOR = "2.16.1", "0.6.0", "7.1.1-main-07-21-2026-39583fd5"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"

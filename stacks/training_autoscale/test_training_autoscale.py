@@ -4,16 +4,22 @@ predictions on CPU."""
 from __future__ import annotations
 
 from stacks.training_autoscale.deploy import SUBMIT_TRAINING_RUNS, WATCH_GPU_NODES, WATCH_QUEUE
-from tests.helpers import pod_spec, render_with, stack_config_of
-from tests.test_kueue import QUEUE_LABEL, gpu_jobs
-from tests.test_network_policies import PUBLIC, _direction_allows, allowed, objects, pods
-
-DEPLOYMENT, JOB, CRONJOB, SERVICE = ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job",
-                                     "kubernetes:batch/v1:CronJob", "kubernetes:core/v1:Service")
-
-
-def gpus(pod):
-    return sum(int(c["resources"]["limits"].get("nvidia.com/gpu", 0)) for c in pod["containers"])
+from tests.helpers import (
+    DEPLOYMENT,
+    JOB,
+    PUBLIC,
+    QUEUE_LABEL,
+    SERVICE,
+    allowed,
+    direction_allows,
+    gpu_jobs,
+    gpus,
+    manifests_of,
+    pod_spec,
+    pods,
+    render_with,
+    stack_config_of,
+)
 
 
 def test_training_checkpoints_to_blob_on_the_pool_that_scales_from_zero(render_of):
@@ -81,8 +87,8 @@ def test_training_reaches_the_public_mnist_mirror_over_https_only(render_of):
 
 def test_prediction_admits_callers_of_its_namespace_only(render_of):
     r = render_of("training-autoscale")
-    predict, policies = pods(r)["predict"], objects(r, "NetworkPolicy")
+    predict, policies = pods(r)["predict"], manifests_of(r, "NetworkPolicy")
     caller = ("training", {"app.kubernetes.io/name": "client"})
-    assert _direction_allows(policies, predict, "Ingress", caller, 8080, "TCP", predict)
-    assert not _direction_allows(policies, predict, "Ingress", ("gpu-basics", caller[1]), 8080, "TCP", predict)
+    assert direction_allows(policies, predict, "Ingress", caller, 8080, "TCP", predict)
+    assert not direction_allows(policies, predict, "Ingress", ("gpu-basics", caller[1]), 8080, "TCP", predict)
     assert not allowed(r, PUBLIC, "predict", 8080) and not allowed(r, "predict", PUBLIC, 443)
