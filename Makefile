@@ -12,7 +12,7 @@ SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --locked --inexact --quiet --c
 # The project's own modules too: every test process and `python -m` command reads them from __pycache__.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install install-azure install-dev install-checkov install-policy render docs test lock state-backend clean
+.PHONY: install install-azure install-dev install-checkov install-policy render docs test quick lock state-backend clean
 
 $(UV): tools/uv/requirements.txt
 	$(PYTHON) -m venv .venv-tools
@@ -60,6 +60,15 @@ test: install-dev install-checkov install-policy  ## install, lint, then run the
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n auto
 	$(POLICY_VENV)/bin/python -m pytest -q policy/tests
+
+# The edit loop: lint, the config core and its rules, the house rules, and one stack rendered and held to its URN pins
+# and the Kubernetes schemas (STACK=name for another).
+STACK ?= dev
+QUICK_TESTS := tests/test_config.py tests/test_architecture.py tests/test_node_pools.py tests/test_urns.py \
+  tests/test_kubernetes_objects.py
+quick: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -p no:xdist $(QUICK_TESTS) --stack $(STACK) -k "not planted_rename"
 
 # After changing a pin in pyproject.toml (or tools/checkov/pyproject.toml, or an image's requirements.in): relock,
 # and export what pip installs from the locks (the policy pack's requirements for the Pulumi CLI).

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from offline.render import Render, render_stack
-from tests.helpers import STACKS
+from tests.helpers import SHAPES, STACKS, render_with
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # One CPU thread per worker for torch's CPU tests: workers already use every core, and torch's own thread
@@ -22,7 +22,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 _RENDERS: dict[str, Render] = {}
 
 
-def _render_once(stack: str, shared: Path) -> Render:
+def _render_once(stack: str, shared: Path, render: Callable[[], Render] | None = None) -> Render:
     """Each stack is rendered at most once per test run, and only when a test asks for it: the first worker to need
     it renders it into ``shared`` (the run's temporary folder, common to pytest-xdist's workers), the others read it
     from there."""
@@ -33,7 +33,7 @@ def _render_once(stack: str, shared: Path) -> Render:
             if kept.exists():
                 _RENDERS[stack] = pickle.loads(kept.read_bytes())
             else:
-                _RENDERS[stack] = render_stack(stack)
+                _RENDERS[stack] = render() if render else render_stack(stack)
                 kept.write_bytes(pickle.dumps(_RENDERS[stack]))
     return _RENDERS[stack]
 
@@ -53,5 +53,28 @@ def render_of(shared_renders) -> Callable[[str], Render]:
 
 
 @pytest.fixture(scope="session")
+def render_shape(shared_renders) -> Callable[[str], Render]:
+    """One of tests/helpers.py's SHAPES rendered as a stack of its own name, once per run."""
+    return lambda name: _render_once(f"shape-{name}", shared_renders, lambda: render_with(name, **SHAPES[name]))
+
+
+@pytest.fixture(scope="session")
 def renders(render_of) -> dict[str, Render]:
     return {stack: render_of(stack) for stack in STACKS}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--stack", action="append", default=[], metavar="NAME",
+                     help="run the per-stack items of these stacks only (the fast loop: make quick)")
+
+
+def pytest_collection_modifyitems(config, items):
+    keep = set(config.getoption("--stack"))
+    if not keep:
+        return
+    chosen, dropped = [], []
+    for item in items:
+        stack = getattr(item, "callspec", None) and item.callspec.params.get("stack")
+        (dropped if stack and stack not in keep else chosen).append(item)
+    config.hook.pytest_deselected(items=dropped)
+    items[:] = chosen

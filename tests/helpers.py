@@ -26,15 +26,143 @@ def with_api_server_decision(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+SHAPES: dict[str, dict[str, Any]] = {
+    # a private cluster (private registry and storage behind endpoints, local builds) with a time-sliced
+    # spot T4 pool at 1-5 and an A100 pool from zero, both on the operator's precompiled driver
+    "private-two-pools": {"scenario": "av-resim",
+                          "ciRunner": "aksgpu-av-resim",
+                          "network": {"addressSpace": "10.40.0.0/16",
+                                      "nodeSubnet": "10.40.0.0/20",
+                                      "endpointSubnet": "10.40.16.0/24"},
+                          "cluster": {"private": True, "skuTier": "Standard"},
+                          "gpuPools": [{"name": "nc4ast4",
+                                        "vmSize": "Standard_NC4as_T4_v3",
+                                        "driver": "precompiled",
+                                        "minCount": 1,
+                                        "maxCount": 5,
+                                        "sharing": {"mode": "time-slicing", "replicas": 2}},
+                                       {"name": "nc48a100",
+                                        "vmSize": "Standard_NC48ads_A100_v4",
+                                        "driver": "precompiled",
+                                        "minCount": 0,
+                                        "maxCount": 2}],
+                          "registry": {"sku": "Premium", "private": True},
+                          "build": {"mode": "local"},
+                          "storage": {"private": True,
+                                      "accounts": [{"role": "input", "containers": ["input"]},
+                                                   {"role": "output", "containers": ["output"], "protect": True}]}},
+    # a public cluster with one T4 spot pool from zero (its first node with the pool) and the smoke test
+    "spot-from-zero": {"scenario": "gpu-basics",
+                       "cluster": {"openApiServer": True},
+                       "gpuPools": [{"name": "t4",
+                                     "vmSize": "Standard_NC4as_T4_v3",
+                                     "minCount": 0,
+                                     "count": 1,
+                                     "maxCount": 2}],
+                       "addons": {"smokeTest": True}},
+    # the cheapest: a 2-vCPU system node, one T4 spot node at most, a Basic registry, no monitoring or
+    # KEDA, long-lived
+    "dev-minimal": {"scenario": "gpu-basics",
+                    "lifetime": "long-lived",
+                    "cluster": {"openApiServer": True,
+                                "systemPool": {"vmSize": "Standard_D2ds_v5", "minCount": 1, "maxCount": 2}},
+                    "gpuPools": [{"name": "t4",
+                                  "vmSize": "Standard_NC4as_T4_v3",
+                                  "minCount": 0,
+                                  "count": 1,
+                                  "maxCount": 1}],
+                    "registry": {"sku": "Basic"},
+                    "addons": {"smokeTest": True, "keda": False},
+                    "monitoring": {"enabled": False}},
+    # the GPU function on a T4 spot pool at 1-2, scaled by KEDA, built by ACR Tasks
+    "function": {"scenario": "function-gpu",
+                 "ttlHours": 8,
+                 "cluster": {"openApiServer": True},
+                 "gpuPools": [{"name": "t4", "vmSize": "Standard_NC4as_T4_v3", "minCount": 1, "maxCount": 2}],
+                 "build": {"mode": "acr"},
+                 "function": {"exposure": "internal"}},
+    # training from zero on a T4 spot pool at 0-3, checkpoints in blob storage, prediction on a CPU
+    # pool, the autoscaler's logs
+    "training": {"scenario": "training-autoscale",
+                 "cluster": {"openApiServer": True,
+                             "autoscaler": {"scaleDownUnneededTime": "5m", "scaleDownDelayAfterAdd": "5m"}},
+                 "gpuPools": [{"name": "gpu",
+                               "vmSize": "Standard_NC4as_T4_v3",
+                               "minCount": 0,
+                               "count": 1,
+                               "maxCount": 3}],
+                 "cpuPools": [{"name": "cpu", "vmSize": "Standard_D4ds_v5", "minCount": 1, "maxCount": 3}],
+                 "storage": {"accounts": [{"role": "ckpt", "containers": ["checkpoints"]}]},
+                 "monitoring": {"autoscalerLogs": True}},
+    # one T4 spot pool at 1-2 shared four ways by time-slicing
+    "time-slicing": {"scenario": "gpu-sharing",
+                     "ttlHours": 8,
+                     "cluster": {"openApiServer": True},
+                     "gpuPools": [{"name": "shared",
+                                   "vmSize": "Standard_NC4as_T4_v3",
+                                   "minCount": 1,
+                                   "maxCount": 2,
+                                   "sharing": {"mode": "time-slicing", "replicas": 4}}]},
+    # one T4 spot pool at 1-2 shared four ways by MPS
+    "mps": {"scenario": "gpu-sharing",
+            "ttlHours": 8,
+            "cluster": {"openApiServer": True},
+            "gpuPools": [{"name": "mps",
+                          "vmSize": "Standard_NC4as_T4_v3",
+                          "minCount": 1,
+                          "maxCount": 2,
+                          "sharing": {"mode": "mps", "replicas": 4}}]},
+    # a T4 GPU pool of node auto-provisioning (three sizes, spot first)
+    "nap": {"scenario": "gpu-basics",
+            "cluster": {"openApiServer": True, "systemPool": {"minCount": 2, "maxCount": 2}},
+            "gpuPools": [{"name": "t4",
+                          "provisioning": "nap",
+                          "vmSize": "Standard_NC4as_T4_v3",
+                          "alternativeVmSizes": ["Standard_NC8as_T4_v3", "Standard_NC16as_T4_v3"],
+                          "minCount": 0,
+                          "maxCount": 2}],
+            "addons": {"smokeTest": True}},
+    # vLLM on a T4 spot pool at 1-2, its weights in an image
+    "llm": {"scenario": "llm-serving",
+            "ttlHours": 8,
+            "cluster": {"openApiServer": True},
+            "gpuPools": [{"name": "llm", "vmSize": "Standard_NC4as_T4_v3", "minCount": 1, "maxCount": 2}],
+            "llm": {"model": "Qwen/Qwen2.5-1.5B-Instruct",
+                    "weights": "image",
+                    "revision": "989aa7980e4cf806f80c7fef2b1adb7bc71aa306",
+                    "maxModelLen": 4096}},
+    # two ND96isr H100 v5 nodes on InfiniBand from zero, the Network Operator
+    "infiniband": {"scenario": "distributed-training",
+                   "cluster": {"openApiServer": True},
+                   "gpuPools": [{"name": "ndh100",
+                                 "vmSize": "Standard_ND96isr_H100_v5",
+                                 "driver": "precompiled",
+                                 "priority": "regular",
+                                 "minCount": 0,
+                                 "maxCount": 2}],
+                   "storage": {"accounts": [{"role": "ckpt", "containers": ["checkpoints"]}]},
+                   "addons": {"networkOperator": True},
+                   "distributed": {"nodes": 2}},
+}
+"""Platform tests render these configs, named for what they exercise, never the committed stack files: a stack file
+may change with its scenario without moving a platform test."""
+
+
+def stack_config_of(stack: str) -> dict[str, Any]:
+    """A committed stack's config namespace, for its scenario's own tests to render variants of it."""
+    return stack_namespace(stack_files()[stack])
+
+
+def shape(name: str) -> dict[str, Any]:
+    """A copy of one of SHAPES, to render a variant of it with ``render_with``."""
+    import copy
+    return copy.deepcopy(SHAPES[name])
+
+
 def render_with(stack: str = "t", subscription: str = SUBSCRIPTION, **config: Any) -> Render:
     """Render a stack whose file would hold ``config`` (keys without ``aksgpu:``), Pulumi.yaml defaults first, as
     deployed into ``subscription``. See ``with_api_server_decision``."""
     return render_namespace(stack, {**project_defaults(), **with_api_server_decision(config)}, subscription)
-
-
-def stack_config_of(stack: str) -> dict[str, Any]:
-    """A committed stack's config namespace, to render variants of it with ``render_with``."""
-    return stack_namespace(stack_files()[stack])
 
 
 def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from functools import cache
 from pathlib import Path
 
@@ -161,3 +162,12 @@ def test_a_stack_stands_on_the_platform_never_on_its_azure_layer():
     """Images, pools, queues and logs come through ``Platform``'s own doors, so the wiring exists once."""
     for module, path in under("stacks"):
         assert "platform.azure" not in path.read_text(), module
+
+
+def test_platform_tests_render_their_own_configs_not_a_scenarios_stack_file():
+    """A stack file changes with its scenario; the platform's tests must not move with it (tests/helpers.py SHAPES).
+    Per-stack items (parametrized by ``stack``) and the scenarios' own tests may read stack files."""
+    for path in sorted((REPO_ROOT / "tests").rglob("test_*.py")):
+        named = re.findall(r"""(?:render_of|stack_config_of|stack_files\(\))\s*[\(\[]\s*["']([\w-]+)["']""",
+                           path.read_text())
+        assert not named, (path.relative_to(REPO_ROOT), named)

@@ -12,7 +12,7 @@ from components.azure import roles
 from offline.mocks import azure_id, guid
 from offline.report import manifest
 from tests import upstream
-from tests.helpers import render_with, stack_config_of
+from tests.helpers import render_with, shape
 
 KEDA = "2.16.1"
 """The KEDA add-on AKS runs on Kubernetes 1.33 (supported-kubernetes-versions.md; SOURCES-crds.md §1)."""
@@ -93,8 +93,8 @@ def reads_as_its_own_identity(r) -> None:
     assert grant["scope"] == azure_id(AMW, workspace.name, workspace.inputs)
 
 
-def test_the_add_ons_operator_is_bound_to_the_identity_and_restarted_as_the_aks_guide_does(render_of):
-    r = render_of("function-gpu")
+def test_the_add_ons_operator_is_bound_to_the_identity_and_restarted_as_the_aks_guide_does(render_shape):
+    r = render_shape("function")
     client_id = keda_client_id(r)
     account = r.named("keda-service-account").revealed
     assert account["metadata"] == {"name": KEDA_OPERATOR, "namespace": KEDA_NAMESPACE,
@@ -106,7 +106,7 @@ def test_the_add_ons_operator_is_bound_to_the_identity_and_restarted_as_the_aks_
 
 
 def test_without_keda_the_deployments_run_their_minimum_replicas():
-    r = render_with(**{**stack_config_of("gpu-sharing"), "addons": {"keda": False}})
+    r = render_with(**{**shape("time-slicing"), "addons": {"keda": False}})
     assert not r.of_type(SCALED) and not r.of_type(AUTH)
     assert "workloadAutoScalerProfile" not in r.named("aks-aks").inputs
     replicas = {d.revealed["metadata"]["name"]: d.revealed["spec"].get("replicas") for d in r.of_type(DEPLOYMENT)}
@@ -116,7 +116,7 @@ def test_without_keda_the_deployments_run_their_minimum_replicas():
 def test_keda_without_metrics_to_read_is_a_config_error():
     from program.config.errors import ConfigError
     with pytest.raises(ConfigError, match="addons.keda.*managed Prometheus"):
-        render_with(**{**stack_config_of("gpu-basics"), "monitoring": {"enabled": False}})
+        render_with(**{**shape("spot-from-zero"), "monitoring": {"enabled": False}})
 
 
 def test_replica_bounds_must_hold_at_least_one_pod():
@@ -143,11 +143,11 @@ def test_keda_gets_an_identity_only_where_something_can_scale(renders):
     assert renders["gpu-sharing"].of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")
 
 
-def test_scale_in_waits_on_the_hpas_window_and_the_docs_credit_it(render_of):
+def test_scale_in_waits_on_the_hpas_window_and_the_docs_credit_it(render_shape):
     """Round-3 k8s audit #8: with a minimum of 1, KEDA's cooldownPeriod never applies (it governs scaling to zero,
     keda.sh ScaledObject spec); the 10 minutes come from the HPA's scale-down stabilization window."""
     from offline.stack_files import REPO_ROOT
-    for obj in render_of("function-gpu").of_type("kubernetes:keda.sh/v1alpha1:ScaledObject"):
+    for obj in render_shape("function").of_type("kubernetes:keda.sh/v1alpha1:ScaledObject"):
         behavior = obj.inputs["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
         assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 600
         assert obj.inputs["spec"]["minReplicaCount"] >= 1

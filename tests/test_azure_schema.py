@@ -14,7 +14,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 
 from offline.mocks import AzureMocks
 from tests.azure_models import ARM_TYPES, NO_PUBLISHED_MODEL, Report, check_resource
-from tests.helpers import STACKS, render_with, stack_config_of
+from tests.helpers import STACKS, render_with, shape
 
 VARIANTS = {
     "local-build-internal-function": dict(scenario="function-gpu", build={"mode": "local"},
@@ -30,8 +30,8 @@ VARIANTS = {
                                                             "autoscalerLogs": True}),
     "authorized-ranges-standard-tier": dict(cluster={"authorizedIpRanges": ["203.0.113.7/32"], "skuTier": "Standard",
                                                      "upgradeChannel": "stable", "networkPolicy": "calico"}),
-    "private-from-a-runner": dict(stack_config_of("av-resim"), network={
-        **stack_config_of("av-resim")["network"], "runnerVnetId": "/subscriptions/11111111-2222-3333-4444-555555555555/"
+    "private-from-a-runner": dict(shape("private-two-pools"), network={
+        **shape("private-two-pools")["network"], "runnerVnetId": "/subscriptions/11111111-2222-3333-4444-555555555555/"
         "resourceGroups/rg-runners/providers/Microsoft.Network/virtualNetworks/vnet-runners"}),
 }
 
@@ -101,8 +101,8 @@ FAULTS = [
 
 
 @pytest.mark.parametrize("typ, fault, words", FAULTS, ids=[f"{t.split(':')[-1]}-{w}" for t, _, w in FAULTS])
-def test_the_check_catches_a_fault_planted_in_a_real_input(render_of, typ, fault, words):
-    inputs = _inputs(render_of("training-autoscale"), typ)
+def test_the_check_catches_a_fault_planted_in_a_real_input(render_shape, typ, fault, words):
+    inputs = _inputs(render_shape("training"), typ)
     report = Report()
     check_resource(typ, "planted", inputs, report)
     assert report.violations == []

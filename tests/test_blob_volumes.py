@@ -9,7 +9,7 @@ from components.azure.storage import sas_expiry
 from components.volumes.blob_volume import settings_hash, volume_handle
 from offline.mocks import azure_id, guid
 from offline.render import SECRET
-from tests.helpers import render_with, stack_config_of
+from tests.helpers import render_with, shape
 
 PV = "kubernetes:core/v1:PersistentVolume"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -33,8 +33,8 @@ def test_a_workload_that_only_reads_gets_a_read_only_volume(render_of, stack, re
         assert pv[name]["spec"]["accessModes"] == ["ReadWriteMany"] and pv[name]["spec"]["csi"]["readOnly"] is False
 
 
-def test_volumes_use_blobfuse2_with_unique_handles_and_retain_data(render_of):
-    pvs = volumes(render_of("av-resim")).values()
+def test_volumes_use_blobfuse2_with_unique_handles_and_retain_data(render_shape):
+    pvs = volumes(render_shape("private-two-pools")).values()
     handles = [p["spec"]["csi"]["volumeHandle"] for p in pvs]
     assert len(handles) == len(set(handles))
     for p in pvs:
@@ -44,8 +44,8 @@ def test_volumes_use_blobfuse2_with_unique_handles_and_retain_data(render_of):
         assert p["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
 
 
-def test_each_claim_binds_its_own_volume_in_the_workload_namespace(render_of):
-    r = render_of("av-resim")
+def test_each_claim_binds_its_own_volume_in_the_workload_namespace(render_shape):
+    r = render_shape("private-two-pools")
     for claim in r.of_type(PVC):
         spec, meta = claim.inputs["spec"], claim.inputs["metadata"]
         assert meta["namespace"] == "av-resim"
@@ -54,8 +54,8 @@ def test_each_claim_binds_its_own_volume_in_the_workload_namespace(render_of):
         assert pv.name in claim.depends_on
 
 
-def test_identity_mode_mounts_with_a_workload_identity_token_and_no_secret_anywhere(render_of):
-    r = render_of("training-autoscale")
+def test_identity_mode_mounts_with_a_workload_identity_token_and_no_secret_anywhere(render_shape):
+    r = render_shape("training")
     for name, pv in volumes(r).items():
         workload = name.rsplit("-", 1)[1]
         attrs = pv["spec"]["csi"]["volumeAttributes"]
@@ -70,9 +70,9 @@ def test_identity_mode_mounts_with_a_workload_identity_token_and_no_secret_anywh
     assert "sig=" not in json.dumps([x.as_json() for x in r.resources])
 
 
-def test_volumes_wait_for_the_csi_driver_and_the_workloads_data_role(render_of):
+def test_volumes_wait_for_the_csi_driver_and_the_workloads_data_role(render_shape):
     # On the PV itself: children do not inherit a component's dependsOn.
-    pv = render_of("training-autoscale").named("volume-train-checkpoints-pv")
+    pv = render_shape("training").named("volume-train-checkpoints-pv")
     assert {"blob-csi-release", "identity-train-checkpoints-data", "storage-ckpt-checkpoints"} <= set(pv.depends_on)
 
 
@@ -116,9 +116,9 @@ def test_any_mount_setting_changes_the_hash():
         assert settings_hash(*changed) != settings_hash(*base)
 
 
-def test_changing_how_a_volume_mounts_makes_a_new_volume_and_claim_that_the_workloads_follow(render_of):
-    identity = render_of("av-resim")
-    config = stack_config_of("av-resim")
+def test_changing_how_a_volume_mounts_makes_a_new_volume_and_claim_that_the_workloads_follow(render_shape):
+    identity = render_shape("private-two-pools")
+    config = shape("private-two-pools")
     sas = render_with("av-resim", **{**config, "storage": {**config["storage"], "auth": "sas"}})
     for r in (identity, sas):
         claims = {c.inputs["metadata"]["name"] for c in r.of_type(PVC)}

@@ -19,7 +19,7 @@ from offline.mocks import DEPLOYER_OBJECT_ID
 from offline.report import is_manifest
 from program.config.schema import SYSTEM_POOL_DEFAULTS
 from program.pipeline import deploy
-from tests.helpers import STACKS, pod_spec, render_with, stack_config_of
+from tests.helpers import STACKS, pod_spec, render_with, shape
 
 ROLE = "azure-native:authorization:RoleAssignment"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -42,19 +42,19 @@ def test_a_blob_upload_waits_for_its_container(stack, render_of):
         assert f"{account}-{blob.inputs['containerName']}" in blob.depends_on, blob.name
 
 
-def test_private_registries_build_where_the_registry_is_reachable(render_of):
+def test_private_registries_build_where_the_registry_is_reachable(render_shape):
     """Audit #1: a quick ACR Task run builds on public agents and cannot push into a private registry
     (learn.microsoft.com/azure/container-registry/manage-network-bypass-policy-for-tasks)."""
-    r = render_of("av-resim")
+    r = render_shape("private-two-pools")
     assert r.cfg.registry.private
     assert not r.of_type("command:local:Command") and r.of_type("docker:index/image:Image")
     assert r.named("registry-acr").inputs["networkRuleBypassOptions"] == "None"
 
 
-def test_the_cluster_identity_manages_the_node_subnet(render_of):
+def test_the_cluster_identity_manages_the_node_subnet(render_shape):
     """Audit #6: with a BYO subnet the CLI grants the control plane Network Contributor, ARM does not
     (learn.microsoft.com/azure/aks/concepts-network-cni-overview; an internal LoadBalancer fails without it)."""
-    r = render_of("dev")
+    r = render_shape("dev-minimal")
     (grant,) = [a for a in r.of_type(ROLE) if a.inputs["roleDefinitionId"].endswith(role_id(roles.NETWORK_CONTRIBUTOR))]
     assert grant.inputs["scope"].endswith("/subnets/nodes") and "net-nodes" in grant.depends_on
     # The principal is the cluster's own identity, known once the cluster exists.
@@ -105,10 +105,10 @@ def test_the_program_waits_for_kubernetes_access_before_its_first_kubernetes_cal
     assert inspect.signature(deploy).parameters["preflight"].default is True
 
 
-def test_the_deployer_may_write_recordings_and_read_results_of_av_resim(render_of):
+def test_the_deployer_may_write_recordings_and_read_results_of_av_resim(render_shape):
     """Audit #8: Owner or Contributor grant no blob data access; the uploadInput/downloadOutput outputs would 403
     (learn.microsoft.com/azure/storage/blobs/assign-azure-role-data-access)."""
-    r = render_of("av-resim")
+    r = render_shape("private-two-pools")
     grants = {a.parent: a.inputs for a in r.of_type(ROLE) if a.name.endswith("-deployer-data")}
     assert grants["storage-input"]["roleDefinitionId"].endswith(role_id(roles.STORAGE_BLOB_DATA_CONTRIBUTOR))
     assert grants["storage-output"]["roleDefinitionId"].endswith(role_id(roles.STORAGE_BLOB_DATA_READER))
@@ -186,7 +186,7 @@ def test_gpu_deployments_surge_only_into_a_spare_share(render_of, renders):
 
 def test_a_gpu_service_with_room_in_its_pool_rolls_out_without_going_down():
     from components.kubernetes.pods import GPU_SURGE_ROLLOUT
-    config = stack_config_of("llm-serving")
+    config = shape("llm")
     r = render_with("llm-roomy", **{**config, "llm": {**config["llm"], "maxReplicas": 1}})
     (d,) = [d for d, *_ in gpu_deployments(r)]
     assert d.revealed["spec"]["strategy"] == GPU_SURGE_ROLLOUT  # 2 T4 nodes at most, 1 replica
@@ -232,8 +232,8 @@ def test_upgrades_surge_a_node_first_and_happen_in_the_maintenance_window(render
         "azure-native:containerservice:MaintenanceConfiguration")] == ["aksManagedAutoUpgradeSchedule"]
 
 
-def test_gpu_sharing_fills_its_pool_at_rest_so_surging_would_wait_for_a_node(render_of):
-    r = render_of("gpu-sharing")
+def test_gpu_sharing_fills_its_pool_at_rest_so_surging_would_wait_for_a_node(render_shape):
+    r = render_shape("time-slicing")
     pool = r.cfg.gpu_pool("shared")
     at_rest = {s.inputs["spec"]["scaleTargetRef"]["name"]: s.inputs["spec"]["minReplicaCount"]
                for s in r.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")}
@@ -244,10 +244,11 @@ def test_gpu_sharing_fills_its_pool_at_rest_so_surging_would_wait_for_a_node(ren
     assert requested == pool.schedulable_gpus_per_node * pool.min_count
 
 
-def test_a_failed_smoke_job_is_replaced_by_the_next_up_and_never_deleted_behind_pulumis_back(render_of):
+def test_a_failed_smoke_job_is_replaced_by_the_next_up_and_never_deleted_behind_pulumis_back(render_shape):
     """K2, K9: pulumi-kubernetes fails every later `up` on a Job with Failed=True unless replaceUnready is set;
     a TTL-deleted Job is re-created (from zero GPU nodes) by the next refresh."""
-    jobs = [j for j in render_of("gpu-basics").of_type("kubernetes:batch/v1:Job") if j.parent == "gpu-smoke-test"]
+    render = render_shape("spot-from-zero")
+    jobs = [j for j in render.of_type("kubernetes:batch/v1:Job") if j.parent == "gpu-smoke-test"]
     assert jobs
     for job in jobs:
         assert job.inputs["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
@@ -265,9 +266,9 @@ def test_every_job_has_a_pod_failure_policy_that_ignores_disruptions(stack, rend
             assert {"action": "Ignore", "onPodConditions": [ignored]} in job["podFailurePolicy"]["rules"]
 
 
-def test_the_blob_csi_controller_fits_one_node(render_of):
+def test_the_blob_csi_controller_fits_one_node(render_shape):
     """K3: the controller uses hostNetwork, so two replicas never share a node and force a second system node."""
-    assert render_of("av-resim").named("blob-csi-release").inputs["values"]["controller"]["replicas"] == 1
+    assert render_shape("private-two-pools").named("blob-csi-release").inputs["values"]["controller"]["replicas"] == 1
 
 
 def test_aks_driver_pools_get_the_runtime_class_aks_defines_and_mig_is_left_to_aks():
@@ -280,25 +281,25 @@ def test_aks_driver_pools_get_the_runtime_class_aks_defines_and_mig_is_left_to_a
     assert values["migManager"] == {"enabled": False}
 
 
-def test_operator_only_pools_keep_the_operators_own_runtime_class_and_it_can_upgrade_its_own_crds(render_of):
+def test_operator_only_pools_keep_the_operators_own_runtime_class_and_it_can_upgrade_its_own_crds(render_shape):
     """K8: the chart's pre-upgrade CRD Job needs Helm's OpenAPI validation off (values.yaml, operator.upgradeCRD)."""
-    release = render_of("av-resim").named("gpu-operator-release").inputs
+    release = render_shape("private-two-pools").named("gpu-operator-release").inputs
     assert "operator" not in release["values"] and release["disableOpenapiValidation"] is True
 
 
-def test_protected_data_keeps_its_resource_group_and_the_render_shows_it(render_of):
+def test_protected_data_keeps_its_resource_group_and_the_render_shows_it(render_shape):
     """Audit #5: Azure deletes a resource group with everything in it, protected or not; `pulumi destroy
     --exclude-protected` must keep the group of protected data."""
-    r = render_of("av-resim")
+    r = render_shape("private-two-pools")
     protected = {x.name for x in r.resources if x.protect}
     assert {"net-rg", "storage-output-account", "storage-output-output"} <= protected
     assert not {"storage-input-account", "aks-aks"} & protected
-    assert not [x for x in render_of("gpu-basics").resources if x.protect]
+    assert not [x for x in render_shape("spot-from-zero").resources if x.protect]
 
 
-def test_the_summary_warns_when_a_public_api_server_is_open_to_everyone(render_of, tmp_path):
+def test_the_summary_warns_when_a_public_api_server_is_open_to_everyone(render_shape, tmp_path):
     from offline.report import write_render
-    text = (write_render(render_of("gpu-basics"), tmp_path) / "summary.md").read_text()
+    text = (write_render(render_shape("spot-from-zero"), tmp_path) / "summary.md").read_text()
     assert "**Warning: the public API server is open to every address**" in text
-    text = (write_render(render_of("av-resim"), tmp_path) / "summary.md").read_text()
+    text = (write_render(render_shape("private-two-pools"), tmp_path) / "summary.md").read_text()
     assert "Warning" not in text and "private API server" in text

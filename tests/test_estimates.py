@@ -10,9 +10,9 @@ import pytest
 from offline.estimates import cost, first_gpu_pod, timeline
 from offline.render import Resource
 from offline.report import summary, write_render
-from offline.stack_files import REPO_ROOT, stack_files, stack_namespace
+from offline.stack_files import REPO_ROOT
 from ops import image_sizes
-from tests.helpers import STACKS, load
+from tests.helpers import STACKS, load, shape
 
 PRICES = {
     "date": "2025-10", "currency": "USD", "source": "test table", "spot_discount": 0.8,
@@ -65,8 +65,8 @@ def test_a_region_without_prices_prices_no_pool_instead_of_borrowing_another_reg
     assert cost.node_hour(None, "Standard_D4ds_v5", spot=False, discount=0.8) == cost.NodeHour(None)
 
 
-def test_a_pool_without_a_price_makes_every_total_a_lower_bound_never_drops_out(render_of):
-    r = render_of("function-gpu")
+def test_a_pool_without_a_price_makes_every_total_a_lower_bound_never_drops_out(render_shape):
+    r = render_shape("function")
     westeurope = {**PRICES, "vm_regions": {"westeurope": PRICES["vm_regions"]["eastus"]}}
     t = cost.totals(r, westeurope)  # the stack is in eastus: no VM of it has a price
     assert t.unpriced == ("system", "t4") and not t.complete
@@ -76,8 +76,8 @@ def test_a_pool_without_a_price_makes_every_total_a_lower_bound_never_drops_out(
     assert "**Idle: at least $" in text and "the totals are lower bounds" in text
 
 
-def test_function_gpu_totals_add_pools_and_fixed_parts(render_of):
-    r = render_of("function-gpu")
+def test_function_gpu_totals_add_pools_and_fixed_parts(render_shape):
+    r = render_shape("function")
     fixed = dict(cost.fixed_costs(r, PRICES))
     # Free tier, outbound LB, the function's internal LB, 1 public IP (outbound), Standard ACR.
     assert fixed == {"AKS Free tier": 0.0, "Standard load balancer (cluster outbound)": 0.025,
@@ -92,7 +92,7 @@ def test_function_gpu_totals_add_pools_and_fixed_parts(render_of):
 
 
 def test_metrics_ingestion_grows_with_nodes_and_gpus_and_grafana_and_logs_cost_when_on():
-    config = stack_namespace(stack_files()["training-autoscale"])
+    config = shape("training")
     cfg = load({**config, "monitoring": {**config["monitoring"], "grafana": True}})
     idle, full = cost.scales(cfg)
     # system 2–3, cpu 1–3, gpu 0–3 NC4as_T4_v3 (one T4 each)
@@ -103,20 +103,20 @@ def test_metrics_ingestion_grows_with_nodes_and_gpus_and_grafana_and_logs_cost_w
     assert rows["Log Analytics (cluster-autoscaler logs)"] == pytest.approx(0.1 / 24 * 2.4)
 
 
-def test_a_stack_without_monitoring_pays_nothing_for_it(render_of):
-    r = render_of("dev")
+def test_a_stack_without_monitoring_pays_nothing_for_it(render_shape):
+    r = render_shape("dev-minimal")
     assert not r.cfg.monitoring.enabled and cost.monitoring_costs(r.cfg, PRICES, cost.scales(r.cfg)[1]) == []
     assert "monitoring (usage" not in cost.cost_markdown(r, PRICES)
 
 
-def test_private_endpoints_and_zones_are_counted(render_of):
-    fixed = dict(cost.fixed_costs(render_of("av-resim"), PRICES))
+def test_private_endpoints_and_zones_are_counted(render_shape):
+    fixed = dict(cost.fixed_costs(render_shape("private-two-pools"), PRICES))
     assert fixed["private endpoints × 3"] == pytest.approx(0.03)
     assert fixed["AKS Standard tier"] == 0.1 and fixed["ACR Premium"] == 0.07
 
 
-def test_each_pool_row_shows_both_prices_and_uses_the_one_it_buys(render_of):
-    rows = [line for line in cost.cost_markdown(render_of("function-gpu"), PRICES).splitlines()
+def test_each_pool_row_shows_both_prices_and_uses_the_one_it_buys(render_shape):
+    rows = [line for line in cost.cost_markdown(render_shape("function"), PRICES).splitlines()
             if line.startswith("| t4 ")]
     assert rows == ["| t4 | Standard_NC4as_T4_v3 | $0.500 | $0.100 *assumed* | spot | 1–2 | $0.100 | $0.200 |"]
 
@@ -185,8 +185,8 @@ def test_every_render_writes_cost_and_timeline(stack, render_of, tmp_path):
     assert "Estimated cost (cost.md)" in summary
 
 
-def test_the_image_build_runs_beside_the_cluster_not_after_it(render_of):
-    r = render_of("function-gpu")
+def test_the_image_build_runs_beside_the_cluster_not_after_it(render_shape):
+    r = render_shape("function")
     steps = timeline.schedule(r.resources, timeline.load_durations())
     build, cluster = steps["image-function-build"], steps["aks-aks"]
     assert build.start < cluster.finish
@@ -249,8 +249,8 @@ def test_a_compiled_driver_costs_its_compile_and_waits_for_the_operator_the_aks_
         table["gpu_node"]["aks_driver"]["seconds"]
 
 
-def test_an_awaited_gpu_workload_takes_as_long_in_pulumi_up_as_its_pod_needs(render_of):
-    steps, found = timeline.plan(render_of("function-gpu"))
+def test_an_awaited_gpu_workload_takes_as_long_in_pulumi_up_as_its_pod_needs(render_shape):
+    steps, found = timeline.plan(render_shape("function"))
     (function,) = [e for e in found.workloads if e.pod == "function-deployment"]
     assert steps["function-deployment"].finish == pytest.approx(function.ready)
     image, start = function.phases[-2:]
@@ -258,8 +258,8 @@ def test_an_awaited_gpu_workload_takes_as_long_in_pulumi_up_as_its_pod_needs(ren
     assert found.endpoint == pytest.approx(function.ready)
 
 
-def test_a_stack_whose_gpu_pods_wait_for_a_run_starts_none_at_deploy(render_of):
-    _, found = timeline.plan(render_of("distributed-training"))
+def test_a_stack_whose_gpu_pods_wait_for_a_run_starts_none_at_deploy(render_shape):
+    _, found = timeline.plan(render_shape("infiniband"))
     assert found.deploy is None and found.new_node.ready > 0
     assert "starts none" in "\n".join(first_gpu_pod.markdown(found, "distributed-training"))
 

@@ -80,12 +80,12 @@ def test_every_stack_tags_its_resource_group_with_its_lifetime(stack, render_of)
         assert now + dt.timedelta(hours=r.cfg.ttl_hours) <= due < now + dt.timedelta(hours=r.cfg.ttl_hours + 24)
 
 
-def test_only_the_resource_group_carries_the_expiry(render_of):
-    r = render_of("gpu-basics")
+def test_only_the_resource_group_carries_the_expiry(render_shape):
+    r = render_shape("spot-from-zero")
     tagged = [x.name for x in r.resources if "expires-at" in (x.inputs.get("tags") or {})]
     assert tagged == ["net-rg"]
 
 
-def test_dev_is_long_lived_and_demo_gpu_stacks_expire_the_same_day(render_of):
-    assert render_of("dev").cfg.lifetime == "long-lived"
-    assert render_of("function-gpu").cfg.ttl_hours == 8 and render_of("gpu-sharing").cfg.ttl_hours == 8
+def test_dev_is_long_lived_and_demo_gpu_stacks_expire_the_same_day(render_shape):
+    assert render_shape("dev-minimal").cfg.lifetime == "long-lived"
+    assert render_shape("function").cfg.ttl_hours == 8 and render_shape("time-slicing").cfg.ttl_hours == 8

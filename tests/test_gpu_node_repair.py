@@ -15,8 +15,8 @@ NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=NPD_GPU_CONDITION_MINUTES)
 
 
-def test_repair_job_may_only_list_and_cordon_nodes_and_evict_pods(render_of):
-    r = render_of("gpu-basics")
+def test_repair_job_may_only_list_and_cordon_nodes_and_evict_pods(render_shape):
+    r = render_shape("spot-from-zero")
     assert r.named("gpu-node-repair-role").inputs["rules"] == [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
@@ -26,8 +26,8 @@ def test_repair_job_may_only_list_and_cordon_nodes_and_evict_pods(render_of):
     assert subject == {"kind": "ServiceAccount", "name": "gpu-node-repair", "namespace": "gpu-node-repair"}
 
 
-def test_repair_job_runs_its_script_off_the_gpu_nodes_with_the_alerts_conditions(render_of):
-    r = render_of("gpu-basics")
+def test_repair_job_runs_its_script_off_the_gpu_nodes_with_the_alerts_conditions(render_shape):
+    r = render_shape("spot-from-zero")
     cron = r.named("gpu-node-repair-job").inputs
     assert cron["spec"]["schedule"] == "*/5 * * * *" and cron["spec"]["concurrencyPolicy"] == "Forbid"
     pod = pod_spec(cron)

@@ -47,8 +47,8 @@ def test_unshared_pools_get_no_entry_and_no_label():
     assert gpu_sharing.NODE_CONFIG_LABEL not in gpu_sharing.node_labels(pool(mode="none", replicas=1))
 
 
-def test_shared_pool_nodes_select_their_entry_and_the_operator_reads_the_configmap(render_of):
-    r = render_of("av-resim")
+def test_shared_pool_nodes_select_their_entry_and_the_operator_reads_the_configmap(render_shape):
+    r = render_shape("private-two-pools")
     (cm,) = device_plugin_configs(r)
     assert cm.inputs["metadata"]["namespace"] == "gpu-operator" and cm.inputs["immutable"] is True
     assert set(cm.inputs["data"]) == {"nc4ast4"}
@@ -61,8 +61,8 @@ def test_shared_pool_nodes_select_their_entry_and_the_operator_reads_the_configm
     assert "gpu-operator-sharing-config" in r.named("gpu-operator-release").depends_on
 
 
-def test_stacks_without_sharing_leave_the_device_plugin_config_alone(render_of):
-    r = render_of("training-autoscale")
+def test_stacks_without_sharing_leave_the_device_plugin_config_alone(render_shape):
+    r = render_shape("training")
     assert not device_plugin_configs(r)
     assert "devicePlugin" not in r.named("gpu-operator-release").inputs["values"]
 

@@ -32,8 +32,8 @@ def test_every_release_is_pinned_atomic_cleaned_up_with_a_long_timeout_in_a_prog
         assert not i.get("createNamespace") and rel.provider == "k8s-provider"
 
 
-def test_nfd_is_its_own_oci_release_with_nvidia_label_namespace(render_of):
-    nfd = release(render_of("av-resim"), "nfd").inputs
+def test_nfd_is_its_own_oci_release_with_nvidia_label_namespace(render_shape):
+    nfd = release(render_shape("private-two-pools"), "nfd").inputs
     assert (nfd["chart"], nfd["version"]) == (charts.NFD.chart, charts.NFD.version)
     assert nfd["chart"].startswith("oci://registry.k8s.io/nfd/charts/")  # the source NFD recommends
     assert nfd["namespace"] == "node-feature-discovery"
@@ -49,8 +49,8 @@ def test_nfd_worker_tolerates_every_gpu_pools_taints_and_mig_each_once():
     assert tolerations.count(SPOT) == 1 and tolerations.count(SKU_GPU) == 1
 
 
-def test_gpu_node_rule_is_cluster_scoped_after_nfd_and_matches_the_crd(render_of):
-    r = render_of("av-resim")
+def test_gpu_node_rule_is_cluster_scoped_after_nfd_and_matches_the_crd(render_shape):
+    r = render_shape("private-two-pools")
     rule = r.named("nfd-gpu-rule")
     assert "nfd-release" in rule.depends_on
     obj = {k: rule.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
@@ -64,15 +64,15 @@ def test_gpu_node_rule_is_cluster_scoped_after_nfd_and_matches_the_crd(render_of
                                       "matchExpressions": {"vendor": {"op": "In", "value": ["10de"]}}}]
 
 
-def test_gpu_node_rule_is_the_seeds_rule_apart_from_its_name(render_of):
+def test_gpu_node_rule_is_the_seeds_rule_apart_from_its_name(render_shape):
     seed = upstream.seed_rule()
-    ours = render_of("av-resim").named("nfd-gpu-rule").inputs["spec"]
+    ours = render_shape("private-two-pools").named("nfd-gpu-rule").inputs["spec"]
     strip = lambda spec: [{k: v for k, v in rule.items() if k != "name"} for rule in spec["rules"]]  # noqa: E731
     assert strip(ours) == strip(seed["spec"])
 
 
-def test_operator_is_pinned_with_separate_nfd_and_tolerations_replacing_the_default(render_of):
-    op = release(render_of("av-resim"), "gpu-operator").inputs
+def test_operator_is_pinned_with_separate_nfd_and_tolerations_replacing_the_default(render_shape):
+    op = release(render_shape("private-two-pools"), "gpu-operator").inputs
     assert (op["chart"], op["version"], op["repositoryOpts"]["repo"]) == \
         (charts.GPU_OPERATOR.chart, charts.GPU_OPERATOR.version, charts.GPU_OPERATOR.repo)
     assert op["namespace"] == "gpu-operator" and op["timeout"] >= 600
@@ -101,10 +101,10 @@ def test_a_precompiled_pool_gets_nvidias_precompiled_driver_on_ubuntu_2204_nodes
     assert (pool["gpuProfile"], pool["osSKU"]) == ({"driver": "None"}, "Ubuntu2204")
 
 
-def test_every_new_gpu_node_runs_the_operators_cuda_check_through_the_device_plugin(render_of):
+def test_every_new_gpu_node_runs_the_operators_cuda_check_through_the_device_plugin(render_shape):
     """The plugin validator's workload pod (validator.plugin.env WITH_WORKLOAD) is the per-node smoke test: a node
     that fails it never advertises nvidia.com/gpu."""
-    values = release(render_of("gpu-basics"), "gpu-operator").inputs["values"]
+    values = release(render_shape("spot-from-zero"), "gpu-operator").inputs["values"]
     assert {"name": "WITH_WORKLOAD", "value": "true"} in values["validator"]["plugin"]["env"]
 
 
@@ -143,16 +143,16 @@ def test_helm_and_managed_blob_drivers_are_never_both_enabled():
         load({"cluster": {"managedBlobCsiDriver": True}, "addons": {"blobCsi": True}})
 
 
-def test_blob_csi_driver_uses_the_blobfuse_proxy_with_a_pinned_blobfuse2(render_of):
-    csi = release(render_of("av-resim"), "blob-csi").inputs
+def test_blob_csi_driver_uses_the_blobfuse_proxy_with_a_pinned_blobfuse2(render_shape):
+    csi = release(render_shape("private-two-pools"), "blob-csi").inputs
     assert (csi["chart"], csi["version"], csi["namespace"]) == (charts.BLOB_CSI.chart, charts.BLOB_CSI.version,
                                                                 "kube-system")
     assert csi["values"]["node"]["enableBlobfuseProxy"] is True
     assert csi["values"]["node"]["blobfuseProxy"]["blobfuse2Version"] == charts.BLOBFUSE2_VERSION
 
 
-def test_blob_csi_driver_only_where_there_is_storage(render_of):
-    assert not [r for r in render_of("gpu-basics").of_type(RELEASE) if r.name == "blob-csi-release"]
+def test_blob_csi_driver_only_where_there_is_storage(render_shape):
+    assert not [r for r in render_shape("spot-from-zero").of_type(RELEASE) if r.name == "blob-csi-release"]
 
 
 @pytest.mark.parametrize("pinned", charts.PINNED_CHARTS, ids=lambda c: c.chart.rsplit("/", 1)[-1])
@@ -183,14 +183,14 @@ def test_blob_csi_value_keys_exist_in_the_chart():
     assert upstream.unknown_value_paths(blob_csi_values(), upstream.chart_values("blob-csi-driver")) == []
 
 
-def test_nfd_values_pass_the_charts_values_schema(render_of):
-    ours = release(render_of("av-resim"), "nfd").inputs["values"]
+def test_nfd_values_pass_the_charts_values_schema(render_shape):
+    ours = release(render_shape("private-two-pools"), "nfd").inputs["values"]
     merged = upstream.deep_merge(upstream.chart_values("node-feature-discovery"), ours)
     jsonschema.validate(merged, upstream.values_schema("node-feature-discovery"))
 
 
-def test_operator_values_fit_the_cluster_policy_crd(render_of):
-    values = release(render_of("av-resim"), "gpu-operator").inputs["values"]
+def test_operator_values_fit_the_cluster_policy_crd(render_shape):
+    values = release(render_shape("private-two-pools"), "gpu-operator").inputs["values"]
     definition = upstream.crd("gpu-operator", "clusterpolicies.nvidia.com")
     spec = definition["versions"]["v1"]["properties"]["spec"]["properties"]
     assert set(values["devicePlugin"]["config"]) <= set(spec["devicePlugin"]["properties"]["config"]["properties"])
@@ -199,11 +199,11 @@ def test_operator_values_fit_the_cluster_policy_crd(render_of):
     assert "single" in spec["mig"]["properties"]["strategy"]["enum"]
 
 
-def test_an_mps_pools_smoke_test_is_a_non_root_cuda_client_that_fails_the_deploy(render_of):
+def test_an_mps_pools_smoke_test_is_a_non_root_cuda_client_that_fails_the_deploy(render_shape):
     """Round-3 k8s audit #5: MPS in the device plugin is experimental (k8s-device-plugin v0.20.0 README:517-521) and
     non-root clients have failed to reach the server's pipe directory (bottlerocket-os/bottlerocket#4673); nvidia-smi
     opens no CUDA context, so only a CUDA client run as the workloads' UID shows the path works."""
-    r = render_of("gpu-sharing-mps")
+    r = render_shape("mps")
     (job,) = r.of_type("kubernetes:batch/v1:Job")
     spec = pod_spec(job.revealed)
     (client,) = spec["containers"]
@@ -214,6 +214,6 @@ def test_an_mps_pools_smoke_test_is_a_non_root_cuda_client_that_fails_the_deploy
     assert job.inputs["metadata"]["annotations"].get("pulumi.com/skipAwait") != "true"  # pulumi up waits for it
     assert job.inputs["spec"]["backoffLimit"] == 2
     # Other pools get nvidia-smi, and only with addons.smokeTest.
-    assert [j.inputs["metadata"]["name"] for j in render_of("gpu-basics").of_type("kubernetes:batch/v1:Job")
+    assert [j.inputs["metadata"]["name"] for j in render_shape("spot-from-zero").of_type("kubernetes:batch/v1:Job")
             if j.name.startswith("gpu-smoke-test")] == ["nvidia-smi-t4"]
-    assert not render_of("gpu-sharing").of_type("kubernetes:batch/v1:Job")
+    assert not render_shape("time-slicing").of_type("kubernetes:batch/v1:Job")

@@ -61,8 +61,8 @@ def test_local_mode_pushes_with_an_entra_token_fetched_after_the_registry_is_rea
     assert not local.of_type("command:local:Command")
 
 
-def test_a_private_registry_is_pushed_to_only_once_its_endpoint_resolves(render_of):
-    r = render_of("av-resim")
+def test_a_private_registry_is_pushed_to_only_once_its_endpoint_resolves(render_shape):
+    r = render_shape("private-two-pools")
     image = r.named("image-jobs-image", "docker:index/image:Image")
     assert {"registry-private-endpoint", "registry-private-dns"} <= set(image.depends_on)
 

@@ -7,7 +7,7 @@ import pytest
 from components.images.pull_ahead import COMPONENT
 from offline.estimates import first_gpu_pod, timeline
 from offline.estimates.first_gpu_pod import Phase
-from tests.helpers import STACKS, load, pod_spec, render_with, stack_config_of
+from tests.helpers import STACKS, load, pod_spec, render_with, shape
 
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 PLATFORM_CHECKS = "gpu-smoke-test"
@@ -19,8 +19,8 @@ def pull_aheads(render):
             if r.revealed["metadata"]["labels"].get("app.kubernetes.io/component") == COMPONENT]
 
 
-def test_a_pull_ahead_pod_lands_on_its_gpu_pool_as_the_node_joins_and_asks_for_no_gpu(render_of):
-    r = render_of("llm-serving")
+def test_a_pull_ahead_pod_lands_on_its_gpu_pool_as_the_node_joins_and_asks_for_no_gpu(render_shape):
+    r = render_shape("llm")
     server = pod_spec(r.named("llm-deployment").revealed)
     ahead = {d.revealed["metadata"]["name"]: d.revealed for d in pull_aheads(r)}
     assert set(ahead) == {"pull-vllm", "pull-weights"}
@@ -100,9 +100,9 @@ def test_a_workload_waits_only_for_what_is_left_of_a_pull_ahead():
     assert late.seconds == full.seconds
 
 
-def test_a_new_node_s_first_workload_gains_the_time_between_its_node_joining_and_its_gpu(render_of):
-    with_pulls = timeline.plan(render_of("function-gpu"))[1].new_node_workload
-    config = stack_config_of("function-gpu")
+def test_a_new_node_s_first_workload_gains_the_time_between_its_node_joining_and_its_gpu(render_shape):
+    with_pulls = timeline.plan(render_shape("function"))[1].new_node_workload
+    config = shape("function")
     config["addons"] = {**config.get("addons", {}), "imagePullAhead": False}
     without = timeline.plan(render_with(**config))[1]
     table = timeline.load_durations()

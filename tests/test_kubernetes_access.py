@@ -42,8 +42,8 @@ def test_provider_kubeconfig_is_a_secret_using_kubelogin_without_devicecode():
     assert "devicecode" not in kubeconfig
 
 
-def test_stacks_fetch_user_credentials_never_admin_ones(render_of):
-    r = render_of("dev")
+def test_stacks_fetch_user_credentials_never_admin_ones(render_shape):
+    r = render_shape("dev-minimal")
     assert USER_CREDS in r.invokes and ADMIN_CREDS not in r.invokes
 
 

@@ -84,8 +84,8 @@ def test_workload_namespaces_enforce_restricted_and_only_driver_namespaces_are_p
                          else "restricted"), name
 
 
-def test_smoke_test_job_requests_one_gpu_on_its_pool_without_waiting_for_the_operator(render_of):
-    r = render_of("gpu-basics")
+def test_smoke_test_job_requests_one_gpu_on_its_pool_without_waiting_for_the_operator(render_shape):
+    r = render_shape("spot-from-zero")
     job = r.named("gpu-smoke-test-t4", "kubernetes:batch/v1:Job")
     spec = job.inputs["spec"]["template"]["spec"]
     assert spec["nodeSelector"] == {"kubernetes.azure.com/agentpool": "t4"}
@@ -101,8 +101,8 @@ def test_smoke_test_job_requests_one_gpu_on_its_pool_without_waiting_for_the_ope
     assert job.inputs["spec"]["backoffLimit"] >= 1 and job.inputs["spec"]["activeDeadlineSeconds"] > 0
 
 
-def test_smoke_test_is_off_unless_enabled(render_of):
-    assert not render_of("training-autoscale").of_type("aksgpu:gpu:GpuSmokeTest")
+def test_smoke_test_is_off_unless_enabled(render_shape):
+    assert not render_shape("training").of_type("aksgpu:gpu:GpuSmokeTest")
 
 
 def test_schema_validation_is_strict_enough_to_catch_a_misspelt_field():

@@ -97,8 +97,8 @@ def admissible(r) -> None:
             assert set(c["resources"]["requests"]) | set(c["resources"]["limits"]) <= covered, (name, c["name"])
 
 
-def test_kueue_manages_only_jobs_and_only_in_the_queued_namespace(render_of):
-    r = render_of("training-autoscale")
+def test_kueue_manages_only_jobs_and_only_in_the_queued_namespace(render_shape):
+    r = render_shape("training")
     release = helm_release(r.named("kueue-release"))
     assert release["chart"] == "oci://registry.k8s.io/kueue/charts/kueue" and release["version"] == KUEUE
     image = release["values"]["controllerManager"]["manager"]["image"]

@@ -18,7 +18,7 @@ from offline.mocks import azure_id
 from offline.report import manifest
 from program import outputs
 from tests import upstream
-from tests.helpers import render_with, stack_config_of
+from tests.helpers import render_with, shape
 
 MC = "azure-native:containerservice:ManagedCluster"
 AMW = "azure-native:monitor:AzureMonitorWorkspace"
@@ -31,7 +31,6 @@ DCGM_EXPORTER = "4.6.0-4.8.3"
 VLLM = "0.10"
 """The vLLM metrics fixture (tests/fixtures/metrics/vllm-0.10.json): the series used here are ones the deployed
 0.33 server and KAITO 0.6.0's vLLM 0.9 both export (vLLM's metrics docs)."""
-"""The dev stack turns monitoring off (Pulumi.dev.yaml): the cheapest development cluster."""
 
 
 def metric_names(expression: str) -> set[str]:
@@ -121,8 +120,8 @@ def test_the_rule_group_fits_the_api_one_workspace_scope_few_rules_iso_durations
         assert re.fullmatch(r"[^:@/#{}%&+*<>?\\]+", g["ruleGroupName"])
 
 
-def test_the_cluster_sends_its_prometheus_metrics_to_its_workspace(render_of):
-    r = render_of("gpu-basics")
+def test_the_cluster_sends_its_prometheus_metrics_to_its_workspace(render_shape):
+    r = render_shape("spot-from-zero")
     cluster = r.named("aks-aks", MC)
     assert cluster.inputs["azureMonitorProfile"]["metrics"]["enabled"] is True
     workspace = r.named("metrics-workspace", AMW)
@@ -146,8 +145,8 @@ def test_add_on_names_are_cut_to_azures_limits():
     assert msprom_name("eastus", "aks-" + "x" * 60, 44) == ("MSProm-eastus-aks-" + "x" * 60)[:44]
 
 
-def test_the_dcgm_exporter_is_scraped_through_the_add_ons_own_pod_monitor(render_of):
-    r = render_of("gpu-basics")
+def test_the_dcgm_exporter_is_scraped_through_the_add_ons_own_pod_monitor(render_shape):
+    r = render_shape("spot-from-zero")
     monitor = manifest(r.named("gpu-metrics-podmonitor"))
     upstream.validate_against_crd(monitor, upstream.operator_crd(
         "prometheus-collector", PROMETHEUS_COLLECTOR, "podmonitors.azmonitoring.coreos.com"))
@@ -158,15 +157,15 @@ def test_the_dcgm_exporter_is_scraped_through_the_add_ons_own_pod_monitor(render
     assert "gpu-operator-release" in r.named("gpu-metrics-podmonitor").depends_on
 
 
-def test_the_cheapest_dev_stack_collects_nothing(render_of):
-    r = render_of("dev")
+def test_the_cheapest_dev_stack_collects_nothing(render_shape):
+    r = render_shape("dev-minimal")
     assert "azureMonitorProfile" not in r.named("aks-aks", MC).inputs
     assert not [x for x in r.resources if x.type.startswith(("azure-native:monitor:", "azure-native:alertsmanag"))]
 
 
-def test_alerts_e_mail_only_when_an_address_is_configured(render_of):
-    assert not render_of("gpu-basics").of_type("azure-native:monitor:ActionGroup")
-    r = render_with(**{**stack_config_of("gpu-basics"), "monitoring": {"alertEmail": "ml-team@example.com"}})
+def test_alerts_e_mail_only_when_an_address_is_configured(render_shape):
+    assert not render_shape("spot-from-zero").of_type("azure-native:monitor:ActionGroup")
+    r = render_with(**{**shape("spot-from-zero"), "monitoring": {"alertEmail": "ml-team@example.com"}})
     (group,) = r.of_type("azure-native:monitor:ActionGroup")
     assert group.inputs["emailReceivers"] == [{"emailAddress": "ml-team@example.com", "name": "email",
                                                "useCommonAlertSchema": True}]
@@ -176,7 +175,7 @@ def test_alerts_e_mail_only_when_an_address_is_configured(render_of):
 
 
 def test_grafana_reads_the_workspace_and_the_deployer_administers_it():
-    r = render_with(**{**stack_config_of("gpu-basics"), "monitoring": {"grafana": True}})
+    r = render_with(**{**shape("spot-from-zero"), "monitoring": {"grafana": True}})
     grafana = r.named("metrics-grafana")
     assert re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,21}[A-Za-z0-9]", grafana.inputs["workspaceName"])
     workspace = r.named("metrics-workspace", AMW)
@@ -195,16 +194,16 @@ def test_grafana_reads_the_workspace_and_the_deployer_administers_it():
     assert (ROOT / "dashboards/gpu.json").is_file()
 
 
-def test_the_query_endpoint_is_an_output_and_grafana_only_when_asked(render_of):
-    r = render_of("gpu-basics")
+def test_the_query_endpoint_is_an_output_and_grafana_only_when_asked(render_shape):
+    r = render_shape("spot-from-zero")
     assert r.outputs[outputs.PROMETHEUS_QUERY_ENDPOINT].endswith(".prometheus.monitor.azure.com")
     assert outputs.GRAFANA_URL not in r.outputs and outputs.IMPORT_GPU_DASHBOARD not in r.outputs
-    assert outputs.PROMETHEUS_QUERY_ENDPOINT not in render_of("dev").outputs
+    assert outputs.PROMETHEUS_QUERY_ENDPOINT not in render_shape("dev-minimal").outputs
 
 
-def test_autoscaler_logs_go_to_log_analytics_when_asked(render_of):
-    assert not render_of("gpu-basics").of_type("azure-native:monitor:DiagnosticSetting")
-    r = render_of("training-autoscale")
+def test_autoscaler_logs_go_to_log_analytics_when_asked(render_shape):
+    assert not render_shape("spot-from-zero").of_type("azure-native:monitor:DiagnosticSetting")
+    r = render_shape("training")
     (setting,) = r.of_type("azure-native:monitor:DiagnosticSetting")
     assert setting.inputs["logs"] == [{"category": "cluster-autoscaler", "enabled": True}]
     cluster = r.named("aks-aks", MC)

@@ -27,8 +27,8 @@ NAP_T4 = {"name": "t4", "provisioning": "nap", "vmSize": "Standard_NC4as_T4_v3",
 FIXED_SYSTEM = {"systemPool": {"minCount": 2, "maxCount": 2}}
 
 
-def test_the_nap_stack_objects_validate_against_the_crds_of_the_karpenter_aks_runs(render_of):
-    r = render_of("gpu-nap")
+def test_the_nap_stack_objects_validate_against_the_crds_of_the_karpenter_aks_runs(render_shape):
+    r = render_shape("nap")
     (pool,), (node_class,) = r.of_type(NODEPOOL), r.of_type(NODECLASS)
     upstream.validate_against_crd(manifest(pool), upstream.operator_crd(
         "karpenter-provider-azure", KARPENTER_VERSION, NODEPOOL_CRD))
@@ -69,8 +69,8 @@ def test_who_installs_the_driver_follows_the_pools_driver_setting():
     assert labels["nvidia.com/gpu.deploy.driver"] == "false"
 
 
-def test_a_nap_cluster_turns_node_provisioning_on_and_no_pool_autoscales(render_of):
-    r = render_of("gpu-nap")
+def test_a_nap_cluster_turns_node_provisioning_on_and_no_pool_autoscales(render_shape):
+    r = render_shape("nap")
     cluster = r.named("aks-aks").inputs
     assert cluster["nodeProvisioningProfile"] == {"mode": "Auto", "defaultNodePools": "Auto"}
     assert "autoScalerProfile" not in cluster
@@ -81,8 +81,8 @@ def test_a_nap_cluster_turns_node_provisioning_on_and_no_pool_autoscales(render_
     assert cluster["networkProfile"]["networkDataplane"] == "cilium"
 
 
-def test_gpu_pods_select_the_nap_pool_by_its_nodepool_label(render_of):
-    r = render_of("gpu-nap")
+def test_gpu_pods_select_the_nap_pool_by_its_nodepool_label(render_shape):
+    r = render_shape("nap")
     job = r.named("gpu-smoke-test-t4")
     spec = pod_spec(job.inputs)
     assert spec["nodeSelector"] == {NODEPOOL_LABEL: "t4"}

@@ -25,8 +25,8 @@ def test_the_pack_passes_every_stack_render(renders, tmp_path):
     assert f"{policies} policies, {len(renders)} stacks, 0 violations" in result.stderr
 
 
-def test_the_pack_reports_a_broken_render(render_of, tmp_path):
-    out = write_render(render_of("function-gpu"), tmp_path)
+def test_the_pack_reports_a_broken_render(render_shape, tmp_path):
+    out = write_render(render_shape("function"), tmp_path)
     resources = json.loads((out / "resources.json").read_text())
     for r in resources:
         if r["name"] == "function-service":

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from policy import rules
-from tests.helpers import STACKS, render_with, stack_config_of
+from tests.helpers import STACKS, render_with, shape
 
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
@@ -260,7 +260,7 @@ def test_the_exception_tag_names_match_the_programs():
 
 def test_a_variant_config_that_breaks_a_rule_is_caught_end_to_end():
     # An open API server without the exception tag: rendered by config, caught by the pack.
-    config = stack_config_of("gpu-basics")
+    config = shape("spot-from-zero")
     r = render_with("gpu-basics", **{**config, "cluster": {"openApiServer": True}})
     cluster = props(r, "aks-aks")
     del cluster["tags"]["security-exception"]

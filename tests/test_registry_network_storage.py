@@ -18,8 +18,8 @@ def kubelet_object_id(render):
     return guid(azure_id(MC, cluster.name, cluster.inputs), "kubelet-object")
 
 
-def test_registry_has_no_admin_user_no_anonymous_pull_and_is_attached_by_acrpull_to_the_kubelet(render_of):
-    r = render_of("dev")
+def test_registry_has_no_admin_user_no_anonymous_pull_and_is_attached_by_acrpull_to_the_kubelet(render_shape):
+    r = render_shape("dev-minimal")
     (acr,) = r.of_type(ACR)
     assert acr.inputs["adminUserEnabled"] is False and acr.inputs["anonymousPullEnabled"] is False
     pull = r.named("aks-acrpull").inputs
@@ -29,8 +29,8 @@ def test_registry_has_no_admin_user_no_anonymous_pull_and_is_attached_by_acrpull
     assert pull["principalId"] == kubelet_object_id(r)
 
 
-def test_private_registry_is_premium_without_public_access_behind_a_private_endpoint(render_of):
-    r = render_of("av-resim")
+def test_private_registry_is_premium_without_public_access_behind_a_private_endpoint(render_shape):
+    r = render_shape("private-two-pools")
     acr = r.named("registry-acr").inputs
     assert acr["sku"] == {"name": "Premium"} and acr["publicNetworkAccess"] == "Disabled"
     endpoint = r.named("registry-private-endpoint").inputs
@@ -42,17 +42,18 @@ def test_private_registry_is_premium_without_public_access_behind_a_private_endp
     assert zone.endswith("/privateDnsZones/privatelink.azurecr.io")
 
 
-def test_private_dns_zones_exist_once_per_service_and_are_linked_to_the_vnet(render_of):
-    r = render_of("av-resim")
+def test_private_dns_zones_exist_once_per_service_and_are_linked_to_the_vnet(render_shape):
+    r = render_shape("private-two-pools")
     zones = sorted(z.inputs["privateZoneName"] for z in r.of_type("azure-native:privatedns:PrivateZone"))
     assert zones == ["privatelink.azurecr.io", "privatelink.blob.core.windows.net"]
     links = r.of_type("azure-native:privatedns:VirtualNetworkLink")
     assert len(links) == 2
-    assert all(link.inputs["virtualNetwork"]["id"].endswith("/virtualNetworks/vnet-av-resim") for link in links)
+    vnet = f"/virtualNetworks/vnet-{r.cfg.naming.root}"
+    assert all(link.inputs["virtualNetwork"]["id"].endswith(vnet) for link in links)
 
 
-def test_public_stacks_have_no_private_endpoints(render_of):
-    assert not render_of("dev").of_type("azure-native:network:PrivateEndpoint")
+def test_public_stacks_have_no_private_endpoints(render_shape):
+    assert not render_shape("dev-minimal").of_type("azure-native:network:PrivateEndpoint")
 
 
 def test_vnet_has_node_and_private_endpoint_subnets_as_configured():
@@ -74,13 +75,13 @@ def test_storage_is_https_only_tls12_without_public_blobs_or_shared_keys(stack, 
         assert SECURITY_EXCEPTION not in i["tags"], stack
 
 
-def test_blob_containers_are_private(render_of):
-    containers = render_of("training-autoscale").of_type("azure-native:storage:BlobContainer")
+def test_blob_containers_are_private(render_shape):
+    containers = render_shape("training").of_type("azure-native:storage:BlobContainer")
     assert containers and all(c.inputs["publicAccess"] == "None" for c in containers)
 
 
-def test_av_resim_storage_is_private_input_and_output(render_of):
-    r = render_of("av-resim")
+def test_av_resim_storage_is_private_input_and_output(render_shape):
+    r = render_shape("private-two-pools")
     accounts = {a.name: a.inputs for a in r.of_type(SA)}
     assert set(accounts) == {"storage-input-account", "storage-output-account"}
     for a in accounts.values():

@@ -43,8 +43,8 @@ def test_every_resource_but_components_has_a_component_parent(stack, render_of):
             assert res.parent is not None and not r.named(res.parent).custom, res.name
 
 
-def test_kubeconfig_is_secret_in_outputs_and_in_the_provider_inputs(render_of):
-    r = render_of("dev")
+def test_kubeconfig_is_secret_in_outputs_and_in_the_provider_inputs(render_shape):
+    r = render_shape("dev-minimal")
     assert r.outputs["kubeconfig"] == SECRET
     assert r.named("k8s-provider").inputs["kubeconfig"] == SECRET
     assert "BEGIN CERTIFICATE" not in json.dumps([x.as_json() for x in r.resources])
@@ -59,8 +59,8 @@ def test_render_is_deterministic_byte_for_byte(tmp_path, renders):
         assert (first / f).read_bytes() == (second / f).read_bytes(), f
 
 
-def test_summary_lists_node_pools_with_gpu_model_spot_bounds_and_taints(render_of, tmp_path):
-    text = (write_render(render_of("av-resim"), tmp_path) / "summary.md").read_text()
+def test_summary_lists_node_pools_with_gpu_model_spot_bounds_and_taints(render_shape, tmp_path):
+    text = (write_render(render_shape("private-two-pools"), tmp_path) / "summary.md").read_text()
     assert "| nc48a100 | User | Standard_NC48ads_A100_v4 | A100 × 2 | yes | 0–2 |" in text
     assert "| nc4ast4 | User | Standard_NC4as_T4_v3 | T4 × 1 | yes | 1–5 |" in text
     assert "`sku=gpu:NoSchedule`" in text
@@ -156,12 +156,12 @@ def test_no_secret_value_reaches_the_render_files_or_outputs(sentinel_secrets, t
     assert r.outputs[outputs.KUBECONFIG] == SECRET and r.outputs[NOTEBOOK_TOKEN] == SECRET
 
 
-def test_a_masked_secret_keeps_its_shape_so_its_manifest_is_still_valid(render_of):
+def test_a_masked_secret_keeps_its_shape_so_its_manifest_is_still_valid(render_shape):
     import kubernetes_validate
 
     from offline.report import manifest
 
-    secret = render_of("gpu-sharing").named("sharing-notebook-token-secret")
+    secret = render_shape("time-slicing").named("sharing-notebook-token-secret")
     assert secret.inputs["stringData"] == {"token": SECRET}
     kubernetes_validate.validate(manifest(secret), "1.33.0", strict=True)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from components.azure.cluster import api_server_zone
-from tests.helpers import load, render_with, stack_config_of
+from tests.helpers import load, render_with, shape
 
 RUNNER_VNET = ("/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/rg-runners/providers/"
                "Microsoft.Network/virtualNetworks/vnet-runners")
@@ -16,7 +16,7 @@ LINK = "azure-native:privatedns:VirtualNetworkLink"
 
 @pytest.fixture(scope="module")
 def r():
-    config = stack_config_of("av-resim")
+    config = shape("private-two-pools")
     return render_with("av-resim", **{**config, "network": {**config.get("network", {}),
                                                             "runnerVnetId": RUNNER_VNET}})
 
