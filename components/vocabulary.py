@@ -38,11 +38,14 @@ class Provisioning(StrEnum):
 class GpuDriver(StrEnum):
     INSTALL = "install"
     """AKS installs the driver while the node boots (its node image carries it); the operator runs only the device
-    plugin, GPU feature discovery and the DCGM exporter. The fastest path, and the only one for GRID sizes (A10)
-    and MIG pools."""
+    plugin, GPU feature discovery and the DCGM exporter. The only way for GRID sizes (A10: AKS installs the GRID
+    driver, which NVIDIA does not publish as a container) and MIG pools (AKS partitions the GPUs from
+    ``gpuInstanceProfile`` with its own driver)."""
     PRECOMPILED = "precompiled"
-    """AKS skips its driver; the GPU operator loads NVIDIA's precompiled driver image for the node's kernel (no
-    compile), on Ubuntu 22.04 nodes, the only OS NVIDIA publishes them for."""
+    """AKS skips its driver (``gpuProfile.driver: None``) and the GPU operator owns it, as the design card draws it:
+    NVIDIA's precompiled driver image for the node's kernel (no compile), which NVIDIA builds for Ubuntu 24.04's
+    Azure kernel; a node whose kernel NVIDIA has not built yet falls back to compiling (the GPU node gate moves it
+    to the compiled driver) instead of staying without GPUs."""
     NONE = "none"
     """AKS skips its driver; the GPU operator compiles it on every new node (minutes) and installs the toolkit."""
 
@@ -50,6 +53,24 @@ class GpuDriver(StrEnum):
     def operator_owned(self) -> bool:
         """The GPU operator installs this pool's driver (AKS's ``gpuProfile.driver`` is None)."""
         return self != GpuDriver.INSTALL
+
+
+GPU_NODE_OS = "Ubuntu"
+"""Every GPU pool's node OS (AKS ``osSKU``): Ubuntu 24.04 with its 6.8 Azure kernel on the Kubernetes minors of
+``GPU_NODE_OS_KUBERNETES`` (AKS upgrade-os-version: ``Ubuntu`` is 22.04 up to 1.34 and 24.04 from 1.35), which
+NVIDIA builds its precompiled drivers for (NVIDIA/gpu-driver-container .github/precompiled-matrix-config.json).
+Every pool follows the cluster's minor, so a cluster runs one Ubuntu, which the GPU operator needs (it reads the OS
+of one GPU node for the whole cluster, controllers/state_manager.go getGPUNodeOSInfo). ``Ubuntu2404`` would name
+24.04 outright, but the ARM API pulumi-azure-native 3.29 sends for agent pools (2025-09-01) has no such value; it
+came in 2025-10-01."""
+GPU_NODE_OS_KUBERNETES = ((1, 35), (1, 38))
+"""The Kubernetes minors where AKS's ``Ubuntu`` is 24.04: from 1.35 (upgrade-os-version), to 1.38, the last that
+AKS supports 24.04 on (upgrade-os-version: Ubuntu 24.04 "supported in Kubernetes 1.32 to 1.38")."""
+
+DRIVER_LABEL = "aksgpu.io/driver"
+"""Node label: ``compiled`` puts an operator-driver node on the compiled driver (a ``none`` pool's nodes, and a
+precompiled node whose kernel NVIDIA has not built); other operator-driver nodes take the precompiled one."""
+COMPILED = "compiled"
 
 
 class SharingMode(StrEnum):
@@ -160,6 +181,13 @@ class SecurityException(StrEnum):
     BASELINE_OPERATOR_PODS = "baseline-operator-pods"
     """A workload namespace at the baseline Pod Security level, not restricted: KAITO 0.6.0's inference pods (which
     its controller writes) set no security context, so restricted admission would refuse them."""
+    RDMA_MEMORY_LOCK = "rdma-memory-lock"
+    """A workload namespace at the privileged Pod Security level, for InfiniBand pods only: NCCL's verbs transport
+    registers (locks) memory, which the 64 KiB ``ulimit -l`` of a container refuses unless the process holds
+    CAP_IPC_LOCK (Azure/aks-rdma-infiniband website/docs/configurations/01-network-operator.md). Neither restricted
+    nor baseline admits that capability, and a non-root process never has an added capability in its effective set
+    (kubernetes/kubernetes#56374), so those pods run as UID 0 with every capability dropped but IPC_LOCK, no
+    privilege escalation and the runtime's seccomp profile; nothing else in the namespace departs from restricted."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ there, and docs/security.md, which lists every rule.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -34,9 +35,11 @@ SECURITY_EXCEPTION = "security-exception"
 """Tag naming a resource's one deliberate departure from these rules (program/config/schema.py, same name)."""
 OPEN_API_SERVER = "open-api-server"
 BASELINE_OPERATOR_PODS = "baseline-operator-pods"
+RDMA_MEMORY_LOCK = "rdma-memory-lock"
 EXCEPTIONS = {
     OPEN_API_SERVER: "apiServerAccessProfile",
     BASELINE_OPERATOR_PODS: "pod-security.kubernetes.io/enforce",
+    RDMA_MEMORY_LOCK: "pod-security.kubernetes.io/enforce",
 }
 """Each exception the rules accept, and the property it excuses: on a resource without that property the tag
 means nothing, so it is a mistake. The namespace one is a label, not a tag: a workload namespace at baseline."""
@@ -55,6 +58,9 @@ PRIVATE_ENDPOINT = "azure-native:network:PrivateEndpoint"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SERVICE = "kubernetes:core/v1:Service"
 NAMESPACE = "kubernetes:core/v1:Namespace"
+GPU_NODE_OS = "Ubuntu"
+"""The GPU pools' OS where the operator installs a driver (components/vocabulary.py GPU_NODE_OS, same value)."""
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 WORKLOADS = ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:DaemonSet", "kubernetes:apps/v1:StatefulSet",
              "kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob", "kubernetes:core/v1:Pod")
 
@@ -422,6 +428,12 @@ def restricted_namespaces(p: Mapping[str, Any]) -> Iterator[str]:
         return
     if level == "baseline" and exception == BASELINE_OPERATOR_PODS:
         return  # pods an operator writes without a security context (KAITO's); never privileged
+    if level == "privileged" and exception == RDMA_MEMORY_LOCK:
+        # InfiniBand pods, held to rdma-exception-is-narrow; whatever else departs from restricted is logged.
+        for mode in ("warn", "audit"):
+            if at(p, "metadata", "labels", f"pod-security.kubernetes.io/{mode}") != "restricted":
+                yield f"namespace {name} ({RDMA_MEMORY_LOCK}) must {mode} at the restricted level"
+        return
     yield f"namespace {name} must enforce the restricted Pod Security Standard (got {level})"
 
 
@@ -438,6 +450,77 @@ def helm_pinned_and_atomic(p: Mapping[str, Any]) -> Iterator[str]:
 
 
 # Stack rules: what needs several resources -----------------------------------------------------------------------
+
+RUN_TEMPLATE_KEY = "jobset.json"
+"""Where a run template ConfigMap (components/training/jobset.py) keeps its JobSet."""
+RDMA_RESOURCE = "rdma/shared_ib"
+
+
+def _template_pods(config_map: Resource) -> list[tuple[str, Mapping[str, Any]]]:
+    """(namespace, pod spec) of each pod of a JobSet kept in a run-template ConfigMap."""
+    text = at(config_map.props, "data", RUN_TEMPLATE_KEY)
+    if not isinstance(text, str):
+        return []
+    try:
+        jobset = json.loads(text)
+    except ValueError as e:
+        raise Malformed(f"data.{RUN_TEMPLATE_KEY} is not JSON: {e}") from None
+    namespace = at(jobset, "metadata", "namespace", default="default")
+    return [(namespace, at(job, "template", "spec", "template", "spec", default={}))
+            for job in objects(at(jobset, "spec", "replicatedJobs", default=[]), "replicatedJobs")]
+
+
+def _exception_namespaces(resources: list[Resource], exception: str) -> set[str]:
+    return {at(n.props, "metadata", "name") for n in _of(resources, NAMESPACE)
+            if at(n.props, "metadata", "labels", SECURITY_EXCEPTION) == exception}
+
+
+def _host_departures(pod: Mapping[str, Any]) -> Iterator[str]:
+    """What no pod of an rdma-memory-lock namespace may have, IPC_LOCK or not (the namespace enforces privileged)."""
+    for c in containers_of(pod):
+        context = at(c, "securityContext", default={})
+        if at(context, "privileged") is True:
+            yield f"container {at(c, 'name')}: privileged is not part of the {RDMA_MEMORY_LOCK} exception"
+    for flag in ("hostNetwork", "hostPID", "hostIPC"):
+        if at(pod, flag) is True:
+            yield f"{flag} is not part of the {RDMA_MEMORY_LOCK} exception"
+    for volume in objects(at(pod, "volumes", default=[]), "volumes"):
+        if "hostPath" in volume:
+            yield f"volume {at(volume, 'name')}: hostPath is not part of the {RDMA_MEMORY_LOCK} exception"
+
+
+def _rdma_departures(pod: Mapping[str, Any]) -> Iterator[str]:
+    """How an InfiniBand pod departs from restricted beyond root with IPC_LOCK: each a violation."""
+    for c in containers_of(pod):
+        name = at(c, "name")
+        context = at(c, "securityContext", default={})
+        if at(context, "capabilities") != {"drop": ["ALL"], "add": ["IPC_LOCK"]}:
+            yield f"container {name}: capabilities must drop ALL and add IPC_LOCK alone"
+        if at(context, "allowPrivilegeEscalation") is not False:
+            yield f"container {name}: allowPrivilegeEscalation must be false"
+        if RDMA_RESOURCE not in (at(c, "resources", "limits", default={}) or {}):
+            yield f"container {name}: IPC_LOCK is for containers that ask for {RDMA_RESOURCE}"
+    if at(pod, "securityContext", "seccompProfile", "type") != "RuntimeDefault":
+        yield "the pod must run the runtime's seccomp profile"
+
+
+def rdma_exception_is_narrow(resources: list[Resource]) -> Iterator[tuple[str, str]]:
+    """Pods that add a capability run only in an rdma-memory-lock namespace, and there only as InfiniBand pods:
+    root holding IPC_LOCK alone, nothing else privileged (run templates' JobSets included)."""
+    allowed = _exception_namespaces(resources, RDMA_MEMORY_LOCK)
+    pods = [(r.name, *pod_of(r.props)) for r in resources if r.type in WORKLOADS]
+    pods += [(r.name, namespace, pod) for r in _of(resources, CONFIG_MAP) for namespace, pod in _template_pods(r)]
+    for name, namespace, pod in pods:
+        adds = any(at(c, "securityContext", "capabilities", "add") for c in containers_of(pod))
+        if namespace in allowed:
+            for message in _host_departures(pod):
+                yield name, message
+            if adds or at(pod, "securityContext", "runAsNonRoot") is False:
+                for message in _rdma_departures(pod):
+                    yield name, message
+        elif adds and namespace not in OPERATOR_NAMESPACES:
+            yield name, f"adds a capability outside the operator namespaces and {RDMA_MEMORY_LOCK} ones ({namespace})"
+
 
 def _of(resources: list[Resource], resource_type: str) -> list[Resource]:
     return [r for r in resources if r.type == resource_type]
@@ -483,13 +566,18 @@ def one_gpu_driver_owner(resources: list[Resource]) -> Iterator[tuple[str, str]]
     values = at(operator[0].props, "values", default={}) if operator else {}
     operator_driver = at(values, "driver", "enabled", default=True) is not False
     operator_toolkit = at(values, "toolkit", "enabled", default=True) is not False
-    # NVIDIA publishes precompiled driver images for Ubuntu 22.04 kernels only (gpu-operator precompiled-drivers).
-    precompiled = operator_driver and at(values, "driver", "usePrecompiled", default=False) is True
-    for pool in _gpu_pools(resources):
+    # NVIDIA builds its precompiled drivers for Ubuntu's Azure kernels only (gpu-driver-container precompiled matrix),
+    # and the operator serves one OS per cluster (gpu-operator state_manager.go getGPUNodeOSInfo).
+    pools = _gpu_pools(resources)
+    operator_owns = operator_driver and (
+        any(at(p.props, "gpuProfile", "driver", default="Install") == "None" for p in pools)
+        or any(at(c.props, "spec", "gpu", "mode") == "None" for c in _of(resources, NAP_NODECLASS)))
+    for pool in pools:
         driver = at(pool.props, "gpuProfile", "driver", default="Install")
         labels = at(pool.props, "nodeLabels", default={})
-        if driver == "None" and precompiled and at(pool.props, "osSKU", default="Ubuntu") != "Ubuntu2204":
-            yield pool.name, "the operator's precompiled driver needs osSKU Ubuntu2204 (NVIDIA builds it for no other)"
+        if operator_owns and at(pool.props, "osSKU", default="Ubuntu") != GPU_NODE_OS:
+            yield pool.name, (f"GPU pools need osSKU {GPU_NODE_OS} where the GPU operator installs a driver (the OS "
+                              "NVIDIA builds precompiled drivers for, one per cluster)")
         if driver == "None":
             if not operator:
                 yield pool.name, "gpuProfile.driver None, but no GPU operator installs a driver"
@@ -507,8 +595,8 @@ def one_gpu_driver_owner(resources: list[Resource]) -> Iterator[tuple[str, str]]
         labels = at(pool.props, "spec", "template", "metadata", "labels", default={}) or {}
         if mode == "None" and not (operator and operator_driver and operator_toolkit):
             yield pool.name, "AKSNodeClass gpu.mode None needs the GPU operator's driver and toolkit enabled"
-        elif mode == "None" and precompiled and at(node_class, "spec", "imageFamily", default="Ubuntu") != "Ubuntu2204":
-            yield pool.name, "the operator's precompiled driver needs AKSNodeClass imageFamily Ubuntu2204"
+        elif operator_owns and at(node_class, "spec", "imageFamily", default="Ubuntu") != GPU_NODE_OS:
+            yield pool.name, f"GPU pools need AKSNodeClass imageFamily {GPU_NODE_OS} where the operator installs one"
         elif mode != "None" and operator and (operator_driver or operator_toolkit) and (
                 labels.get("nvidia.com/gpu.deploy.driver") != "false"
                 or labels.get("nvidia.com/gpu.deploy.container-toolkit") != "false"):
@@ -638,6 +726,9 @@ STACK_RULES: tuple[StackRule, ...] = (
               "§6.8", private_registries_have_endpoints),
     StackRule("registries-are-attached", "Every registry has an AcrPull assignment scoped to it.", "§6.9",
               registries_are_attached),
+    StackRule("rdma-exception-is-narrow", "Only InfiniBand pods add a capability: IPC_LOCK alone, as root, in a "
+              "namespace tagged rdma-memory-lock.", "docs/security.md; Azure/aks-rdma-infiniband "
+              "01-network-operator.md", rdma_exception_is_narrow),
 )
 
 

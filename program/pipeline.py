@@ -40,9 +40,11 @@ def read_stack_config(scenarios: Registry) -> StackConfig:
 
 
 def platform_images(cfg: StackConfig) -> dict[str, str]:
-    """Images the platform itself runs: the GPU tools image for the CUDA client check of an MPS pool."""
+    """Images the platform itself runs: the GPU tools image, for the GPU node gate's check and an MPS pool's CUDA
+    client check."""
     mps = any(p.sharing.mode == SharingMode.MPS for p in cfg.gpu_pools)
-    return dict([GPU_TOOLS_IMAGE]) if mps and cfg.addons.gpu_operator else {}
+    gate = cfg.addons.gpu_node_gate and bool(cfg.gpu_pools)
+    return dict([GPU_TOOLS_IMAGE]) if (mps or gate) and cfg.addons.gpu_operator else {}
 
 
 def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> StackConfig:
@@ -57,7 +59,7 @@ def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> Sta
     needs = scenario.needs_of(cfg, cfg.settings)
     azure = build_azure_layer(cfg, needs, preflight=preflight)
     images = build_images(cfg, azure, {**needs.images, **platform_images(cfg)})
-    software = build_gpu_software(cfg, azure, images)
+    software = build_gpu_software(cfg, azure, images, add_on_device_plugin=needs.ai_toolchain_operator)
     workspace, volumes = build_namespace(cfg, azure, software, needs) if needs.namespace else (None, {})
     job_sets = None
     if needs.job_sets:

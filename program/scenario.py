@@ -19,7 +19,7 @@ from components.autoscaling.kueue import JobQueue
 from components.azure.node_pools import CpuNodePool
 from components.azure.node_provisioning import GpuPoolComponent
 from components.azure.storage import blob_batch_command
-from components.images.built import ContainerImage
+from components.images.built import GPU_TOOLS_IMAGE, ContainerImage
 from components.images.imported import ImportedImage, ImportedImageArgs, SourceLogin
 from components.images.pull_ahead import ImagePullAhead, ImagePullAheadArgs
 from components.kubernetes.workspace import Workspace
@@ -95,6 +95,10 @@ class Platform:
         ready; None with ``addons.imagePullAhead`` off or on a NAP pool."""
         if not self.cfg.addons.image_pull_ahead or pool.nap:
             return None
+        tools = GPU_TOOLS_IMAGE[0]
+        if self.software.node_gate is not None and tools in self.images:
+            # The gate's check runs the tools image on every new node before anything else can.
+            images = {**images, tools: images.get(tools, self.image(tools))}
         return ImagePullAhead(f"pull-ahead-{pool.name}", ImagePullAheadArgs(self.gpu_pool(pool), dict(images)),
                               opts=self.opts)
 
@@ -113,8 +117,10 @@ class Platform:
 
     @property
     def gpu_operator(self) -> list[pulumi.Resource]:
-        """What GPU workloads wait for: ``nvidia.com/gpu`` exists only once the operator's device plugin runs."""
-        return [self.software.operator.release] if self.software.operator else []
+        """What GPU workloads wait for: ``nvidia.com/gpu`` exists only once the operator's device plugin runs, and
+        the GPU node gate holds a new node before its GPUs are advertised."""
+        gate = [self.software.node_gate.deployment] if self.software.node_gate else []
+        return [self.software.operator.release, *gate] if self.software.operator else []
 
     def blob_command(self, role: str, upload: bool, local: str, path: str | None = None,
                      container: str | None = None) -> str:

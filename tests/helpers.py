@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import subprocess
 from dataclasses import dataclass
 from typing import Any
@@ -199,13 +200,12 @@ def load(raw: dict[str, Any], stack: str = "test"):
 def jobset_templates(render: Render) -> dict[str, dict[str, Any]]:
     """The JobSets a stack keeps as manifests in ConfigMaps to create on demand (components/training/jobset.py
     RunTemplate): name → the JobSet."""
-    import yaml
 
     from components.training.jobset import MANIFEST_KEY
     found = {}
     for r in render.of_type("kubernetes:core/v1:ConfigMap"):
         if r.revealed["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "run-template":
-            jobset = yaml.safe_load(r.revealed["data"][MANIFEST_KEY])
+            jobset = json.loads(r.revealed["data"][MANIFEST_KEY])
             found[jobset["metadata"]["name"]] = jobset
     return found
 

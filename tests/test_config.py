@@ -46,8 +46,8 @@ BAD_CONFIGS = [
      "aksgpu:gpuPools[0].labels.kubernetes.azure.com/mode", "outside kubernetes.azure.com/"),
     ({"gpuPools": [{**T4, "vmSize": "Standard_NV36ads_A10_v5", "driver": "precompiled"}]},
      "aksgpu:gpuPools[0].driver", "needs the GRID driver that only AKS installs"),
-    ({"gpuPools": [{**T4, "driver": "precompiled"}, {**T4, "name": "t4b", "driver": "none"}]},
-     "aksgpu:gpuPools[1].driver", "one kind of driver per cluster and pool 't4' has precompiled"),
+    ({"cluster": {"kubernetesVersion": "1.34"}}, "aksgpu:cluster.kubernetesVersion",
+     "run Ubuntu 24.04, which AKS's Ubuntu is on Kubernetes 1.35 to 1.38"),
     ({"gpuPools": [{**T4, "sharing": {"mode": "mig", "migProfile": "MIG1g"}}]}, "aksgpu:gpuPools[0].sharing.mode",
      "MIG needs a MIG-capable size (A100, H100), not T4"),
     ({"gpuPools": [{**T4, "vmSize": "Standard_NC24ads_A100_v4", "sharing": {"mode": "time-slicing",
@@ -216,13 +216,20 @@ def test_values_are_strict_but_top_level_ones_arrive_as_cli_strings():
             load(nested)
 
 
-def test_defaults_give_a_spot_t4_pool_that_scales_to_zero_with_aks_installing_the_driver():
+def test_defaults_give_a_spot_t4_pool_that_scales_to_zero_with_the_operators_precompiled_driver():
     cfg = load({}, "dev")
     (gpu,) = cfg.gpu_pools
     assert gpu == GPU_POOL_DEFAULTS == GpuPool() and load({"gpuPools": [{}]}, "dev").gpu_pools == (gpu,)
-    assert (gpu.vm_size, gpu.spot, gpu.spot_max_price, gpu.min_count, gpu.initial_count, gpu.driver) == \
-        ("Standard_NC4as_T4_v3", True, -1.0, 0, 0, "install")
+    assert (gpu.vm_size, gpu.spot, gpu.spot_max_price, gpu.min_count, gpu.initial_count, gpu.gpu_driver) == \
+        ("Standard_NC4as_T4_v3", True, -1.0, 0, 0, "precompiled")
     assert cfg.environment == "dev" and cfg.naming.root == "dev" and cfg.stack == "dev" and cfg.project == PROJECT
+
+
+def test_driver_defaults_to_aks_where_only_aks_can_install_it():
+    a10 = {"name": "a10", "vmSize": "Standard_NV36ads_A10_v5"}
+    mig = {"name": "mig", "vmSize": "Standard_NC24ads_A100_v4", "sharing": {"mode": "mig", "migProfile": "MIG1g"}}
+    pools = load({"gpuPools": [a10, mig, {"name": "a100", "vmSize": "Standard_NC24ads_A100_v4"}]}).gpu_pools
+    assert [p.gpu_driver for p in pools] == ["install", "install", "precompiled"]
 
 
 def test_defaults_that_depend_on_other_keys_follow_them():

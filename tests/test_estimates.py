@@ -200,6 +200,7 @@ def test_every_type_in_every_stack_has_a_duration_row(renders):
     default_ok = ("kubernetes:core/", "kubernetes:batch/v1:CronJob", "kubernetes:nfd", "kubernetes:keda.sh",
                   "kubernetes:azmonitoring.coreos.com", "kubernetes:kueue.x-k8s.io", "kubernetes:kaito.sh",
                   "kubernetes:networking.k8s.io/v1:NetworkPolicy", "kubernetes:rbac.authorization.k8s.io/",
+                  "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
                   "pulumi:providers:",
                   "random:", "aksgpu:")
     for stack, render in renders.items():
@@ -241,8 +242,9 @@ def test_the_first_gpu_pod_and_a_new_gpu_node_stay_within_their_targets(stack, r
 def test_a_compiled_driver_costs_its_compile_and_waits_for_the_operator_the_aks_driver_does_not():
     table = timeline.load_durations()
     boot = table["gpu_node"]["vm_boot"]["seconds"]
-    aks = first_gpu_pod.gpu_ready(load({"gpuPools": [{"driver": "install"}]}).gpu_pools[0], 0, 900, table, [])
-    compiled = first_gpu_pod.gpu_ready(load({"gpuPools": [{"driver": "none"}]}).gpu_pools[0], 0, 900, table, [])
+    node = first_gpu_pod.Node(operator_ready=900)
+    aks = first_gpu_pod.gpu_ready(load({"gpuPools": [{"driver": "install"}]}).gpu_pools[0], 0, node, table, [])
+    compiled = first_gpu_pod.gpu_ready(load({"gpuPools": [{"driver": "none"}]}).gpu_pools[0], 0, node, table, [])
     # AKS's driver comes with the boot; the operator's waits for its release (900 s here), then compiles.
     assert aks[1].start == boot and compiled[1].start == 900
     assert compiled[1].seconds - aks[1].seconds == table["gpu_node"]["driver_compile"]["seconds"] - \
@@ -256,6 +258,16 @@ def test_an_awaited_gpu_workload_takes_as_long_in_pulumi_up_as_its_pod_needs(ren
     image, start = function.phases[-2:]
     assert image.what.startswith("image function on the node") and start.what == "the pod starts and turns Ready"
     assert found.endpoint == pytest.approx(function.ready)
+
+
+def test_an_infiniband_node_builds_its_doca_driver_before_the_gpu_driver_and_the_gate_checks_last():
+    table = timeline.load_durations()
+    pool = load({"gpuPools": [{"name": "h100", "vmSize": "Standard_ND96isr_H100_v5"}]}).gpu_pools[0]
+    plain = first_gpu_pod.gpu_ready(pool, 0, first_gpu_pod.Node(0), table, [])
+    full = first_gpu_pod.gpu_ready(pool, 0, first_gpu_pod.Node(0, infiniband=True, gate=True), table, [])
+    assert [p.what.split(" ")[0] for p in full[1:]] == ["Network", "GPU", "device", "the"]
+    gpu_node = table["gpu_node"]
+    assert full[-1].finish - plain[-1].finish == gpu_node["doca_driver"]["seconds"] + gpu_node["gate_check"]["seconds"]
 
 
 def test_a_stack_whose_gpu_pods_wait_for_a_run_starts_none_at_deploy(render_shape):

@@ -1,5 +1,7 @@
 """NFD, the NodeFeatureRule, the GPU operator and the Blob CSI driver, against the pinned upstream charts."""
 
+import json
+
 import jsonschema
 import pytest
 
@@ -13,6 +15,7 @@ SPOT = {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "va
 SKU_GPU = {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
 MIG = {"key": "mig", "operator": "Equal", "value": "notReady", "effect": "NoSchedule"}
 NVIDIA = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+GATE = {"key": "startup-taint.cluster-autoscaler.kubernetes.io/gpu-check", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def release(render, name):
@@ -83,29 +86,53 @@ def test_operator_is_pinned_with_separate_nfd_and_tolerations_replacing_the_defa
         assert t in values["daemonsets"]["tolerations"]
 
 
-def test_operator_owns_driver_and_toolkit_when_pools_skip_the_aks_driver():
+def test_operator_owns_driver_and_toolkit_through_nvidiadriver_resources_when_pools_skip_the_aks_driver():
     r = render_with(gpuPools=[{"name": "t4", "driver": "none"}])
     values = release(r, "gpu-operator").inputs["values"]
-    assert values["driver"] == {"enabled": True} and values["toolkit"] == {"enabled": True}
-    assert r.named("gpu-t4-pool").inputs["gpuProfile"] == {"driver": "None"}
-
-
-def test_a_precompiled_pool_gets_nvidias_precompiled_driver_on_ubuntu_2204_nodes():
-    """NVIDIA builds precompiled images for the latest LTSB branch on Ubuntu 22.04 kernels (precompiled-drivers);
-    with usePrecompiled the chart's driver.version is that branch."""
-    r = render_with(gpuPools=[{"name": "t4", "driver": "precompiled"}])
-    values = release(r, "gpu-operator").inputs["values"]
-    assert values["driver"] == {"enabled": True, "usePrecompiled": True, "version": "580"}
+    # The chart's own default NVIDIADriver would take every node; ours decide per node.
+    assert values["driver"] == {"enabled": True, "nvidiaDriverCRD": {"enabled": True, "deployDefaultCR": False}}
     assert values["toolkit"] == {"enabled": True}
     pool = r.named("gpu-t4-pool").inputs
-    assert (pool["gpuProfile"], pool["osSKU"]) == ({"driver": "None"}, "Ubuntu2204")
+    assert pool["gpuProfile"] == {"driver": "None"} and pool["nodeLabels"]["aksgpu.io/driver"] == "compiled"
 
 
-def test_every_new_gpu_node_runs_the_operators_cuda_check_through_the_device_plugin(render_shape):
-    """The plugin validator's workload pod (validator.plugin.env WITH_WORKLOAD) is the per-node smoke test: a node
-    that fails it never advertises nvidia.com/gpu."""
-    values = release(render_shape("spot-from-zero"), "gpu-operator").inputs["values"]
-    assert {"name": "WITH_WORKLOAD", "value": "true"} in values["validator"]["plugin"]["env"]
+def test_operator_driver_nodes_take_the_precompiled_driver_and_labelled_ones_the_compiled_driver_of_one_branch():
+    """GPU operator v26.7.0 internal/nvidiadriver/nvidiadriver.go AssignOwners: a non-default NVIDIADriver whose
+    nodeSelector matches a node owns it, the one default NVIDIADriver every other GPU node; two defaults, or two
+    non-default ones on a node, stop the operator."""
+    r = render_with(gpuPools=[{"name": "t4"}])
+    assert "aksgpu.io/driver" not in r.named("gpu-t4-pool").inputs["nodeLabels"]
+    drivers = {d.inputs["metadata"]["name"]: d.inputs for d in r.of_type(
+        "kubernetes:nvidia.com/v1alpha1:NVIDIADriver")}
+    definition = upstream.crd("gpu-operator", "nvidiadrivers.nvidia.com")
+    for d in drivers.values():
+        assert "gpu-operator-release" in r.named(f"gpu-operator-driver-{d['metadata']['name']}").depends_on
+        upstream.validate_against_crd({k: d[k] for k in ("apiVersion", "kind", "metadata", "spec")}, definition)
+    precompiled, compiled = drivers["precompiled"]["spec"], drivers["compiled"]["spec"]
+    assert (precompiled["default"], "nodeSelector" in precompiled) == (True, False)
+    assert (compiled["default"], compiled["nodeSelector"]) == (False, {"aksgpu.io/driver": "compiled"})
+    # The compiled driver is the chart's own, and the precompiled one its branch: a node that falls back keeps it.
+    chart_driver = upstream.chart_values("gpu-operator")["driver"]["version"]
+    assert (compiled["usePrecompiled"], compiled["version"]) == (False, chart_driver)
+    assert (precompiled["usePrecompiled"], precompiled["version"]) == (True, chart_driver.split(".")[0])
+    assert SKU_GPU in precompiled["tolerations"] and GATE in compiled["tolerations"]
+
+
+def test_a_new_gpu_node_is_held_by_the_gate_until_its_gpu_check_passes(render_shape):
+    r = render_shape("spot-from-zero")
+    gate = r.named("gpu-node-gate-controller").revealed
+    (controller,) = pod_spec(gate)["containers"]
+    env = {e["name"]: e.get("value") for e in controller["env"]}
+    pools = json.loads(env["POOLS"])
+    assert set(pools) == {"t4"} and pools["t4"]["resource"] == "nvidia.com/gpu"
+    assert GATE in pools["t4"]["tolerations"] and SPOT in pools["t4"]["tolerations"]
+    assert json.loads(env["TAINT"])["key"] == GATE["key"]
+    check = json.loads(env["CHECK_POD"])["containers"][0]
+    assert check["image"] == r.outputs["jobsImage"]
+    # What a held node needs before its check: NFD, the operator's DaemonSets.
+    assert GATE in release(r, "nfd").inputs["values"]["worker"]["tolerations"]
+    assert GATE in release(r, "gpu-operator").inputs["values"]["daemonsets"]["tolerations"]
+    assert not render_with(addons={"gpuNodeGate": False}).of_type("aksgpu:gpu:GpuNodeGate")
 
 
 def test_aks_driver_pools_leave_the_operator_without_driver_and_are_labelled_hands_off(tmp_path):
@@ -120,7 +147,7 @@ def test_aks_driver_pools_leave_the_operator_without_driver_and_are_labelled_han
 def test_mixed_pools_keep_one_driver_owner_per_node(tmp_path):
     r = render_with(gpuPools=[{"name": "t4", "driver": "none"},
                               {"name": "a10", "vmSize": "Standard_NV36ads_A10_v5", "driver": "install"}])
-    assert release(r, "gpu-operator").inputs["values"]["driver"] == {"enabled": True}
+    assert release(r, "gpu-operator").inputs["values"]["driver"]["enabled"] is True
     assert "nvidia.com/gpu.deploy.driver" not in r.named("gpu-t4-pool").inputs["nodeLabels"]
     assert r.named("gpu-a10-pool").inputs["nodeLabels"]["nvidia.com/gpu.deploy.driver"] == "false"
 

@@ -18,15 +18,19 @@ def pull_aheads(render):
     return [r for r in render.of_type(DAEMON_SET)
             if r.revealed["metadata"]["labels"].get("app.kubernetes.io/component") == COMPONENT]
 
+GATE = {"key": "startup-taint.cluster-autoscaler.kubernetes.io/gpu-check", "operator": "Exists", "effect": "NoSchedule"}
+
 
 def test_a_pull_ahead_pod_lands_on_its_gpu_pool_as_the_node_joins_and_asks_for_no_gpu(render_shape):
     r = render_shape("llm")
     server = pod_spec(r.named("llm-deployment").revealed)
     ahead = {d.revealed["metadata"]["name"]: d.revealed for d in pull_aheads(r)}
-    assert set(ahead) == {"pull-vllm", "pull-weights"}
+    # The jobs image too: the GPU node gate's check runs from it on every new node.
+    assert set(ahead) == {"pull-vllm", "pull-weights", "pull-jobs"}
     for daemon_set in ahead.values():
         pod = pod_spec(daemon_set)
-        assert (pod["nodeSelector"], pod["tolerations"]) == (server["nodeSelector"], server["tolerations"])
+        # The server's tolerations and the GPU node gate's: images pull while the gate holds a new node.
+        assert (pod["nodeSelector"], pod["tolerations"]) == (server["nodeSelector"], [*server["tolerations"], GATE])
         assert not any("nvidia.com/gpu" in c["resources"]["limits"] for c in pod["containers"] + pod["initContainers"])
         (pull,) = pod["initContainers"]
         assert pull["command"] == ["true"]
@@ -35,7 +39,7 @@ def test_a_pull_ahead_pod_lands_on_its_gpu_pool_as_the_node_joins_and_asks_for_n
         assert daemon_set["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "100%"
         assert daemon_set["metadata"]["namespace"] == "pull-ahead-llm"
     pulled = {pod_spec(d)["initContainers"][0]["image"] for d in ahead.values()}
-    assert pulled == {server["containers"][0]["image"], server["initContainers"][0]["image"]}
+    assert pulled == {server["containers"][0]["image"], server["initContainers"][0]["image"], r.outputs["jobsImage"]}
     namespace = r.named("pull-ahead-llm-ns").revealed["metadata"]["labels"]
     assert namespace["pod-security.kubernetes.io/enforce"] == "restricted"
 
@@ -73,7 +77,7 @@ def test_an_aks_driver_node_takes_pods_after_the_driver_an_operator_driver_node_
     boot, driver = table["gpu_node"]["vm_boot"]["seconds"], table["gpu_node"]["aks_driver"]["seconds"]
     for setting, joins in (("install", boot + driver), ("precompiled", boot)):
         pool = load({"gpuPools": [{"driver": setting}]}).gpu_pools[0]
-        assert first_gpu_pod.joined(pool, first_gpu_pod.gpu_ready(pool, 0, 0, table, [])) == joins
+        assert first_gpu_pod.joined(pool, first_gpu_pod.gpu_ready(pool, 0, first_gpu_pod.Node(0), table, [])) == joins
 
 
 def test_images_pulled_ahead_start_together_once_the_node_and_their_daemon_set_exist():
@@ -106,7 +110,10 @@ def test_a_new_node_s_first_workload_gains_the_time_between_its_node_joining_and
     config["addons"] = {**config.get("addons", {}), "imagePullAhead": False}
     without = timeline.plan(render_with(**config))[1]
     table = timeline.load_durations()
-    # An AKS-driver pool: the node takes pods after the driver, so the pull gains the device plugin's minute.
-    gained = table["gpu_node"]["device_plugin"]["seconds"]
-    assert without.new_node_workload.ready - with_pulls.ready == pytest.approx(gained)
+    # An operator-driver pool: the node takes pods once booted, so the pull runs while the driver installs, the
+    # device plugin starts and the gate checks the GPUs; it is done before them, so none of it is left to wait for.
+    node = table["gpu_node"]
+    overlap = sum(node[row]["seconds"] for row in ("driver_precompiled", "device_plugin", "gate_check"))
+    pull = table["pod_images"]["function"]["gigabytes"] * table["image_pull"]["seconds_per_gigabyte"]
+    assert without.new_node_workload.ready - with_pulls.ready == pytest.approx(min(pull, overlap)) == pull
 

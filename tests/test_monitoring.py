@@ -91,9 +91,11 @@ def test_every_alert_parses_and_names_only_series_managed_prometheus_keeps(rende
             assert 0 <= rule["severity"] <= 4
 
 
-def test_the_alerts_cover_idle_gpus_pending_gpu_pods_xid_errors_gpu_node_problems_and_spot_evictions():
+def test_the_alerts_cover_idle_gpus_pending_gpu_pods_gpu_faults_held_nodes_and_spot_evictions():
     rules = {r.name: r for r in gpu_alert_rules(idle_minutes=45, provision_minutes=20)}
-    assert set(rules) == {"GpuIdle", "GpuPodPending", "GpuXidError", "GpuNodeProblem", "SpotNodeNotReady"}
+    assert set(rules) == {"GpuIdle", "GpuPodPending", "GpuXidError", "GpuFatalXid", "GpuRowRemapFailure",
+                          "GpuNodeNotAdmitted", "GpuNodeProblem", "SpotNodeNotReady"}
+    assert "GpuNodeNotAdmitted" not in {r.name for r in gpu_alert_rules(45, 20, gate=False)}
     # Each GPU condition AKS's NPD documents, as kube-state-metrics names it.
     for condition in ("GPUMissing", "NVLinkStatusInactive", "XIDErrors", "IBLinkFlapping"):
         assert condition in rules["GpuNodeProblem"].expression
@@ -256,4 +258,15 @@ def test_the_xid_alert_fires_on_a_new_error_and_resolves():
     assert help_text["DCGM_FI_DEV_XID_ERRORS"] == "Value of the last XID error encountered."
     (rule,) = [r for r in gpu_alert_rules(30, 15) if r.name == "GpuXidError"]
     assert rule.expression == "max by (Hostname, gpu) (changes(DCGM_FI_DEV_XID_ERRORS[10m])) > 0"
+    assert metric_names(rule.expression) == {"DCGM_FI_DEV_XID_ERRORS"}
+
+
+def test_the_fatal_xid_alert_names_the_codes_that_need_a_reset_and_not_those_a_program_causes():
+    """NVIDIA's XID catalogue: 48 double-bit ECC, 79 fallen off the bus, 95 uncontained ECC, 119/120 GSP errors need a
+    GPU reset or a node restart; 13 (graphics engine exception), 31 (MMU fault) and 43 (a program stopped) are a
+    program's own faults and leave the GPU usable."""
+    (rule,) = [r for r in gpu_alert_rules(30, 15) if r.name == "GpuFatalXid"]
+    codes = {int(c) for c in re.findall(r"DCGM_FI_DEV_XID_ERRORS == (\d+)", rule.expression)}
+    assert {48, 79, 95, 119, 120} <= codes and not codes & {13, 31, 43}
+    promql_parser.parse(rule.expression)
     assert metric_names(rule.expression) == {"DCGM_FI_DEV_XID_ERRORS"}

@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import IMDS, KUBE_DNS, STACKS, VNET, allowed, manifests_of, pods
 
-API_CLIENTS = {"gpu-node-repair"}
+API_CLIENTS = {"gpu-node-repair", "gpu-node-gate"}
 """Pods that call the Kubernetes API server: a private cluster's is in the VNet, so they reach it on 443 only."""
 
 

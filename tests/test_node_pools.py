@@ -25,11 +25,11 @@ def test_each_pool_is_its_own_user_agent_pool_created_after_the_cluster():
         ["aksgpu:aks:GpuNodePool", "aksgpu:aks:GpuNodePool", "aksgpu:aks:CpuNodePool"]
 
 
-def test_a_spot_gpu_pool_evicts_by_delete_under_its_price_cap_with_both_taints_and_the_aks_driver():
+def test_a_spot_gpu_pool_evicts_by_delete_under_its_price_cap_with_both_taints_and_the_operators_driver():
     t4 = pools(render_with(gpuPools=[T4]))["t4"].inputs
     assert (t4["scaleSetPriority"], t4["scaleSetEvictionPolicy"], t4["spotMaxPrice"]) == ("Spot", "Delete", 0.2)
     assert t4["nodeTaints"] == [GPU_TAINT, SPOT_TAINT]
-    assert t4["gpuProfile"] == {"driver": "Install"} and t4["osSKU"] == "Ubuntu"
+    assert t4["gpuProfile"] == {"driver": "None"} and t4["osSKU"] == "Ubuntu"
     assert (t4["minCount"], t4["maxCount"], t4["count"]) == (0, 3, 0)
 
 

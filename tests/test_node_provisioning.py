@@ -61,8 +61,8 @@ def test_who_installs_the_driver_follows_the_pools_driver_setting():
     operator = render_with(cluster=FIXED_SYSTEM, gpuPools=[{**NAP_T4, "driver": "precompiled"}]).named(
         "gpu-t4-nodeclass").inputs["spec"]
     aks = render_with(cluster=FIXED_SYSTEM, gpuPools=[{**NAP_T4, "driver": "install"}])
-    # Precompiled drivers exist for Ubuntu 22.04 kernels only, as on agent pools.
-    assert (operator["gpu"], operator["imageFamily"]) == ({"mode": "None"}, "Ubuntu2204")
+    # NVIDIA builds precompiled drivers for Ubuntu's Azure kernels, as on agent pools.
+    assert (operator["gpu"], operator["imageFamily"]) == ({"mode": "None"}, "Ubuntu")
     assert aks.named("gpu-t4-nodeclass").inputs["spec"]["imageFamily"] == "Ubuntu"
     assert aks.named("gpu-t4-nodeclass").inputs["spec"]["gpu"] == {"mode": "Driver"}
     labels = aks.named("gpu-t4-nodepool").inputs["spec"]["template"]["metadata"]["labels"]

@@ -88,6 +88,6 @@ def test_the_driver_column_says_who_installs_the_driver(written):
                           .read_text(), re.MULTILINE)
 
     assert "GPU driver installed by" in (written["gpu-basics"] / "summary.md").read_text()
-    assert column("gpu-basics") == ["AKS"]
-    assert column("av-resim") == ["GPU operator", "GPU operator"]  # the seed's owner, precompiled
+    assert column("gpu-basics") == ["GPU operator"]  # the design card's owner, precompiled by default
+    assert column("av-resim") == ["GPU operator", "GPU operator"]
     assert column("gpu-sharing-mig") == ["AKS"]  # MIG on AKS needs AKS's driver

@@ -106,6 +106,11 @@ NEGATIVE = [
      "metadata.labels.pod-security.kubernetes.io/enforce", "privileged", "restricted"),
     ("restricted-pod-security", "llm-serving-kaito", "workspace-ns", "metadata.labels.security-exception", ...,
      "restricted"),
+    # The InfiniBand namespace's exception covers privileged enforcement, with restricted still warned and audited.
+    ("restricted-pod-security", "distributed-training", "workspace-ns",
+     "metadata.labels.pod-security.kubernetes.io/audit", ..., "must audit at the restricted level"),
+    ("restricted-pod-security", "distributed-training", "workspace-ns", "metadata.labels.security-exception", ...,
+     "restricted"),
     ("helm-pinned-and-atomic", "gpu-basics", "gpu-operator-release", "atomic", False, "atomic"),
     ("helm-pinned-and-atomic", "gpu-basics", "gpu-operator-release", "version", ">=26", "pin one chart version"),
     ("helm-pinned-and-atomic", "gpu-basics", "gpu-operator-release", "timeout", 300, "at least 600"),
@@ -164,22 +169,14 @@ def _nap_pod_without_gpu_toleration(rs: list[rules.Resource]) -> list[rules.Reso
     return rs
 
 
-def _nap_driver_by_operator(rs: list[rules.Resource]) -> list[rules.Resource]:
-    next(r for r in rs if r.name == "gpu-t4-nodeclass").props["spec"]["gpu"]["mode"] = "None"
-    return rs
-
-
 def _operator_driver_over_nap_driver(rs: list[rules.Resource]) -> list[rules.Resource]:
-    """The operator's driver turned on while NAP's nodes keep AKS's and lose the hands-off labels."""
-    values = next(r for r in rs if r.name == "gpu-operator-release").props["values"]
-    values["driver"]["enabled"] = values["toolkit"]["enabled"] = True
-    labels = next(r for r in rs if r.name == "gpu-t4-nodepool").props["spec"]["template"]["metadata"]["labels"]
-    labels.pop("nvidia.com/gpu.deploy.driver")
+    """NAP's nodes given AKS's driver while the operator keeps its own, without the hands-off labels."""
+    next(r for r in rs if r.name == "gpu-t4-nodeclass").props["spec"]["gpu"]["mode"] = "Driver"
     return rs
 
 
-def _precompiled_on_plain_ubuntu(rs: list[rules.Resource]) -> list[rules.Resource]:
-    next(r for r in rs if r.name == "gpu-nc4ast4-pool").props["osSKU"] = "Ubuntu"
+def _precompiled_on_azure_linux(rs: list[rules.Resource]) -> list[rules.Resource]:
+    next(r for r in rs if r.name == "gpu-nc4ast4-pool").props["osSKU"] = "AzureLinux"
     return rs
 
 
@@ -188,14 +185,55 @@ def _nfd_without_tolerations(rs: list[rules.Resource]) -> list[rules.Resource]:
     return rs
 
 
+def _template_pods_changed(change):
+    """The InfiniBand run templates' pods, changed by ``change(pod spec)``."""
+    import json
+
+    def apply(rs: list[rules.Resource]) -> list[rules.Resource]:
+        for r in rs:
+            if r.type == rules.CONFIG_MAP and rules.RUN_TEMPLATE_KEY in (r.props.get("data") or {}):
+                jobset = json.loads(r.props["data"][rules.RUN_TEMPLATE_KEY])
+                for job in jobset["spec"]["replicatedJobs"]:
+                    change(job["template"]["spec"]["template"]["spec"])
+                r.props["data"][rules.RUN_TEMPLATE_KEY] = json.dumps(jobset)
+        return rs
+    return apply
+
+
+def _add_sys_admin(pod: dict) -> None:
+    pod["containers"][0]["securityContext"]["capabilities"]["add"].append("SYS_ADMIN")
+
+
+def _privileged_without_ipc_lock(pod: dict) -> None:
+    """A pod of the exception's namespace that asks for no capability and runs as a user, but privileged: the
+    namespace enforces privileged, so only the pack stops it."""
+    pod["securityContext"]["runAsNonRoot"] = True
+    for c in pod["containers"]:
+        c["securityContext"]["capabilities"] = {"drop": ["ALL"]}
+        c["securityContext"]["privileged"] = True
+
+
+def _ipc_lock_in_a_restricted_namespace(rs: list[rules.Resource]) -> list[rules.Resource]:
+    job = next(r for r in rs if r.name == "training-job")
+    job.props["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] = ["IPC_LOCK"]
+    return rs
+
+
 STACK_NEGATIVE = {
+    "rdma-exception-is-narrow": [
+        ("distributed-training", _template_pods_changed(_add_sys_admin), "add IPC_LOCK alone"),
+        ("distributed-training", _template_pods_changed(lambda pod: pod.update(hostNetwork=True)),
+         "hostNetwork is not part of the rdma-memory-lock exception"),
+        ("distributed-training", _template_pods_changed(_privileged_without_ipc_lock),
+         "privileged is not part of the rdma-memory-lock exception"),
+        ("gpu-basics", _ipc_lock_in_a_restricted_namespace, "adds a capability outside")],
     "gpu-pods-fit-their-pools": [("gpu-basics", _gpu_pod_without_spot_toleration, "must tolerate"),
                                  ("gpu-basics", _nfd_without_tolerations, "worker.tolerations must tolerate"),
                                  ("gpu-nap", _nap_pod_without_gpu_toleration, "pool t4 must tolerate sku=gpu")],
     "one-gpu-driver-owner": [("av-resim", _operator_without_driver, "needs the operator's driver"),
-                             ("gpu-nap", _nap_driver_by_operator, "gpu.mode None needs the GPU operator's driver"),
+                             ("gpu-nap", _operator_without_driver, "gpu.mode None needs the GPU operator's driver"),
                              ("gpu-nap", _operator_driver_over_nap_driver, "NAP installs this pool's driver"),
-                             ("av-resim", _precompiled_on_plain_ubuntu, "precompiled driver needs osSKU Ubuntu2204")],
+                             ("av-resim", _precompiled_on_azure_linux, "GPU pools need osSKU Ubuntu")],
     "private-registries-have-endpoints": [
         ("av-resim", lambda rs: [r for r in rs if r.name != "registry-private-endpoint"], "private endpoint")],
     "registries-are-attached": [

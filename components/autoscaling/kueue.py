@@ -82,9 +82,14 @@ ALL_OR_NOTHING = {
 }
 """Kueue's waitForPodsReady (kueue.sigs.k8s.io/docs/tasks/manage/setup_wait_for_pods_ready): all-or-nothing
 admission for runs that only work whole."""
+INFINIBAND_PODS_READY = "60m"
+"""The timeout where runs take InfiniBand nodes from zero: such a node also builds the DOCA (OFED) driver the GPU
+driver waits for before it loads nvidia-peermem (gpu-driver-container precompiled/nvidia-driver waits for MOFED),
+about 20 minutes cold by the first-GPU-pod estimate (the distributed-training stack's timeline.md), which 30 would
+cut close and requeue."""
 
 
-def manager_config(namespaces: Sequence[str], job_sets: bool = False) -> dict[str, Any]:
+def manager_config(namespaces: Sequence[str], job_sets: bool = False, rdma: bool = False) -> dict[str, Any]:
     """The chart's controller configuration with these changes. Kueue manages only batch Jobs (the chart also
     turns on Pods, Deployments and StatefulSets, whose webhooks then refuse every new pod while Kueue is down),
     and JobSets where a scenario runs them, with all-or-nothing admission; and only in ``namespaces``: its webhooks
@@ -104,16 +109,16 @@ def manager_config(namespaces: Sequence[str], job_sets: bool = False) -> dict[st
             "key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(namespaces)}]},
     }
     if job_sets:
-        config["waitForPodsReady"] = ALL_OR_NOTHING
+        config["waitForPodsReady"] = {**ALL_OR_NOTHING, **({"timeout": INFINIBAND_PODS_READY} if rdma else {})}
     return config
 
 
-def kueue_values(namespaces: Sequence[str], job_sets: bool = False) -> dict[str, Any]:
+def kueue_values(namespaces: Sequence[str], job_sets: bool = False, rdma: bool = False) -> dict[str, Any]:
     """The release image (the chart in git names a staging build), pulled once per node; ``manager_config``."""
     return {
         "controllerManager": {"manager": {"image": {
             "repository": charts.KUEUE_IMAGE, "tag": f"v{charts.KUEUE.version}", "pullPolicy": "IfNotPresent"}}},
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(namespaces, job_sets),
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(namespaces, job_sets, rdma),
                                                                         sort_keys=False)},
     }
 
@@ -158,7 +163,7 @@ class Kueue(pulumi.ComponentResource):
         ns = namespace(f"{name}-ns", NAMESPACE, RESTRICTED_NAMESPACE_LABELS, self)
         namespaces = [w.name for w in args.workspaces]
         release = helm.release(f"{name}-release", "kueue", charts.KUEUE, ns.metadata["name"],
-                               kueue_values(namespaces, args.job_sets is not None), self,
+                               kueue_values(namespaces, args.job_sets is not None, args.rdma), self,
                                depends_on=[*args.workspaces, *([args.job_sets] if args.job_sets else [])])
         after_release = pulumi.ResourceOptions(parent=self, depends_on=[release])
         flavors = []

@@ -16,7 +16,7 @@ import pulumi
 from pulumi_azure_native import containerservice as cs
 
 from components.kubernetes.scheduling import toleration
-from components.vocabulary import GpuDriver, GpuNodes
+from components.vocabulary import COMPILED, DRIVER_LABEL, GPU_NODE_OS, GpuDriver, GpuNodes
 
 MAX_PODS = 110
 """Pods per node: Kubernetes' tested per-node limit (AKS's CNI overlay default is 250). GPU nodes run a few
@@ -157,10 +157,10 @@ class _NodePool(pulumi.ComponentResource):
             extra = {"gpu_profile": cs.GPUProfileArgs(
                          driver=cs.GPUDriver.NONE if gpu.driver.operator_owned else cs.GPUDriver.INSTALL),
                      "gpu_instance_profile": gpu.mig_profile}
-            if gpu.driver == GpuDriver.PRECOMPILED:
-                # NVIDIA publishes precompiled driver images for Ubuntu 22.04's kernels only (the chart's
-                # driver.usePrecompiled); plain Ubuntu follows AKS's default, which moves to newer releases.
-                extra["os_sku"] = cs.OSSKU.UBUNTU2204
+            # Every GPU node runs the OS NVIDIA's precompiled drivers are built for (GPU_NODE_OS says why).
+            extra["os_sku"] = GPU_NODE_OS
+            if gpu.driver == GpuDriver.NONE:
+                labels[DRIVER_LABEL] = COMPILED
         self.agent_pool = cs.AgentPool(
             f"{name}-pool",
             # Explicit: an auto-name would carry the logical name's hyphens, which AKS refuses in pool names.

@@ -18,7 +18,7 @@ from pulumi_kubernetes import apiextensions
 
 from components.azure.node_pools import GPU_TAINT, MAX_PODS, GpuNodePool, PoolNodes
 from components.kubernetes.scheduling import taint_fields, toleration
-from components.vocabulary import GpuDriver, GpuNodes
+from components.vocabulary import COMPILED, DRIVER_LABEL, GPU_NODE_OS, GpuDriver, GpuNodes
 
 NODEPOOL_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.azure.com/v1beta1"
@@ -48,12 +48,15 @@ class NapPoolArgs:
     """Tags on the VMs NAP makes."""
     extra_labels: Mapping[str, str] | None = None
     """Labels other components need on the nodes (the device-plugin config selector)."""
+    startup_taints: tuple[Mapping[str, str], ...] = ()
+    """Taints a node is born with that something in the cluster removes (the GPU node gate's), which NAP does not
+    hold against the pending pods it creates the node for (karpenter NodePool ``startupTaints``)."""
 
 
 def node_class_spec(args: NapPoolArgs, subnet_id: Any) -> dict[str, Any]:
     return {
-        # Precompiled drivers exist for Ubuntu 22.04's kernels only (as on the agent pools).
-        "imageFamily": "Ubuntu2204" if args.gpu.driver == GpuDriver.PRECOMPILED else "Ubuntu",
+        # Every GPU node runs the OS NVIDIA's precompiled drivers are built for (GPU_NODE_OS says why).
+        "imageFamily": GPU_NODE_OS,
         "osDiskSizeGB": args.nodes.os_disk_size_gb,
         "maxPods": MAX_PODS,
         "vnetSubnetID": subnet_id,
@@ -83,6 +86,7 @@ def node_pool_spec(args: NapPoolArgs, labels: Mapping[str, str]) -> dict[str, An
                 "nodeClassRef": {"group": "karpenter.azure.com", "kind": "AKSNodeClass", "name": pool.name},
                 "requirements": requirements,
                 "taints": [taint_fields(GPU_TAINT)],
+                **({"startupTaints": [dict(t) for t in args.startup_taints]} if args.startup_taints else {}),
                 # A GPU node lives until it is empty: no expiry in the middle of a training run.
                 "expireAfter": "Never",
             },
@@ -115,7 +119,8 @@ class NapGpuPool(pulumi.ComponentResource):
         self.taints = (GPU_TAINT,)
         self.tolerations = [toleration(GPU_TAINT)]
         self.node_selector = {NODEPOOL_LABEL: pool.name}
-        labels = {**pool.labels, "accelerator": "nvidia", **(args.extra_labels or {})}
+        labels = {**pool.labels, "accelerator": "nvidia", **(args.extra_labels or {}),
+                  **({DRIVER_LABEL: COMPILED} if args.gpu.driver == GpuDriver.NONE else {})}
         node_class = apiextensions.CustomResource(
             f"{name}-nodeclass", api_version=NODECLASS_API, kind="AKSNodeClass", metadata={"name": pool.name},
             spec=pulumi.Output.from_input(args.subnet_id).apply(lambda subnet: node_class_spec(args, subnet)),

@@ -1,38 +1,59 @@
-"""GPU node repair: a CronJob that cordons and drains the nodes AKS's Node Problem Detector reports sick, so the
-autoscaler replaces them (the job's own docstring, ``node_repair_job.py``, says how a run decides).
+"""GPU node repair: a CronJob that cordons and drains the GPU nodes that report sick (AKS's Node Problem Detector,
+the GPU operator's DCGM exporter, the GPU node gate), so the autoscaler replaces them, and only marks them where the
+pool cannot add a node (the job's own docstring, ``node_repair_job.py``, says how a run decides).
 
 Why a CronJob of our own: AKS's node auto-repair reboots and reimages only NotReady nodes (node-auto-repair), and
-the engines that act on node conditions are either archived (draino) or bring their own datastore and agents on
-every node (NVIDIA's NVSentinel). The job needs the standard library and four kinds of API call, so it runs a pinned
-Python image with its script in a ConfigMap: nothing to build, nothing on GPU nodes.
+the engines that act on node conditions are either archived (draino) or bring their own datastore, cert-manager and
+a standalone DCGM on every node (NVIDIA's NVSentinel: MongoDB or PostgreSQL, Kubernetes 1.34+). Upstream NPD as a
+second detector would need a privileged DaemonSet reading the kernel log and would share AKS's condition names with
+AKS's own NPD, which rewrites its conditions every few minutes; the DCGM exporter already runs on every GPU node and
+publishes the XIDs and row-remap failures. The job needs the standard library and a few kinds of API call, so it
+runs a pinned Python image with its scripts in a ConfigMap: nothing to build, nothing on GPU nodes.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pulumi
 from pulumi_kubernetes import core, rbac
 
-from components.gpu import node_repair_job
-from components.kubernetes.network_policy import allow_api_server
+from components.azure.node_provisioning import GpuPoolComponent
+from components.gpu import kube_api, node_repair_job
+from components.kubernetes import charts
+from components.kubernetes.network_policy import allow_api_server, allow_egress_to_namespace
 from components.kubernetes.pods import container, job_spec, job_template, pod_spec
 from components.kubernetes.security import resources, workload_namespace
 from components.monitoring.alert_rules import NPD_GPU_CONDITION_MINUTES, NPD_GPU_CONDITIONS
 
-PYTHON_IMAGE = ("docker.io/library/python:3.12.12-slim-bookworm"
-                "@sha256:593bd06efe90efa80dc4eee3948be7c0fde4134606dd40d8dd8dbcade98e669c")
-"""The job's interpreter: the tag for people, its multi-arch index digest for the kubelet (which picks amd64)."""
-SCRIPT = Path(node_repair_job.__file__)
-"""The job's script, mounted from a ConfigMap."""
+SCRIPTS = (Path(node_repair_job.__file__), Path(kube_api.__file__))
+"""The job's script and the API client it imports, mounted side by side from a ConfigMap."""
+EXPORTER = {"app": "nvidia-dcgm-exporter"}
+"""The GPU operator's DCGM exporter pods (its DaemonSet's label): the job reads each sick-looking node's page."""
+HOLD_TIMEOUT_MINUTES = 60
+"""How long a cordoned node may wait for the autoscaler to replace it before it stops counting against its pool's
+repair limit (and the alert asks for a person)."""
 SCHEDULE = "*/5 * * * *"
 """Every 5 minutes: a sick node is cordoned 5-10 minutes after NPD sets its condition (``GRACE`` plus the wait
 for the next run)."""
 
 
+def repair_pools(pools: Sequence[GpuPoolComponent]) -> dict[str, dict[str, Any]]:
+    """What the job reads of each GPU pool (``node_repair_job.Pool``): its node label, bounds and GPUs per node."""
+    return {p.pool_name: {"label": next(iter(p.node_selector)), "min_count": p.nodes.min_count,
+                          "max_count": p.nodes.max_count, "gpus": p.gpu.size.gpus} for p in pools}
+
+
 @dataclass(frozen=True)
 class GpuNodeRepairArgs:
+    pools: Sequence[GpuPoolComponent]
+    """The cluster's GPU pools: a node of one that cannot add a node is marked, not cordoned."""
+    exporter_namespace: pulumi.Input[str] = "gpu-operator"
+    """The GPU operator's namespace, where its DCGM exporter runs."""
     namespace: str = "gpu-node-repair"
     """Namespace the program creates for the job."""
     conditions: tuple[str, ...] = NPD_GPU_CONDITIONS
@@ -40,7 +61,7 @@ class GpuNodeRepairArgs:
     grace_minutes: int = NPD_GPU_CONDITION_MINUTES
     """How long a condition must hold before the node is cordoned: as long as before the alert fires."""
     max_repairing: int = 1
-    """Nodes held cordoned at once; more sick nodes wait (and alert) until one is replaced."""
+    """Nodes of one pool held cordoned at once; more sick nodes wait (and alert) until one is replaced."""
 
 
 class GpuNodeRepair(pulumi.ComponentResource):
@@ -53,6 +74,8 @@ class GpuNodeRepair(pulumi.ComponentResource):
         ns = workload_namespace(f"{name}-ns", args.namespace, self).metadata["name"]
         labels = {"app.kubernetes.io/name": name}
         allow_api_server(f"{name}-api-server", "api-server", ns, labels, self)
+        allow_egress_to_namespace(f"{name}-dcgm-exporter", "dcgm-exporter", ns, labels, args.exporter_namespace,
+                                  EXPORTER, node_repair_job.EXPORTER_PORT, self)
         account = core.v1.ServiceAccount(f"{name}-sa", metadata={"name": name, "namespace": ns}, opts=child)
         # Cluster-wide by nature: nodes are not namespaced, and a sick node's pods are in any namespace.
         role = rbac.v1.ClusterRole(f"{name}-role", metadata={"name": name}, rules=[
@@ -65,12 +88,15 @@ class GpuNodeRepair(pulumi.ComponentResource):
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.metadata["name"]},
             subjects=[{"kind": "ServiceAccount", "name": account.metadata["name"], "namespace": ns}], opts=child)
         script = core.v1.ConfigMap(f"{name}-script", metadata={"name": f"{name}-script", "namespace": ns},
-                                   data={SCRIPT.name: SCRIPT.read_text(encoding="utf-8")}, opts=child)
+                                   data={p.name: p.read_text(encoding="utf-8") for p in SCRIPTS}, opts=child)
 
-        job = container(name, PYTHON_IMAGE, ["python", f"/script/{SCRIPT.name}"], resources("100m", "128Mi"),
+        job = container(name, charts.PYTHON_IMAGE, ["python", f"/script/{SCRIPTS[0].name}"], resources("100m", "128Mi"),
                         mounts=[{"name": "script", "mountPath": "/script", "readOnly": True}], tmp=False,
                         env={"CONDITIONS": ",".join(args.conditions), "GRACE_SECONDS": str(args.grace_minutes * 60),
-                             "MAX_REPAIRING": str(args.max_repairing), "PYTHONDONTWRITEBYTECODE": "1"})
+                             "MAX_REPAIRING": str(args.max_repairing),
+                             "HOLD_TIMEOUT_SECONDS": str(HOLD_TIMEOUT_MINUTES * 60),
+                             "POOLS": json.dumps(repair_pools(args.pools), sort_keys=True),
+                             "PYTHONDONTWRITEBYTECODE": "1"})
         pod = {**pod_spec(None, [job], volumes=[{"name": "script", "configMap": {"name": script.metadata["name"]}}],
                           tmp=False, service_account=account.metadata["name"]),
                # Unlike workloads, this pod is an API client: it needs its service account's token.

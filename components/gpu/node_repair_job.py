@@ -1,74 +1,77 @@
-"""Cordon and drain the GPU nodes that AKS's Node Problem Detector reports sick, so the autoscaler replaces them.
+"""Cordon and drain the GPU nodes that report sick, so the autoscaler replaces them; alert-only where it cannot.
 
-The ``gpu-node-repair`` CronJob runs this file with the standard library only (its ConfigMap holds it; see
-``node_repair.py``). NPD's node conditions mark permanent problems that make a node unusable (AKS docs:
-node-problem-detector, "Node conditions"); AKS's node auto-repair acts on NotReady nodes only, so nothing else
-moves the pods off a node whose GPU is gone.
+The ``gpu-node-repair`` CronJob runs this file with the standard library only (its ConfigMap holds it and
+``kube_api.py``; see ``node_repair.py``). AKS's node auto-repair acts on NotReady nodes only, so nothing else moves
+the pods off a node whose GPU is gone. A node is sick when:
 
-Each run:
-1. cordons every node where one of ``CONDITIONS`` has been True for ``GRACE_SECONDS``, and marks it with
-   ``ANNOTATION`` - but never holds more than ``MAX_REPAIRING`` nodes cordoned at once, so a detector that misfires on
-   every node cannot empty the cluster (the GpuNodeProblem alert still fires for the rest);
-2. evicts the pods of every node it holds through the Eviction API, as ``kubectl drain --ignore-daemonsets``
-   does: PodDisruptionBudgets hold, and a pod whose budget refuses now is asked again on the next run.
+- one of ``CONDITIONS`` has been True for ``GRACE_SECONDS``: what AKS's Node Problem Detector sets on nodes where
+  AKS installed the driver (AKS node-problem-detector, "Node conditions"; it runs no GPU checks on pools whose driver
+  the GPU operator installs, gpu-health-monitoring: Limitations);
+- its GPU operator's DCGM exporter (every GPU node runs one) reports a fatal XID (one NVIDIA's XID catalogue says
+  needs a GPU reset, a node restart or support), a failed row remap, or fewer GPUs than the node's size has: the
+  health signals of the pools NPD does not check;
+- the GPU node gate's acceptance check failed on it (``node_gate_job.py``).
+
+Each run, per pool (``POOLS``):
+1. a sick node of a pool that can add a node (below its maximum, and its minimum not equal to it) is cordoned and
+   marked with ``ANNOTATION``, at most ``MAX_REPAIRING`` per pool at once, so a misfiring detector cannot empty a
+   pool; a node held longer than ``HOLD_TIMEOUT_SECONDS`` no longer counts against that limit (the alerts say it
+   needs a person);
+2. a sick node of a pool that cannot add one is not cordoned (its workloads would wait with nowhere to go): it is
+   marked with ``BLOCKED``, and the alerts fire, which say how to replace it by hand;
+3. every held node's pods are evicted through the Eviction API, as ``kubectl drain --ignore-daemonsets`` does:
+   PodDisruptionBudgets hold, a refused or failed eviction is logged and asked again on the next run.
 
 The evicted pods go Pending, the cluster autoscaler (or NAP) adds a node for them, and removes the empty, cordoned
 node after its scale-down delay. A person hands a node back with ``kubectl uncordon``: a marked node that is no
-longer cordoned is left alone.
+longer cordoned is left alone while it stays sick, and unmarked once it is well, so a later fault repairs it again.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import ssl
+import re
 import sys
-import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+try:
+    from components.gpu.kube_api import Api
+except ImportError:  # the CronJob runs this file with kube_api.py beside it
+    from kube_api import Api
+
 ANNOTATION = "aksgpu.io/gpu-repair"
-"""Set on the nodes this job cordoned: which condition, since when."""
-SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Set on the nodes this job cordoned: why, and since when (``<reason> at <time>``)."""
+BLOCKED = "aksgpu.io/gpu-repair-blocked"
+"""Set on a sick node of a pool that cannot add a node: why it was not cordoned."""
+GATE_ANNOTATION = "aksgpu.io/gpu-check"
+"""The GPU node gate's verdict on a node (``node_gate_job.py``): ``failed: ...`` makes it sick."""
+FATAL_XIDS = frozenset({46, 48, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143, 155, 156, 158})
+"""XIDs NVIDIA's catalogue (docs.nvidia.com/deploy/xid-errors, analyzing-xid-catalog) lists with the immediate
+action RESET_GPU, RESTART_BM or a workflow that ends in a reset (48: double-bit ECC; 74: NVLink; 79: fallen off the
+bus; 95: uncontained error): the GPU is unusable until then."""
+EXPORTER_PORT = 9400
 
 
-class Api:
-    """The few Kubernetes API calls this job makes, as JSON over HTTPS."""
+@dataclass(frozen=True)
+class Pool:
+    """What the job needs of a GPU pool: how to find its nodes, its bounds, its GPUs per node."""
 
-    def __init__(self, base: str, token: str | None = None, context: ssl.SSLContext | None = None):
-        self.base, self.token, self.context = base.rstrip("/"), token, context
+    name: str
+    label: str
+    """The node label whose value is the pool's name (agent pools' and NAP's differ)."""
+    min_count: int
+    max_count: int
+    gpus: int
 
-    @classmethod
-    def in_cluster(cls) -> Api:
-        """The API server as the pod's service account sees it."""
-        with open(f"{SERVICE_ACCOUNT}/token", encoding="utf-8") as f:
-            token = f.read().strip()
-        base = f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ['KUBERNETES_SERVICE_PORT']}"
-        return cls(base, token, ssl.create_default_context(cafile=f"{SERVICE_ACCOUNT}/ca.crt"))
-
-    def call(self, method: str, path: str, body: Mapping[str, Any] | None = None,
-             content_type: str = "application/json") -> tuple[int, dict[str, Any]]:
-        request = urllib.request.Request(self.base + path, method=method,
-                                         data=json.dumps(body).encode() if body is not None else None)
-        request.add_header("Accept", "application/json")
-        if body is not None:
-            request.add_header("Content-Type", content_type)
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
-                return response.status, json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read() or b"{}")
-
-    def get(self, path: str) -> dict[str, Any]:
-        status, body = self.call("GET", path)
-        if status != 200:
-            raise RuntimeError(f"GET {path}: HTTP {status}: {body.get('message', body)}")
-        return body
+    def can_grow(self, nodes: int) -> bool:
+        """Whether the autoscaler can add a node for the evicted pods: below the maximum, not fixed at a size."""
+        return self.min_count != self.max_count and nodes < self.max_count
 
 
 def sick_condition(node: Mapping[str, Any], conditions: Iterable[str], since: datetime) -> dict[str, Any] | None:
@@ -82,6 +85,46 @@ def sick_condition(node: Mapping[str, Any], conditions: Iterable[str], since: da
     return None
 
 
+SAMPLE = re.compile(r'^(\w+)\{([^}]*)\}\s+(\S+)', re.MULTILINE)
+
+
+def dcgm_problem(metrics: str, gpus: int) -> str | None:
+    """What the DCGM exporter's page says is wrong with the node's GPUs, or None."""
+    seen: set[str] = set()
+    for name, labels, value in SAMPLE.findall(metrics):
+        gpu = dict(re.findall(r'(\w+)="([^"]*)"', labels)).get("gpu")
+        if gpu is None:
+            continue
+        seen.add(gpu)
+        number = float(value)
+        if name == "DCGM_FI_DEV_XID_ERRORS" and int(number) in FATAL_XIDS:
+            return f"XID {int(number)} on GPU {gpu}"
+        if name == "DCGM_FI_DEV_ROW_REMAP_FAILURE" and number > 0:
+            return f"row remapping failed on GPU {gpu}"
+    if seen and len(seen) < gpus:
+        return f"GPUMissing: {len(seen)} of {gpus} GPUs report"
+    return None
+
+
+def exporter_metrics(api: Api, node: str, namespace: str, selector: str,
+                     fetch: Callable[[str], str]) -> str | None:
+    """The metrics page of the DCGM exporter pod on ``node``, or None when none answers."""
+    query = urllib.parse.urlencode({"labelSelector": selector, "fieldSelector": f"spec.nodeName={node}"})
+    for pod in api.get(f"/api/v1/namespaces/{namespace}/pods?{query}")["items"]:
+        ip = pod.get("status", {}).get("podIP")
+        if ip and pod.get("status", {}).get("phase") == "Running":
+            try:
+                return fetch(f"http://{ip}:{EXPORTER_PORT}/metrics")
+            except OSError:
+                return None
+    return None
+
+
+def http_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 (a pod's address in the cluster)
+        return answer.read().decode()
+
+
 def _annotations(node: Mapping[str, Any]) -> Mapping[str, str]:
     return node["metadata"].get("annotations") or {}
 
@@ -89,6 +132,14 @@ def _annotations(node: Mapping[str, Any]) -> Mapping[str, str]:
 def _held(node: Mapping[str, Any]) -> bool:
     """Cordoned by this job and not handed back by a person."""
     return ANNOTATION in _annotations(node) and bool(node.get("spec", {}).get("unschedulable"))
+
+
+def _held_since(node: Mapping[str, Any]) -> datetime | None:
+    mark = _annotations(node).get(ANNOTATION, "")
+    try:
+        return datetime.fromisoformat(mark.rsplit(" at ", 1)[1])
+    except (IndexError, ValueError):
+        return None
 
 
 def _evictable(pod: Mapping[str, Any]) -> bool:
@@ -102,7 +153,8 @@ def _evictable(pod: Mapping[str, Any]) -> bool:
 
 
 def drain(api: Api, node: str) -> list[str]:
-    """Ask the Eviction API for every evictable pod on ``node``; what happened, one line per pod."""
+    """Ask the Eviction API for every evictable pod on ``node``; what happened, one line per pod. A failed eviction
+    is a line too (asked again next run): one pod under two budgets (HTTP 500) must not stop the others."""
     selector = urllib.parse.quote(f"spec.nodeName={node}")
     done = []
     for pod in api.get(f"/api/v1/pods?fieldSelector={selector}")["items"]:
@@ -116,46 +168,111 @@ def drain(api: Api, node: str) -> list[str]:
         elif status == 429:  # a PodDisruptionBudget says not now
             done.append(f"eviction of {ns}/{name} from {node} refused for now: {body.get('message', '')}")
         elif status != 404:  # 404: the pod left meanwhile
-            raise RuntimeError(f"evicting {ns}/{name}: HTTP {status}: {body.get('message', body)}")
+            done.append(f"eviction of {ns}/{name} from {node} failed (HTTP {status}: "
+                        f"{body.get('message', body)}); asked again next run")
     return done
 
 
-def repair(api: Api, conditions: Iterable[str], grace: timedelta, max_repairing: int,
-           now: datetime | None = None) -> list[str]:
-    """One run: cordon what is newly sick within the limit, then drain every node held. What it did, line by line."""
+def _pool_of(node: Mapping[str, Any], pools: Mapping[str, Pool]) -> Pool | None:
+    labels = node["metadata"].get("labels") or {}
+    return next((p for p in pools.values() if labels.get(p.label) == p.name), None)
+
+
+@dataclass(frozen=True)
+class Settings:
+    conditions: tuple[str, ...]
+    grace: timedelta
+    max_repairing: int
+    """Nodes held cordoned at once, per pool."""
+    hold_timeout: timedelta
+    pools: Mapping[str, Pool]
+    exporter_namespace: str = "gpu-operator"
+    exporter_selector: str = "app=nvidia-dcgm-exporter"
+
+
+def why_sick(api: Api, node: Mapping[str, Any], pool: Pool, settings: Settings, now: datetime,
+             fetch: Callable[[str], str]) -> str | None:
+    condition = sick_condition(node, settings.conditions, now - settings.grace)
+    if condition is not None:
+        return f"{condition['type']} since {condition['lastTransitionTime']}"
+    verdict = _annotations(node).get(GATE_ANNOTATION, "")
+    if verdict.startswith("failed"):
+        return f"GPU check {verdict}"
+    page = exporter_metrics(api, node["metadata"]["name"], settings.exporter_namespace, settings.exporter_selector,
+                            fetch)
+    return dcgm_problem(page, pool.gpus) if page else None
+
+
+def repair(api: Api, settings: Settings, now: datetime | None = None,
+           fetch: Callable[[str], str] = http_text) -> list[str]:
+    """One run: mark, cordon within each pool's limit, drain every node held. What it did, line by line."""
     now = now or datetime.now(UTC)
-    conditions = tuple(conditions)
     nodes = api.get("/api/v1/nodes")["items"]
-    held = [n["metadata"]["name"] for n in nodes if _held(n)]
     log = []
+    members: dict[str, list[Mapping[str, Any]]] = {}
     for node in nodes:
-        name = node["metadata"]["name"]
-        if ANNOTATION in _annotations(node):
-            continue  # held already, or handed back by a person
-        condition = sick_condition(node, conditions, now - grace)
-        if condition is None:
-            continue
-        if len(held) >= max_repairing:
-            log.append(f"{name} has {condition['type']} but {len(held)} node(s) are being repaired already: left")
-            continue
-        mark = f"{condition['type']} since {condition['lastTransitionTime']}"
-        status, body = api.call("PATCH", f"/api/v1/nodes/{name}",
-                                {"metadata": {"annotations": {ANNOTATION: mark}}, "spec": {"unschedulable": True}},
-                                content_type="application/merge-patch+json")
-        if status != 200:
-            raise RuntimeError(f"cordoning {name}: HTTP {status}: {body.get('message', body)}")
-        log.append(f"cordoned {name}: {mark}")
-        held.append(name)
+        pool = _pool_of(node, settings.pools)
+        if pool is not None:
+            members.setdefault(pool.name, []).append(node)
+    held: list[str] = []
+    for pool_name, group in members.items():
+        pool = settings.pools[pool_name]
+        counted = [n for n in group if _held(n) and not ((since := _held_since(n)) and now - since
+                                                           > settings.hold_timeout)]
+        held += [n["metadata"]["name"] for n in group if _held(n)]
+        for node in group:
+            name, annotations = node["metadata"]["name"], _annotations(node)
+            if _held(node):
+                if node not in counted:
+                    log.append(f"{name} has been cordoned longer than {settings.hold_timeout}: replace it by hand "
+                               "(docs/observability.md: Sick GPU nodes)")
+                continue
+            reason = why_sick(api, node, pool, settings, now, fetch)
+            if ANNOTATION in annotations:  # handed back by a person
+                if reason is None:
+                    api.patch(f"/api/v1/nodes/{name}", {"metadata": {"annotations": {ANNOTATION: None}}})
+                    log.append(f"{name} is well again after it was handed back: unmarked")
+                continue
+            if reason is None:
+                if BLOCKED in annotations:
+                    api.patch(f"/api/v1/nodes/{name}", {"metadata": {"annotations": {BLOCKED: None}}})
+                continue
+            if not pool.can_grow(len(group)):
+                why = (f"{reason}; not cordoned: pool {pool.name} cannot add a node ({len(group)} of at most "
+                       f"{pool.max_count}, at least {pool.min_count})")
+                if annotations.get(BLOCKED) != why:
+                    api.patch(f"/api/v1/nodes/{name}", {"metadata": {"annotations": {BLOCKED: why}}})
+                log.append(f"{name}: {why}")
+                continue
+            if len(counted) >= settings.max_repairing:
+                log.append(f"{name} is sick ({reason}) but {len(counted)} node(s) of pool {pool.name} are being "
+                           "repaired already: left")
+                continue
+            mark = f"{reason} at {now.isoformat()}"
+            status, body = api.patch(f"/api/v1/nodes/{name}", {"metadata": {"annotations": {ANNOTATION: mark,
+                                                                                              BLOCKED: None}},
+                                                               "spec": {"unschedulable": True}})
+            if status != 200:
+                log.append(f"cordoning {name} failed (HTTP {status}: {body.get('message', body)}); next run")
+                continue
+            log.append(f"cordoned {name}: {mark}")
+            counted.append(node)
+            held.append(name)
     for name in held:
         log.extend(drain(api, name))
     return log
 
 
+def settings_from_environment() -> Settings:
+    pools = {name: Pool(name=name, **spec) for name, spec in json.loads(os.environ["POOLS"]).items()}
+    return Settings(conditions=tuple(c for c in os.environ["CONDITIONS"].split(",") if c),
+                    grace=timedelta(seconds=int(os.environ["GRACE_SECONDS"])),
+                    max_repairing=int(os.environ["MAX_REPAIRING"]),
+                    hold_timeout=timedelta(seconds=int(os.environ["HOLD_TIMEOUT_SECONDS"])), pools=pools)
+
+
 def main() -> int:
-    conditions = [c for c in os.environ["CONDITIONS"].split(",") if c]
-    lines = repair(Api.in_cluster(), conditions, timedelta(seconds=int(os.environ["GRACE_SECONDS"])),
-                   int(os.environ["MAX_REPAIRING"]))
-    for line in lines or ["no GPU node to repair"]:
+    for line in repair(Api.in_cluster(), settings_from_environment()) or ["no GPU node to repair"]:
         print(line, flush=True)
     return 0
 

@@ -11,44 +11,51 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi_kubernetes import core
+from pulumi_kubernetes import apiextensions, core
 
 from components.gpu import sharing as gpu_sharing
 from components.gpu.nfd import MIG_NOT_READY, NVIDIA_GPU
 from components.kubernetes import charts, helm
 from components.kubernetes.scheduling import merged_tolerations
 from components.kubernetes.security import PRIVILEGED_NAMESPACE_LABELS, namespace
-from components.vocabulary import GpuDriver, GpuNodes, SharingMode
+from components.vocabulary import COMPILED, DRIVER_LABEL, GpuNodes, SharingMode
 
 AKS_NVIDIA_RUNTIME = "nvidia-container-runtime"
 """The runtime handler AKS's containerd config defines on GPU nodes it set up (driver: install)."""
 
 
-PRECOMPILED_BRANCH = "580"
-"""The driver branch of the precompiled images: NVIDIA builds them for the latest long-term servicing branch only
-(precompiled-drivers: limitations), R580, which runs CUDA 13 images."""
-VALIDATOR_WORKLOAD = {"name": "WITH_WORKLOAD", "value": "true"}
-"""The operator's plugin validator then runs a CUDA pod through the device plugin on every new GPU node before the
-node's GPUs count as ready: the per-node smoke test (a node that fails it never advertises nvidia.com/gpu)."""
+DRIVER_BRANCH = "595"
+"""The precompiled images' driver branch: NVIDIA builds R580 and R595 for Ubuntu 24.04's Azure kernel
+(NVIDIA/gpu-driver-container .github/precompiled-matrix-config.json; GPU operator v26.7 platform-support), and
+R595 is the branch of the driver the chart compiles (driver.version), so a node that falls back to compiling runs
+the same branch. CUDA 13 images need R580 or later."""
+COMPILED_DRIVER_VERSION = "595.91.07"
+"""The driver the operator compiles on a node: the chart's own ``driver.version`` at v26.7.0."""
+NVIDIA_DRIVER_API = "nvidia.com/v1alpha1"
+PRECOMPILED_DRIVER, COMPILED_DRIVER = "precompiled", "compiled"
+"""The two NVIDIADriver resources: the precompiled one for every operator-driver node (the default), the compiled
+one for the nodes labelled ``aksgpu.io/driver=compiled``."""
 
 DCGM_VIRTUAL_GPUS = "KUBERNETES_VIRTUAL_GPUS"
 """The DCGM exporter's switch for GPUs shared by time-slicing or MPS (off by default; the operator never sets it)."""
 
 
+def daemonset_tolerations(gpu_tolerations: list[dict[str, str]]) -> list[dict[str, str]]:
+    """What every operator DaemonSet tolerates: the chart's nvidia.com/gpu entry, every GPU pool's taints (and the
+    GPU node gate's, which the GPU software layer adds), MIG's not-ready taint."""
+    return merged_tolerations([NVIDIA_GPU], gpu_tolerations, [MIG_NOT_READY])
+
+
 def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, str]], bundled_nfd: bool,
-                    sharing_config_name: pulumi.Input[str] | None, rdma: bool = False) -> dict[str, Any]:
-    """Chart values; the driver is the operator's exactly when some pool skips the AKS driver (precompiled when
-    those pools say so; config allows one kind per cluster). ``rdma``: GPUDirect
-    RDMA, the driver's nvidia-peermem module over the Network Operator's OFED driver (Azure/aks-rdma-infiniband
-    configs/values/gpu-operator: driver.rdma.enabled; useHostMofed stays false, the OFED driver is a container)."""
-    tolerations = merged_tolerations([NVIDIA_GPU], gpu_tolerations, [MIG_NOT_READY])
+                    sharing_config_name: pulumi.Input[str] | None, device_plugin: bool = True) -> dict[str, Any]:
+    """Chart values; the driver is the operator's exactly when some pool skips the AKS driver. Which driver a node
+    gets (precompiled or compiled) is the two NVIDIADriver resources' business (``driver_specs``): the chart's
+    ClusterPolicy sets one kind for every node and takes the OS of one of them for every image."""
+    tolerations = daemonset_tolerations(gpu_tolerations)
     owns_driver = any(p.driver.operator_owned for p in pools)
     driver: dict[str, Any] = {"enabled": owns_driver}
-    if any(p.driver == GpuDriver.PRECOMPILED for p in pools):
-        # With usePrecompiled the version is a branch: the operator picks <branch>-<kernel>-ubuntu22.04 per node.
-        driver |= {"usePrecompiled": True, "version": PRECOMPILED_BRANCH}
-    if rdma:
-        driver["rdma"] = {"enabled": True, "useHostMofed": False}
+    if owns_driver:
+        driver["nvidiaDriverCRD"] = {"enabled": True, "deployDefaultCR": False}
     values: dict[str, Any] = {
         # Parallel NFD deployments are unsupported: bundle it only when no separate release exists.
         "nfd": {"enabled": bundled_nfd},
@@ -56,8 +63,9 @@ def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, s
         "daemonsets": {"tolerations": tolerations},
         "driver": driver,
         "toolkit": {"enabled": owns_driver},
-        "validator": {"plugin": {"env": [VALIDATOR_WORKLOAD]}},
     }
+    if not device_plugin:
+        values["devicePlugin"] = {"enabled": False}
     if bundled_nfd:
         values["node-feature-discovery"] = {"worker": {"tolerations": tolerations}}
     if sharing_config_name is not None:
@@ -67,7 +75,11 @@ def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, s
         # A shared GPU's series would carry only one of the pods using it (the exporter's pod map keeps one entry
         # per GPU, dcgm-exporter internal/pkg/transformation/kubernetes.go:886-909): with this the exporter writes
         # the GPU's series once per pod, so each pod's KEDA query sees the load (pkg/cmd/app.go:299-304).
-        values["dcgmExporter"] = {"env": [{"name": DCGM_VIRTUAL_GPUS, "value": "true"}]}
+        # It attributes a shared GPU's utilisation and memory to the pods by their processes, mapping each PID
+        # through /proc/<pid>/cgroup: it must see the host's PIDs, or every pod reads 0 (k8s audit #2;
+        # dcgm-exporter 4.5.3-4.8.2 internal/pkg/transformation/kubernetes.go, pidmapper.go; the chart's
+        # dcgmExporter.hostPID is false by default).
+        values["dcgmExporter"] = {"env": [{"name": DCGM_VIRTUAL_GPUS, "value": "true"}], "hostPID": True}
     if any(p.sharing == SharingMode.MIG for p in pools):
         values["mig"] = {"strategy": "single"}
         # AKS partitions MIG pools from gpuInstanceProfile; the operator's MIG manager (default config
@@ -79,6 +91,25 @@ def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, s
         # guide). The toolkit takes the same name on the nodes it configures, so both kinds agree.
         values["operator"] = {"runtimeClass": AKS_NVIDIA_RUNTIME}
     return values
+
+
+def driver_specs(tolerations: list[dict[str, str]], rdma: bool) -> dict[str, dict[str, Any]]:
+    """The NVIDIADriver resources (GPU operator v26.7.0 api/nvidia/v1alpha1/nvidiadriver_types.go): NVIDIA's
+    precompiled driver for every operator-driver node, as the default, and the compiled one for the nodes labelled
+    ``aksgpu.io/driver=compiled``: a ``none`` pool's, and a node whose kernel NVIDIA has not built the
+    precompiled image for yet, which the GPU node gate relabels (``node_gate_job.py``) instead of leaving it
+    without GPUs (the operator itself never falls back: controllers/object_controls.go builds the tag from the
+    node's kernel and pulls it). ``rdma``: GPUDirect RDMA, the driver's nvidia-peermem over the Network Operator's
+    OFED driver container (Azure/aks-rdma-infiniband configs/values/gpu-operator: rdma.enabled, useHostMofed
+    false)."""
+    common: dict[str, Any] = {"driverType": "gpu", "repository": "nvcr.io/nvidia", "image": "driver",
+                              "tolerations": tolerations,
+                              **({"rdma": {"enabled": True, "useHostMofed": False}} if rdma else {})}
+    return {
+        PRECOMPILED_DRIVER: {**common, "default": True, "usePrecompiled": True, "version": DRIVER_BRANCH},
+        COMPILED_DRIVER: {**common, "default": False, "usePrecompiled": False, "version": COMPILED_DRIVER_VERSION,
+                          "nodeSelector": {DRIVER_LABEL: COMPILED}},
+    }
 
 
 @dataclass(frozen=True)
@@ -93,10 +124,15 @@ class GpuOperatorArgs:
     """Namespace the program creates for the operator."""
     rdma: bool = False
     """GPUDirect RDMA for InfiniBand pools (the Network Operator runs beside it)."""
+    device_plugin: bool = True
+    """False where an add-on runs NVIDIA's device plugin itself (KAITO 0.6's workspace chart renders one on every
+    node, kaito-project/kaito#1700): two plugins registering nvidia.com/gpu with one kubelet replace each other."""
 
 
 class GpuOperator(pulumi.ComponentResource):
     release: pulumi.Resource
+    drivers: list[pulumi.Resource]
+    """The NVIDIADriver resources, where the operator installs some pool's driver."""
     namespace: pulumi.Output[str]
     """The operator's namespace (its DCGM exporter runs there)."""
 
@@ -120,11 +156,17 @@ class GpuOperator(pulumi.ComponentResource):
             )
             config_name = config.metadata["name"]
 
-        values = operator_values(args.pools, args.gpu_tolerations, args.bundled_nfd, config_name, args.rdma)
+        values = operator_values(args.pools, args.gpu_tolerations, args.bundled_nfd, config_name, args.device_plugin)
         # GPU nodes are slow to join: the operator pods wait for NFD labels and the driver build.
         # The chart upgrades the ClusterPolicy CRD in a pre-upgrade Job (operator.upgradeCRD); NVIDIA asks for
         # --disable-openapi-validation so a chart bump is not refused before that Job runs.
         self.release = helm.release(f"{name}-release", "gpu-operator", charts.GPU_OPERATOR, ns.metadata["name"],
                                     values, self, timeout_seconds=900, upgrades_own_crds=True)
         self.namespace = ns.metadata["name"]
+        self.drivers = [
+            apiextensions.CustomResource(
+                f"{name}-driver-{kind}", api_version=NVIDIA_DRIVER_API, kind="NVIDIADriver", metadata={"name": kind},
+                spec=spec, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]))
+            for kind, spec in driver_specs(daemonset_tolerations(args.gpu_tolerations), args.rdma).items()
+        ] if any(p.driver.operator_owned for p in args.pools) else []
         self.register_outputs({"release": self.release.id})

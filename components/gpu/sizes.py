@@ -35,28 +35,43 @@ class GpuFamily:
     """The GPU supports Multi-Instance GPU partitioning (A100, H100, H200)."""
     grid: bool = False
     """The GPU needs NVIDIA's GRID (vGPU) driver, which only AKS installs: the GPU operator cannot own it."""
-    infiniband: bool = False
-    """Each VM has InfiniBand (the ``r`` in the size name) for GPUDirect RDMA between nodes."""
+    infiniband_gbps: int = 0
+    """Each GPU's InfiniBand port speed (the ``r`` in the size name: one port per GPU, for GPUDirect RDMA between
+    nodes); 0: none."""
+    dense_tflops: float = 0.0
+    """The GPU's dense tensor rate in its fastest 16-bit type (bf16, or fp16 before compute capability 8.0), from
+    NVIDIA's datasheet: what the GPU node gate's check holds a node's GPUs to a fraction of."""
+
+    @property
+    def infiniband(self) -> bool:
+        return self.infiniband_gbps > 0
 
 
-# Sources: the series pages, learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/<page>.
+# Sources: the series pages, learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/<page>; the dense
+# 16-bit tensor rates from NVIDIA's datasheets (T4: "Mixed-Precision (FP16/FP32) 65 TFLOPS"; A10: BF16 125
+# (250 with sparsity); A100: BF16 312; H100 SXM5: BF16 1,979 with sparsity, 989 dense; H100 NVL: 1,671 with sparsity,
+# 835 dense; H200: as H100 SXM5).
 FAMILIES: dict[str, GpuFamily] = {
     # gpu-accelerated/ncast4v3-series
-    "Standard NCASv3_T4 Family": GpuFamily("NCasT4_v3", "T4", 16, 7.5),
+    "Standard NCASv3_T4 Family": GpuFamily("NCasT4_v3", "T4", 16, 7.5, dense_tflops=65),
     # gpu-accelerated/nca100v4-series
-    "StandardNCADSA100v4Family": GpuFamily("NC A100 v4", "A100", 80, 8.0, mig=True),
+    "StandardNCADSA100v4Family": GpuFamily("NC A100 v4", "A100", 80, 8.0, mig=True, dense_tflops=312),
     # gpu-accelerated/ncadsh100v5-series
-    "StandardNCadsH100v5Family": GpuFamily("NCads H100 v5", "H100 NVL", 94, 9.0, mig=True),
+    "StandardNCadsH100v5Family": GpuFamily("NCads H100 v5", "H100 NVL", 94, 9.0, mig=True, dense_tflops=835),
     # gpu-accelerated/nvadsa10v5-series (GRID licensed; the fractional sizes are in FRACTIONAL_SIZES)
-    "StandardNVADSA10v5Family": GpuFamily("NVadsA10 v5", "A10", 24, 8.6, grid=True),
+    "StandardNVADSA10v5Family": GpuFamily("NVadsA10 v5", "A10", 24, 8.6, grid=True, dense_tflops=125),
     # gpu-accelerated/nda100v4-series: 200 Gb/s HDR InfiniBand per GPU
-    "Standard NDASv4_A100 Family": GpuFamily("ND A100 v4", "A100", 40, 8.0, mig=True, infiniband=True),
+    "Standard NDASv4_A100 Family": GpuFamily("ND A100 v4", "A100", 40, 8.0, mig=True, infiniband_gbps=200,
+                                              dense_tflops=312),
     # gpu-accelerated/ndma100v4-series: A100 80 GB, 200 Gb/s HDR InfiniBand per GPU
-    "standard NDAMSv4_A100Family": GpuFamily("NDm A100 v4", "A100", 80, 8.0, mig=True, infiniband=True),
+    "standard NDAMSv4_A100Family": GpuFamily("NDm A100 v4", "A100", 80, 8.0, mig=True, infiniband_gbps=200,
+                                              dense_tflops=312),
     # gpu-accelerated/ndh100v5-series: 400 Gb/s NDR InfiniBand per GPU
-    "standardNDSH100v5Family": GpuFamily("ND H100 v5", "H100", 80, 9.0, mig=True, infiniband=True),
+    "standardNDSH100v5Family": GpuFamily("ND H100 v5", "H100", 80, 9.0, mig=True, infiniband_gbps=400,
+                                          dense_tflops=989),
     # gpu-accelerated/ndh200v5-series: H200 141 GB, 400 Gb/s NDR InfiniBand per GPU
-    "standardNDISRH200V5Family": GpuFamily("ND H200 v5", "H200", 141, 9.0, mig=True, infiniband=True),
+    "standardNDISRH200V5Family": GpuFamily("ND H200 v5", "H200", 141, 9.0, mig=True, infiniband_gbps=400,
+                                            dense_tflops=989),
 }
 
 
@@ -108,6 +123,14 @@ class GpuSize:
     @property
     def infiniband(self) -> bool:
         return self.gpu.infiniband
+
+    @property
+    def infiniband_gbps(self) -> int:
+        return self.gpu.infiniband_gbps
+
+    @property
+    def dense_tflops(self) -> float:
+        return self.gpu.dense_tflops
 
 
 def load_catalogue(path: Path = CATALOGUE) -> tuple[dict[str, Any], dict[str, GpuSize]]:

@@ -22,7 +22,9 @@ import pulumi
 from pulumi_kubernetes import apps
 
 from components.azure.node_provisioning import GpuPoolComponent
+from components.gpu.gate import GATE_TOLERATION
 from components.kubernetes.pods import container, pod_spec
+from components.kubernetes.scheduling import merged_tolerations
 from components.kubernetes.security import resources, workload_namespace
 
 PAUSE_IMAGE = ("registry.k8s.io/pause:3.10"
@@ -57,6 +59,9 @@ class ImagePullAhead(pulumi.ComponentResource):
             raise ValueError(f"{name}: no images to pull ahead")
         namespace = workload_namespace(f"{name}-ns", name, self).metadata["name"]
         hold = container("hold", PAUSE_IMAGE, None, resources("10m", "16Mi"), tmp=False)
+        spec = pod_spec(args.pool, [hold], tmp=False)
+        # The pulls run while the GPU node gate still holds the node: they are what its workloads will need.
+        spec["tolerations"] = merged_tolerations(spec["tolerations"], [GATE_TOLERATION])
         self.daemon_sets = {}
         for short, image in args.images.items():
             labels = {"app.kubernetes.io/name": f"{name}-{short}", "app.kubernetes.io/component": COMPONENT}
@@ -71,7 +76,7 @@ class ImagePullAhead(pulumi.ComponentResource):
                     # A new image digest starts every node's pull at once, as the workloads roll onto it.
                     "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
                     "template": {"metadata": {"labels": labels},
-                                 "spec": {**pod_spec(args.pool, [hold], tmp=False), "initContainers": [pull]}},
+                                 "spec": {**spec, "initContainers": [pull]}},
                 },
                 opts=pulumi.ResourceOptions(parent=self),
             )

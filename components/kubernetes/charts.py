@@ -43,6 +43,10 @@ KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
 
 BLOBFUSE2_VERSION = "2.5.4"
 """blobfuse2 the Blob CSI node plugin installs on hosts (the chart's default for 1.27.9, pinned here)."""
+PYTHON_IMAGE = ("docker.io/library/python:3.12.12-slim-bookworm"
+                "@sha256:593bd06efe90efa80dc4eee3948be7c0fde4134606dd40d8dd8dbcade98e669c")
+"""The GPU node controllers' interpreter (repair, gate: standard library scripts from ConfigMaps): the tag for
+people, its multi-arch index digest for the kubelet (which picks amd64)."""
 CUDA_BASE_IMAGE = ("docker.io/nvidia/cuda:12.9.1-base-ubuntu24.04"
                    "@sha256:5d2e53778e2180e01676aa8bac1aada242e95230ec97e21ecfb33de4e27cd1df")
 """For nvidia-smi: the container toolkit injects the binary and driver libraries; the image only needs a libc.

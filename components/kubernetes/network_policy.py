@@ -61,6 +61,16 @@ def allow_egress_to_pods(resource_name: str, name: str, namespace: pulumi.Input[
     return _policy(resource_name, name, namespace, pods, {"policyTypes": ["Egress"], "egress": [rule]}, parent)
 
 
+def allow_egress_to_namespace(resource_name: str, name: str, namespace: pulumi.Input[str],
+                              pods: Mapping[str, str], to_namespace: pulumi.Input[str], to_pods: Mapping[str, str],
+                              port: int, parent: pulumi.Resource) -> networking.v1.NetworkPolicy:
+    """TCP ``port`` from ``pods`` to the pods of another namespace labelled ``to_pods``."""
+    rule = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": to_namespace}},
+                    "podSelector": {"matchLabels": dict(to_pods)}}],
+            "ports": [{"protocol": "TCP", "port": port}]}
+    return _policy(resource_name, name, namespace, pods, {"policyTypes": ["Egress"], "egress": [rule]}, parent)
+
+
 def allow_within(resource_name: str, name: str, namespace: pulumi.Input[str], pods: Mapping[str, str],
                  parent: pulumi.Resource) -> networking.v1.NetworkPolicy:
     """Any TCP between ``pods`` and each other, both ways: the processes of one distributed run (torchrun's

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pulumi
-from pulumi_kubernetes import core
+from pulumi_kubernetes import admissionregistration, core
 
 from components.kubernetes.network_policy import deny_all_but_dns
 from components.vocabulary import SECURITY_EXCEPTION, SecurityException
@@ -24,13 +24,25 @@ RESTRICTED_NAMESPACE_LABELS = {
 BASELINE_NAMESPACE_LABELS = {
     "pod-security.kubernetes.io/enforce": "baseline",
     "pod-security.kubernetes.io/enforce-version": "latest",
-    # Restricted stays the warning level: kubectl shows what these pods would need to meet it.
+    # Restricted stays the warning and audit level: kubectl and the audit log show what these pods would need.
     "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
+RDMA_NAMESPACE_LABELS = {
+    "pod-security.kubernetes.io/enforce": "privileged",
+    # What the pods would need to meet restricted stays visible: kubectl warns, the audit log records it.
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
 }
 PRIVILEGED_NAMESPACE_LABELS = {
     # Driver, toolkit and NFD pods load kernel modules and read host devices; nothing else runs here.
     "pod-security.kubernetes.io/enforce": "privileged",
 }
+
+
+NAMESPACE_EXCEPTIONS = {SecurityException.BASELINE_OPERATOR_PODS: BASELINE_NAMESPACE_LABELS,
+                        SecurityException.RDMA_MEMORY_LOCK: RDMA_NAMESPACE_LABELS}
+"""The namespace exceptions and the Pod Security labels each sets."""
 
 
 def pod_security_context(uid: int = NONROOT_UID, gid: int | None = None) -> dict[str, Any]:
@@ -56,6 +68,23 @@ def container_security_context(read_only_root: bool = True) -> dict[str, Any]:
     }
 
 
+RDMA_UID = 0
+"""The InfiniBand pods' user (``SecurityException.RDMA_MEMORY_LOCK``): only root keeps an added capability."""
+
+
+def rdma_container_security_context() -> dict[str, Any]:
+    """An InfiniBand pod's container: root holding IPC_LOCK and no other capability, otherwise restricted's
+    settings (``SecurityException.RDMA_MEMORY_LOCK``)."""
+    return {**container_security_context(), "runAsNonRoot": False,
+            "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}
+
+
+def rdma_pod_security_context() -> dict[str, Any]:
+    """An InfiniBand pod: as ``pod_security_context``, but as root (the container adds IPC_LOCK alone)."""
+    return {**pod_security_context(), "runAsNonRoot": False, "runAsUser": RDMA_UID, "runAsGroup": RDMA_UID,
+            "fsGroup": RDMA_UID}
+
+
 def resources(cpu: str, memory: str, gpus: int = 0) -> dict[str, Any]:
     """Requests equal to limits; GPUs go in limits (Kubernetes sets the request equal)."""
     limits: dict[str, Any] = {"cpu": cpu, "memory": memory}
@@ -75,12 +104,54 @@ def namespace(name: str, namespace_name: str, labels: Mapping[str, str], parent:
 def workload_namespace(name: str, namespace_name: str, parent: pulumi.Resource,
                        exception: SecurityException | None = None) -> core.v1.Namespace:
     """A namespace for workloads: restricted Pod Security, and no traffic but DNS until a workload opens more.
-    ``exception`` (``baseline-operator-pods`` only) lowers enforcement to baseline and says why on the namespace."""
+    ``exception`` lowers enforcement (to baseline for pods an operator writes, to privileged for InfiniBand pods)
+    and says why on the namespace."""
     labels = RESTRICTED_NAMESPACE_LABELS
     if exception is not None:
-        if exception != SecurityException.BASELINE_OPERATOR_PODS:
+        if exception not in NAMESPACE_EXCEPTIONS:
             raise ValueError(f"{exception} is not a namespace exception")
-        labels = {**BASELINE_NAMESPACE_LABELS, SECURITY_EXCEPTION: exception.value}
+        labels = {**NAMESPACE_EXCEPTIONS[exception], SECURITY_EXCEPTION: exception.value}
     ns = namespace(name, namespace_name, labels, parent)
     deny_all_but_dns(f"{name}-default-deny", ns.metadata["name"], parent)
+    if exception == SecurityException.RDMA_MEMORY_LOCK:
+        rdma_admission_policy(f"{name}-rdma-policy", namespace_name, parent)
     return ns
+
+
+RDMA_POD_RULES = (
+    ("!object.spec.containers.exists(c, has(c.securityContext) && has(c.securityContext.privileged) && "
+     "c.securityContext.privileged) && !(has(object.spec.initContainers) && object.spec.initContainers.exists(c, "
+     "has(c.securityContext) && has(c.securityContext.privileged) && c.securityContext.privileged))",
+     "no privileged container: the rdma-memory-lock exception is IPC_LOCK alone"),
+    ("object.spec.containers.all(c, !has(c.securityContext) || !has(c.securityContext.capabilities) || "
+     "!has(c.securityContext.capabilities.add) || c.securityContext.capabilities.add.all(a, a == 'IPC_LOCK')) && "
+     "!(has(object.spec.initContainers) && object.spec.initContainers.exists(c, has(c.securityContext) && "
+     "has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add) && "
+     "c.securityContext.capabilities.add.exists(a, a != 'IPC_LOCK')))",
+     "a container may add IPC_LOCK and no other capability"),
+    ("!(has(object.spec.hostNetwork) && object.spec.hostNetwork) && !(has(object.spec.hostPID) && "
+     "object.spec.hostPID) && !(has(object.spec.hostIPC) && object.spec.hostIPC)",
+     "no host network, PID or IPC namespace"),
+    ("!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.hostPath))", "no hostPath volume"),
+)
+"""CEL rules every pod of an rdma-memory-lock namespace must meet: what the namespace's privileged Pod Security level
+no longer refuses, beyond IPC_LOCK."""
+
+
+def rdma_admission_policy(name: str, namespace_name: str, parent: pulumi.Resource) -> None:
+    """The API server itself holds the pods of an rdma-memory-lock namespace to IPC_LOCK alone (a
+    ValidatingAdmissionPolicy, GA in Kubernetes 1.30): the namespace enforces privileged Pod Security, and runs are
+    applied with kubectl from templates the policy pack checks, so a changed template would otherwise go through."""
+    child = pulumi.ResourceOptions(parent=parent)
+    policy = admissionregistration.v1.ValidatingAdmissionPolicy(name, metadata={"name": f"{namespace_name}-rdma-only"},
+        spec={"failurePolicy": "Fail",
+              "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                      "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]},
+              "validations": [{"expression": rule, "message": message} for rule, message in RDMA_POD_RULES]},
+        opts=child)
+    admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+        f"{name}-binding", metadata={"name": f"{namespace_name}-rdma-only"},
+        spec={"policyName": policy.metadata["name"], "validationActions": ["Deny"],
+              "matchResources": {"namespaceSelector": {"matchLabels": {
+                  "kubernetes.io/metadata.name": namespace_name}}}},
+        opts=child)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.gpu.gate import GATE_TAINT_KEY
+from components.gpu.node_repair_job import FATAL_XIDS
 from components.monitoring.gpu_utilisation import gpu_utilisation
 
 SPOT_TAINT_KEY = "kubernetes.azure.com/scalesetpriority"
@@ -20,6 +22,10 @@ NPD_GPU_CONDITIONS = ("GPUMissing", "NVLinkStatusInactive", "XIDErrors", "IBLink
 only"); kube-state-metrics exports each as kube_node_status_condition{condition=...}."""
 NPD_GPU_CONDITION_MINUTES = 5
 """How long one of them holds before the alert fires and GPU node repair cordons the node."""
+GATE_MINUTES = 30
+"""How long a GPU node may stay held by the GPU node gate before its alert fires: a node's driver and check take 2
+to 10 minutes (a compiled driver the longest, docs/estimates.md), and a precompiled driver that falls back to
+compiling adds 5."""
 
 
 @dataclass(frozen=True)
@@ -36,13 +42,22 @@ class AlertRule:
     """What it means and what to do, for the notification."""
 
 
-def gpu_alert_rules(idle_minutes: int, provision_minutes: int) -> list[AlertRule]:
+def gpu_alert_rules(idle_minutes: int, provision_minutes: int, gate: bool = True) -> list[AlertRule]:
     """The rules every monitored GPU stack gets.
 
     ``idle_minutes``: how long a GPU may sit at 0 % before it counts as a cost (``monitoring.idleGpuMinutes``).
     ``provision_minutes``: the cluster autoscaler's ``maxNodeProvisionTime``: a GPU pod pending longer than that
     will not get a node (quota, spot capacity, a pool at its maximum).
+    ``gate``: the GPU node gate runs (``addons.gpuNodeGate``), so a node it holds too long alerts.
     """
+    fatal = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {xid}" for xid in sorted(FATAL_XIDS))
+    held = AlertRule(
+        "GpuNodeNotAdmitted",
+        f'max by (node) (kube_node_spec_taint{{key="{GATE_TAINT_KEY}"}}) == 1',
+        GATE_MINUTES, 2,
+        f"A new GPU node has been held out of service for {GATE_MINUTES} minutes: its GPU check failed (its "
+        "annotation aksgpu.io/gpu-check says why) or never ran (its driver or device plugin did not start). GPU "
+        "node repair replaces a failed node where its pool can grow (docs/observability.md: Sick GPU nodes).")
     return [
         AlertRule(
             "GpuIdle",
@@ -67,6 +82,22 @@ def gpu_alert_rules(idle_minutes: int, provision_minutes: int) -> list[AlertRule
             f"The GPU driver reported a new XID error in the last {XID_WINDOW_MINUTES} minutes "
             "(DCGM_FI_DEV_XID_ERRORS holds its code; a repeat of the same code shows no change): the GPU or its "
             "driver failed; drain the node and look the code up in NVIDIA's XID catalogue."),
+        # The gauge keeps the code until the exporter restarts, which here is what is wanted: these codes leave
+        # the GPU unusable until it is reset or the node restarted (NVIDIA's XID catalogue), which restarts it.
+        AlertRule(
+            "GpuFatalXid",
+            f"max by (Hostname, gpu) ({fatal})",
+            1, 1,
+            "A GPU reported an XID error that leaves it unusable until it is reset or its node restarted (NVIDIA's "
+            "XID catalogue): GPU node repair cordons and drains the node where its pool can grow; otherwise "
+            "replace it by hand (docs/observability.md: Sick GPU nodes)."),
+        AlertRule(
+            "GpuRowRemapFailure",
+            "max by (Hostname, gpu) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0",
+            1, 1,
+            "A GPU could not remap a failing memory row: its memory is faulty for good. GPU node repair cordons "
+            "and drains the node; ask Azure support to replace the host (docs/observability.md: Sick GPU nodes)."),
+        *([held] if gate else []),
         AlertRule(
             "GpuNodeProblem",
             f'max by (node, condition) (kube_node_status_condition{{condition=~"{"|".join(NPD_GPU_CONDITIONS)}", '

@@ -2,8 +2,9 @@
 Jobs, one per node, started together, restarted together when one fails, finished when all succeed.
 
 A run is a ``torchrun`` per node. JobSet gives every pod a stable name under a headless Service, so the first pod
-(``<jobset>-<replicated job>-0-0.<jobset>``) is the rendezvous host, and the pods learn their node rank from the
-Job index JobSet labels them with. With Kueue (which knows JobSets) a run is admitted whole or not at all.
+(``<jobset>-<replicated job>-0-0.<jobset>.<namespace>.svc.cluster.local``) is the rendezvous host, and the pods
+learn their node rank from the Job index JobSet labels them with. With Kueue (which knows JobSets) a run is admitted
+whole or not at all.
 
 Runs are started on demand: the JobSet manifest is kept in a ConfigMap, and ``submit_command`` creates it, so the
 expensive nodes exist only while a run asks for them.
@@ -11,12 +12,12 @@ expensive nodes exist only while a run asks for them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi_kubernetes import core
 
 from components.kubernetes import charts, helm
@@ -29,7 +30,8 @@ JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 RENDEZVOUS_PORT = 29500
 """torchrun's c10d rendezvous on the first pod."""
-MANIFEST_KEY = "jobset.yaml"
+MANIFEST_KEY = "jobset.json"
+"""The manifest as JSON, which kubectl reads as it reads YAML and the policy pack parses with the standard library."""
 
 
 def jobset_values() -> dict[str, Any]:
@@ -57,18 +59,29 @@ class JobSetController(pulumi.ComponentResource):
         self.register_outputs({"release": self.release.id})
 
 
-def rendezvous_host(jobset: str, replicated_job: str) -> str:
-    """The first pod's DNS name: JobSet's pod hostnames under the headless Service named after the JobSet."""
-    return f"{jobset}-{replicated_job}-0-0.{jobset}"
+CLUSTER_DOMAIN = "cluster.local"
+"""AKS's cluster DNS domain (it offers no other)."""
 
 
-def torchrun(jobset: str, replicated_job: str, nodes: int, gpus_per_node: int, script: Sequence[str]) -> list[str]:
+def rendezvous_host(jobset: str, replicated_job: str, namespace_name: str) -> str:
+    """The first pod's fully qualified name: JobSet's pod hostname under the headless Service named after the JobSet.
+
+    torchrun hosts the rendezvous store on the pod whose own name matches the endpoint, and without DNS it knows only
+    the canonical name the kubelet writes into the pod's /etc/hosts, which is this one
+    (torch/distributed/elastic/rendezvous/utils.py ``_matches_machine_hostname``). A shorter name matches only once
+    the headless Service's DNS record answers, a race every pod may lose, and then none hosts the store."""
+    return f"{jobset}-{replicated_job}-0-0.{jobset}.{namespace_name}.svc.{CLUSTER_DOMAIN}"
+
+
+def torchrun(jobset: str, replicated_job: str, namespace_name: str, nodes: int, gpus_per_node: int,
+             script: Sequence[str]) -> list[str]:
     """``torchrun`` across ``nodes`` pods of ``gpus_per_node`` processes each, rendezvous on the first pod.
 
     No torchrun restarts: a lost pod fails its Job and JobSet restarts the whole group, every pod then resuming
     from the newest checkpoint."""
     return ["torchrun", f"--nnodes={nodes}", f"--nproc-per-node={gpus_per_node}", "--max-restarts=0",
-            "--rdzv-backend=c10d", f"--rdzv-endpoint={rendezvous_host(jobset, replicated_job)}:{RENDEZVOUS_PORT}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={rendezvous_host(jobset, replicated_job, namespace_name)}:{RENDEZVOUS_PORT}",
             f"--rdzv-id={jobset}", *script]
 
 
@@ -140,8 +153,7 @@ class RunTemplate(pulumi.ComponentResource):
             f"{name}-manifest",
             metadata={"name": config_map, "namespace": namespace_name,
                       "labels": {"app.kubernetes.io/component": "run-template"}},
-            data={MANIFEST_KEY: pulumi.Output.from_input(manifest).apply(
-                lambda m: yaml.safe_dump(m, sort_keys=False))},
+            data={MANIFEST_KEY: pulumi.Output.from_input(manifest).apply(lambda m: json.dumps(m, indent=2) + "\n")},
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)))
         key = MANIFEST_KEY.replace(".", "\\.")
         delete = f"kubectl -n {namespace_name} delete jobset {run_name} --ignore-not-found --wait"

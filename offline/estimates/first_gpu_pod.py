@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from components.images.pull_ahead import COMPONENT as PULL_AHEAD
@@ -26,16 +26,19 @@ if TYPE_CHECKING:
     from offline.render import Render, Resource
     from program.config.schema import GpuPool
 
-TARGET_MINUTES = 15.0
-"""Every stack's first GPU pod is Ready within this many minutes of `pulumi up`, and so is a new GPU node."""
+TARGET_MINUTES = 16.5
+"""Every stack's first GPU pod is Ready within this many minutes of `pulumi up`, and so is a new GPU node: 15, as
+first set, plus what two choices cost on every new GPU node: the GPU node gate's check (1 min) and the GPU
+operator's precompiled driver over AKS's (0.5 min)."""
 STACK_TARGETS = {"gpu-basics": 12.0}
 """Stacks asked for less than ``TARGET_MINUTES``."""
 ABOVE_TARGET = {
-    "gpu-basics": (14.6, "its GPU pool is an AgentPool of its own, which AKS creates only once the cluster exists "
-                         "(7.6 min), and its VM boots for 5 min: 12.6 min before the driver and the device plugin"),
-    "av-resim": (16.3, "its private cluster waits for the private endpoints (1.2 min; one VNet write at a time, "
+    "gpu-basics": (16.1, "its GPU pool is an AgentPool of its own, which AKS creates only once the cluster exists "
+                         "(7.6 min), and its VM boots for 5 min: 12.6 min before the driver, the device plugin and "
+                         "the GPU node gate's check"),
+    "av-resim": (17.3, "its private cluster waits for the private endpoints (1.2 min; one VNet write at a time, "
                        "Azure/AKS#4522), and the GPU operator loads its precompiled driver (1.5 min)"),
-    "gpu-nap": (15.2, "NAP makes no node before a GPU pod asks for one, and the NodePool it asks through is written "
+    "gpu-nap": (16.7, "NAP makes no node before a GPU pod asks for one, and the NodePool it asks through is written "
                       "to the cluster's API after the cluster"),
 }
 """Stacks whose first GPU pod is estimated above their target: the ceiling their figure must not pass, and why.
@@ -47,6 +50,9 @@ vmSize; every pool Scaling on an edit, pulumi/pulumi-azure-native#4264): not wor
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 NAP_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 SERVICE = "kubernetes:core/v1:Service"
+NIC_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
+GATE_CONTROLLER = "gpu-node-gate-controller"
+"""The GPU node gate's Deployment: where it exists, a new node's GPUs are checked before GPU pods land."""
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 BOOT = "VM boots and joins the cluster"
 POOL_SELECTORS = ("kubernetes.azure.com/agentpool", "karpenter.sh/nodepool")
@@ -137,21 +143,41 @@ def scale_up(asked: float, table: Mapping[str, Any], nap: bool) -> Phase:
                  row["source"])
 
 
-def gpu_ready(pool: GpuPool, node_start: float, operator_ready: float, table: Mapping[str, Any],
+@dataclass(frozen=True)
+class Node:
+    """What a GPU node of the stack goes through before it takes a GPU pod, besides its pool's driver."""
+
+    operator_ready: float
+    """When the GPU operator's release is ready (its DaemonSets then start on a node as it joins)."""
+    infiniband: bool = False
+    """The Network Operator builds the InfiniBand (DOCA) driver on the node first."""
+    gate: bool = False
+    """The GPU node gate checks the node's GPUs before it admits GPU pods."""
+
+
+def gpu_ready(pool: GpuPool, node_start: float, node: Node, table: Mapping[str, Any],
               node_phases: Sequence[Phase]) -> list[Phase]:
-    """From a node starting to boot at ``node_start`` to its GPUs advertised and checked."""
+    """From a node starting to boot at ``node_start`` to its GPUs advertised and, with the gate, checked."""
     boot = _row(table, "vm_boot")
     phases = [*node_phases, Phase(BOOT, node_start, boot["seconds"], boot["source"])]
-    driver = _row(table, DRIVER_ROW[pool.driver])
-    if pool.driver == GpuDriver.INSTALL:
+    driver = _row(table, DRIVER_ROW[pool.gpu_driver])
+    if pool.gpu_driver == GpuDriver.INSTALL:
         phases.append(Phase("AKS installs its driver during the node's bootstrap", phases[-1].finish,
                             driver["seconds"], driver["source"]))
     else:
-        phases.append(Phase(f"GPU operator installs the driver ({pool.driver})",
-                            max(phases[-1].finish, operator_ready), driver["seconds"], driver["source"]))
+        if node.infiniband:
+            doca = _row(table, "doca_driver")
+            phases.append(Phase("Network Operator builds the InfiniBand (DOCA) driver the GPU driver waits for",
+                                max(phases[-1].finish, node.operator_ready), doca["seconds"], doca["source"]))
+        phases.append(Phase(f"GPU operator installs the driver ({pool.gpu_driver})",
+                            max(phases[-1].finish, node.operator_ready), driver["seconds"], driver["source"]))
     plugin = _row(table, "device_plugin")
-    phases.append(Phase("device plugin advertises nvidia.com/gpu; the operator's CUDA check runs through it",
-                        max(phases[-1].finish, operator_ready), plugin["seconds"], plugin["source"]))
+    phases.append(Phase("device plugin advertises nvidia.com/gpu", max(phases[-1].finish, node.operator_ready),
+                        plugin["seconds"], plugin["source"]))
+    if node.gate:
+        check = _row(table, "gate_check")
+        phases.append(Phase("the GPU node gate's check passes (its image pulled ahead since the node joined)",
+                            phases[-1].finish, check["seconds"], check["source"]))
     return phases
 
 
@@ -159,7 +185,7 @@ def joined(pool: GpuPool, gpu: Sequence[Phase]) -> float:
     """When a node of ``pool`` takes pods that ask for no GPU: once booted, or, where AKS installs the driver, once
     that part of its bootstrap is done too."""
     boot = next(i for i, p in enumerate(gpu) if p.what == BOOT)
-    return gpu[boot + 1].finish if pool.driver == GpuDriver.INSTALL else gpu[boot].finish
+    return gpu[boot + 1].finish if pool.gpu_driver == GpuDriver.INSTALL else gpu[boot].finish
 
 
 def pulled_ahead(pulls: Sequence[tuple[str, float]], joined_at: float, table: Mapping[str, Any]
@@ -206,7 +232,9 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
     cfg = render.cfg
     pools = {p.name: p for p in cfg.gpu_pools}
     operator = [r for r in render.resources if r.custom and r.inputs.get("chart") == "gpu-operator"]
-    operator_ready = steps[operator[0].name].finish if operator else 0.0
+    gate = any(r.name == GATE_CONTROLLER for r in render.resources)
+    ib = any(r.type == NIC_POLICY for r in render.resources)
+    deployed = Node(steps[operator[0].name].finish if operator else 0.0, gate=gate)
     pool_resources = {_pool_resource_name(r): r for r in render.resources if r.type in (AGENT_POOL, NAP_POOL)}
     pull_ahead = _pull_ahead(render)
 
@@ -235,7 +263,7 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
             node_start = before[-1].finish
         else:
             continue
-        gpu = gpu_ready(pool, node_start, operator_ready, table, before)
+        gpu = gpu_ready(pool, node_start, replace(deployed, infiniband=ib and pool.size.infiniband), table, before)
         deploy.append(Estimate("the GPU check on the pool's first node", name, tuple(gpu)))
         ahead = pulled_ahead([(image, steps[r.name].finish) for r, image in pull_ahead.get(name, [])],
                              joined(pool, gpu), table)
@@ -245,7 +273,8 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
 
     first_pool = cfg.gpu_pools[0]
     asked = scale_up(0.0, table, first_pool.nap)
-    new_gpu = gpu_ready(first_pool, asked.finish, 0.0, table, [asked])
+    new_gpu = gpu_ready(first_pool, asked.finish, Node(0.0, ib and first_pool.size.infiniband, gate), table,
+                        [asked])
     images = next(iter([i for _, i in workloads.get(first_pool.name, [])] + scheduled.get(first_pool.name, [])),
                   None)
     new_workload = None
@@ -298,10 +327,11 @@ def target_minutes(stack: str) -> float:
 
 
 def target_line(stack: str, ready: float) -> str:
-    """What the stack's first GPU pod is held to, and why where its estimate is above that."""
+    """What the stack's first GPU pod (Ready ``ready`` seconds in) is held to, and why where it is above that."""
     target = target_minutes(stack)
-    if stack not in ABOVE_TARGET:
-        return f"- Target: {target:g} min from `pulumi up`; met."
+    met = ready <= target * 60 + 1e-9
+    if met or stack not in ABOVE_TARGET:
+        return f"- Target: {target:g} min from `pulumi up`; {'met' if met else 'missed'}."
     ceiling, why = ABOVE_TARGET[stack]
     return (f"- Target: {target:g} min from `pulumi up`; above it ({minutes(ready)}, ceiling {ceiling:g} min) "
             f"because {why}.")

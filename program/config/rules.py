@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from components.gpu.sizes import catalogue_freshness, lookup_gpu_size
 from components.vocabulary import (
+    GPU_NODE_OS_KUBERNETES,
     BuildMode,
     GpuDriver,
     NetworkPolicy,
@@ -90,8 +91,8 @@ def cpu_size(p: Pool, at: str, where: str) -> Problems:
 def gpu_pool(g: GpuPool, at: str) -> Problems:
     size, mode, name = g.size, g.sharing.mode, g.name
     sharing = f"{at}sharing."
-    if size.grid and g.driver.operator_owned:
-        yield ConfigError(at + "driver", g.driver,
+    if size.grid and g.gpu_driver.operator_owned:
+        yield ConfigError(at + "driver", g.gpu_driver,
                           f"{size.name} needs the GRID driver that only AKS installs; use driver install")
     if mode.has_replicas and g.sharing.shares < 2:
         yield ConfigError(sharing + "replicas", g.sharing.replicas, f"pool '{name}': {mode} needs replicas >= 2")
@@ -106,9 +107,9 @@ def gpu_pool(g: GpuPool, at: str) -> Problems:
                           f"{size.gpu_model} ({size.name})")
     elif mode == SharingMode.MIG and g.sharing.mig_profile is None:
         yield ConfigError(sharing + "migProfile", None, f"pool '{name}': mode mig needs a profile such as MIG1g")
-    elif mode == SharingMode.MIG and g.driver != GpuDriver.INSTALL:
+    elif mode == SharingMode.MIG and g.gpu_driver != GpuDriver.INSTALL:
         # AKS partitions MIG GPUs (gpuInstanceProfile) as part of its own driver setup.
-        yield ConfigError(at + "driver", g.driver, f"pool '{name}': MIG pools need driver install")
+        yield ConfigError(at + "driver", g.gpu_driver, f"pool '{name}': MIG pools need driver install")
     if g.capacity_reservation_group and g.spot:
         yield ConfigError(at + "capacityReservationGroup", g.capacity_reservation_group,
                           f"pool '{name}': reserved capacity holds regular VMs; a spot pool cannot take it (set "
@@ -192,6 +193,14 @@ def pools(cfg: StackConfig) -> Problems:
         yield from pool(g, f"{KEY_PREFIX}gpuPools[{i}].")
         yield from gpu_pool(g, f"{KEY_PREFIX}gpuPools[{i}].")
         yield from offered(g, f"{KEY_PREFIX}gpuPools[{i}].", cfg.location)
+    version = cfg.cluster.kubernetes_version
+    if version is not None and any(g.gpu_driver.operator_owned for g in cfg.gpu_pools):
+        (low, high), minor = GPU_NODE_OS_KUBERNETES, tuple(int(n) for n in version.split(".")[:2])
+        if not low <= minor <= high:
+            yield ConfigError(f"{KEY_PREFIX}cluster.kubernetesVersion", version,
+                              f"GPU nodes whose driver the GPU operator installs run Ubuntu 24.04, which AKS's "
+                              f"Ubuntu is on Kubernetes {low[0]}.{low[1]} to {high[0]}.{high[1]} (or give the GPU "
+                              "pools driver: install)")
     for i, c in enumerate(cfg.cpu_pools):
         yield from pool(c, f"{KEY_PREFIX}cpuPools[{i}].")
         yield from cpu_size(c, f"{KEY_PREFIX}cpuPools[{i}].", "cpuPools")
@@ -252,18 +261,10 @@ def add_ons(cfg: StackConfig) -> Problems:
                           "needs monitoring.enabled (Grafana and alerts read the managed Prometheus workspace)")
     # Exactly one driver owner per GPU node: AKS (driver install) or the GPU operator (precompiled or none).
     for i, g in enumerate(cfg.gpu_pools):
-        if g.driver.operator_owned and not addons.gpu_operator:
-            yield ConfigError(f"{KEY_PREFIX}gpuPools[{i}].driver", g.driver,
+        if g.gpu_driver.operator_owned and not addons.gpu_operator:
+            yield ConfigError(f"{KEY_PREFIX}gpuPools[{i}].driver", g.gpu_driver,
                               f"pool '{g.name}': nothing installs the GPU driver while addons.gpuOperator is false; "
                               "use driver install or enable the operator")
-    # One ClusterPolicy holds one driver setting: every operator-owned pool compiles, or every one is precompiled.
-    operator_drivers = [(i, g) for i, g in enumerate(cfg.gpu_pools) if g.driver.operator_owned]
-    for i, g in operator_drivers[1:]:
-        if g.driver != operator_drivers[0][1].driver:
-            yield ConfigError(f"{KEY_PREFIX}gpuPools[{i}].driver", g.driver,
-                              f"pool '{g.name}': the GPU operator installs one kind of driver per cluster and pool "
-                              f"'{operator_drivers[0][1].name}' has {operator_drivers[0][1].driver}; use the same, or "
-                              "install")
     if addons.network_operator:
         if not (addons.nfd and addons.gpu_operator):
             yield ConfigError(f"{KEY_PREFIX}addons.networkOperator", True,
@@ -275,8 +276,8 @@ def add_ons(cfg: StackConfig) -> Problems:
                               "no GPU pool has InfiniBand (ND sizes such as "
                               "Standard_ND96isr_H100_v5): nothing for the Network Operator to serve")
         for i, g in ib:
-            if not g.driver.operator_owned:
-                yield ConfigError(f"{KEY_PREFIX}gpuPools[{i}].driver", g.driver,
+            if not g.gpu_driver.operator_owned:
+                yield ConfigError(f"{KEY_PREFIX}gpuPools[{i}].driver", g.gpu_driver,
                                   f"pool '{g.name}': GPUDirect RDMA loads "
                                   "nvidia-peermem with the GPU operator's driver; use driver precompiled or none")
     if addons.smoke_test and not addons.gpu_operator:

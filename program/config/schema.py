@@ -266,10 +266,11 @@ class GpuPool(Pool):
     min_count: MinCount = 0
     max_count: MaxCount = 1
     priority: Priority = Priority.SPOT
-    driver: GpuDriver = GpuDriver.INSTALL
-    """Who installs the GPU driver (docs/gpu-software.md compares them): `install`: AKS, while the node boots (the
-    fastest; GRID sizes and MIG pools need it). `precompiled`: the GPU operator, from NVIDIA's precompiled image
-    for the node's kernel (nodes run Ubuntu 22.04). `none`: the GPU operator compiles it on each new node."""
+    driver: GpuDriver | None = derived("precompiled; install for GRID sizes (A10) and MIG pools")
+    """Who installs the GPU driver (docs/gpu-software.md compares them). `precompiled`: the GPU operator, from
+    NVIDIA's precompiled image for the node's kernel, compiling it where NVIDIA has not built that kernel yet.
+    `none`: the GPU operator compiles it on each new node. `install`: AKS, from its node image (GRID sizes and MIG
+    pools need it)."""
     sharing: SharingConfig = SharingConfig()
     """How pods share one GPU."""
     provisioning: Provisioning = Provisioning.AUTOSCALER
@@ -291,6 +292,15 @@ class GpuPool(Pool):
         return lookup_gpu_size(self.vm_size)
 
     @property
+    def gpu_driver(self) -> GpuDriver:
+        """``driver``, resolved: the GPU operator's precompiled driver, but AKS's where only AKS can (GRID, MIG)."""
+        if self.driver is not None:
+            return self.driver
+        if self.size.grid or self.sharing.mode == SharingMode.MIG:
+            return GpuDriver.INSTALL
+        return GpuDriver.PRECOMPILED
+
+    @property
     def nap(self) -> bool:
         return self.provisioning == Provisioning.NAP
 
@@ -302,7 +312,7 @@ class GpuPool(Pool):
     @property
     def gpu(self) -> GpuNodes:
         """What the pool's nodes offer, as the GPU software and workloads take it."""
-        return GpuNodes(self.name, self.size, self.driver, self.sharing.mode, self.sharing.shares,
+        return GpuNodes(self.name, self.size, self.gpu_driver, self.sharing.mode, self.sharing.shares,
                         self.sharing.mig_profile)
 
     @property
@@ -405,17 +415,23 @@ class AddonsConfig(ConfigModel):
     nfd: bool = True
     """Node Feature Discovery as its own release (as seed 003); off lets the GPU operator bundle its own."""
     gpu_operator: bool = True
-    """NVIDIA GPU operator: driver and toolkit (for `driver: precompiled` or `none` pools), device plugin, GFD, DCGM
-    exporter, and its CUDA check on every new GPU node."""
+    """NVIDIA GPU operator: driver and toolkit (for `driver: precompiled` or `none` pools), device plugin, GFD and
+    the DCGM exporter."""
     blob_csi: bool | None = derived("true when storage.accounts exist")
     """Helm-installed Azure Blob CSI driver."""
     smoke_test: bool = False
     """An nvidia-smi Job per GPU pool that proves GPUs are schedulable after `pulumi up`. An MPS pool gets its check
     anyway, as a non-root CUDA client of its MPS server."""
     gpu_node_repair: bool = True
-    """A CronJob that cordons and drains a GPU node AKS's Node Problem Detector has reported sick (a GPU missing,
-    XID errors, NVLink or InfiniBand down) for 5 minutes, one node at a time, so the autoscaler replaces it; off:
-    the GpuNodeProblem alert only."""
+    """A CronJob that cordons and drains a sick GPU node, one per pool at a time, so the autoscaler replaces it:
+    AKS's Node Problem Detector's GPU conditions held 5 minutes (AKS-driver pools), a fatal XID, a failed row remap
+    or a missing GPU in the DCGM exporter's figures (every pool), a failed GPU node gate check; a pool that cannot
+    add a node gets the node marked and alerted, not cordoned. Off: the alerts only."""
+    gpu_node_gate: bool = True
+    """A new GPU node takes workloads only after a check of its GPUs passed (each GPU's matrix multiply rate and
+    memory, InfiniBand ports up), run on it under a startup taint; a node that fails stays out and alerts. Its
+    controller also moves a node to the compiled driver when NVIDIA has no precompiled one for its kernel. Needs
+    the GPU operator and the registry (the check runs in the jobs image)."""
     image_pull_ahead: bool = True
     """Every new node of a GPU agent pool pulls its workloads' images as it joins, while its driver and device plugin
     start (a DaemonSet per image in namespace `pull-ahead-<pool>`); NAP pools never, their nodes pull one image at a

@@ -23,6 +23,7 @@ from components.azure.node_provisioning import NODECLASS_CRD, NODEPOOL_CRD, NapG
 from components.azure.registry import Registry, RegistryArgs
 from components.azure.storage import BlobStorage, BlobStorageArgs, DataGrant
 from components.gpu import sharing
+from components.gpu.gate import GATE_TAINT
 from components.identity.workload_identity import Grant, WorkloadIdentity, WorkloadIdentityArgs
 from components.images.digest import RegistryAccess
 from components.kubernetes.access import KubernetesAccess, KubernetesAccessArgs
@@ -123,7 +124,9 @@ def nap_pools(cfg: StackConfig, net: Network, access: KubernetesAccess) -> dict[
     """The GPU pools node auto-provisioning makes: a NodePool and an AKSNodeClass each, through the cluster's API."""
     return {g.name: NapGpuPool(f"gpu-{g.name}", NapPoolArgs(
         nodes=pool_nodes(g), vm_sizes=g.vm_sizes, gpu=g.gpu, location=cfg.location, subnet_id=net.node_subnet_id,
-        tags=cfg.tags, extra_labels=sharing.node_labels(g.gpu)), opts=pulumi.ResourceOptions(
+        tags=cfg.tags, extra_labels=sharing.node_labels(g.gpu),
+        startup_taints=(GATE_TAINT,) if cfg.addons.gpu_node_gate and cfg.addons.gpu_operator else ()),
+        opts=pulumi.ResourceOptions(
             providers=[access.provider])) for g in cfg.gpu_pools if g.nap}
 
 
@@ -228,7 +231,8 @@ def _monitoring(cfg: StackConfig, net: Network, cluster: Cluster, deployer: auth
         metrics = ManagedPrometheus("metrics", ManagedPrometheusArgs(
             resource_group_name=group, location=cfg.location, workspace_name=n.monitor_workspace(),
             cluster_id=cluster.id, cluster_name=n.cluster(),
-            rules=[*gpu_alert_rules(cfg.monitoring.idle_gpu_minutes, cfg.cluster.autoscaler.provision_minutes),
+            rules=[*gpu_alert_rules(cfg.monitoring.idle_gpu_minutes, cfg.cluster.autoscaler.provision_minutes,
+                                   cfg.addons.gpu_node_gate),
                    *needs.alert_rules],
             tags=tags, alert_email=cfg.monitoring.alert_email,
             grafana_name=n.grafana() if cfg.monitoring.grafana else None,

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from components.autoscaling.keda import KedaWorkloadIdentity, KedaWorkloadIdentityArgs, MetricsAccess
+from components.gpu.gate import GATE_TOLERATION, GpuNodeGate, GpuNodeGateArgs
 from components.gpu.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.gpu.nfd import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
 from components.gpu.node_repair import GpuNodeRepair, GpuNodeRepairArgs
@@ -33,14 +34,19 @@ class GpuSoftware:
     network_operator: NetworkOperator | None = None
     """InfiniBand driver and RDMA device plugin (addons.networkOperator)."""
     node_repair: GpuNodeRepair | None = None
-    """Cordons and drains GPU nodes NPD reports sick (addons.gpuNodeRepair)."""
+    """Cordons and drains sick GPU nodes (addons.gpuNodeRepair)."""
+    node_gate: GpuNodeGate | None = None
+    """Holds each new GPU node until its GPUs pass a check (addons.gpuNodeGate)."""
 
 
-def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str, ContainerImage]) -> GpuSoftware:
-    """``images``: the stack's, the GPU tools image among them where an MPS pool's smoke test runs it."""
+def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str, ContainerImage],
+                       add_on_device_plugin: bool = False) -> GpuSoftware:
+    """``images``: the stack's, the GPU tools image among them where an MPS pool's smoke test runs it.
+    ``add_on_device_plugin``: an AKS add-on (KAITO) runs NVIDIA's device plugin, so the operator's stays off."""
     opts = layer.kubernetes_opts
     pools = list(layer.gpu_pools.values())
-    tolerations = merged_tolerations(*(p.tolerations for p in pools))
+    # The GPU software runs on a node the GPU node gate still holds: its check needs the driver and device plugin.
+    tolerations = merged_tolerations(*(p.tolerations for p in pools), [GATE_TOLERATION])
     addons = cfg.addons
     nfd = None
     if addons.nfd:
@@ -49,7 +55,7 @@ def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str,
     if addons.gpu_operator and pools:
         operator = GpuOperator("gpu-operator", GpuOperatorArgs(
             pools=[p.gpu for p in pools], gpu_tolerations=tolerations, bundled_nfd=not addons.nfd,
-            rdma=addons.network_operator), opts=opts)
+            rdma=addons.network_operator, device_plugin=not add_on_device_plugin), opts=opts)
     network = None
     if addons.network_operator and nfd is not None:
         network = NetworkOperator("network-operator", NetworkOperatorArgs(tolerations, nfd.release), opts=opts)
@@ -70,6 +76,12 @@ def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str,
     if layer.metrics is not None and layer.keda_identity is not None:
         keda = KedaWorkloadIdentity("keda", KedaWorkloadIdentityArgs(layer.keda_identity.client_id), opts=opts)
         access = MetricsAccess(layer.metrics.query_endpoint, layer.keda_identity.client_id, keda.restart)
-    repair = GpuNodeRepair("gpu-node-repair", GpuNodeRepairArgs(), opts=opts) \
-        if addons.gpu_node_repair and pools else None
-    return GpuSoftware(nfd, operator, blob_csi, smoke, scraping, access, network, repair)
+    repair = None
+    if addons.gpu_node_repair and pools:
+        repair = GpuNodeRepair("gpu-node-repair", GpuNodeRepairArgs(
+            pools, operator.namespace if operator is not None else "gpu-operator"), opts=opts)
+    gate = None
+    if addons.gpu_node_gate and operator is not None:
+        gate = GpuNodeGate("gpu-node-gate", GpuNodeGateArgs(pools, images[GPU_TOOLS_IMAGE[0]].image_ref,
+                                                            operator.namespace), opts=opts)
+    return GpuSoftware(nfd, operator, blob_csi, smoke, scraping, access, network, repair, gate)

@@ -3,7 +3,7 @@ Kueue, checkpoints in blob storage (seed 003's Network Operator and 2-GPU job, s
 
 from program.scenario import Scenario
 from stacks.distributed_training.deploy import deploy
-from stacks.distributed_training.settings import NEEDS, DistributedSettings, check
+from stacks.distributed_training.settings import DistributedSettings, check, needs
 
 SCENARIO = Scenario(
     name="distributed-training",
@@ -11,7 +11,7 @@ SCENARIO = Scenario(
             "torchrun under JobSet admitted whole by Kueue, checkpoints in blob storage",
     seed="003 (Network Operator, 2-GPU job), 004 training",
     settings=DistributedSettings,
-    needs=NEEDS,
+    needs=needs,
     check=check,
     deploy=deploy,
 )

@@ -9,12 +9,13 @@ from stacks.distributed_training.settings import (
     CHECKPOINTS,
     TRAIN,
     DistributedSettings,
-    expected_busbw,
     gpus_per_node,
+    nccl_baseline,
     rdma,
+    topology_file,
     training_pool,
 )
-from stacks.distributed_training.workloads import DistributedArgs, DistributedTraining
+from stacks.distributed_training.workloads import DistributedArgs, DistributedTraining, Thresholds
 
 SUBMIT_ALLREDUCE, ALLREDUCE_RESULT = "submitAllreduceCheck", "allreduceResult"
 SUBMIT_TRAINING, TRAINING_LOGS, WATCH_RUNS = "submitTraining", "trainingLogs", "watchRuns"
@@ -24,7 +25,8 @@ SUBMIT_TRAINING, TRAINING_LOGS, WATCH_RUNS = "submitTraining", "trainingLogs", "
 def deploy(cfg: StackConfig, st: DistributedSettings, platform: Platform) -> Outputs:
     pool = training_pool(cfg)
     platform.pull_ahead(pool, {"jobs": platform.image("jobs")})
-    busbw, _ = expected_busbw(cfg, st)
+    baseline = nccl_baseline(cfg, st)
+    topology = topology_file(cfg)
     runs = DistributedTraining("distributed", DistributedArgs(
         pool=platform.gpu_pool(pool),
         jobs_image=platform.image("jobs"),
@@ -34,7 +36,9 @@ def deploy(cfg: StackConfig, st: DistributedSettings, platform: Platform) -> Out
         steps=st.steps,
         batch_size=st.batch_size,
         rdma=rdma(cfg),
-        expect_busbw=busbw,
+        thresholds=Thresholds(baseline.expected, baseline.warn_below, baseline.faulty_below) if baseline
+        else Thresholds(),
+        topology=topology.read_text() if topology else None,
         checkpoint_container=cfg.storage_account(CHECKPOINTS).container_names[0],
         train_volumes=platform.volumes[TRAIN],
         queue=platform.job_queue,

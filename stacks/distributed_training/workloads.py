@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+from pulumi_kubernetes import core
 
 from components.autoscaling.kueue import JobQueue, queue_labels
 from components.azure.node_capacity import workload_capacity
@@ -21,7 +22,7 @@ from components.azure.node_provisioning import GpuPoolComponent
 from components.gpu.network_operator import RDMA_RESOURCE
 from components.kubernetes.network_policy import allow_https_to_internet, allow_within
 from components.kubernetes.pods import container, pod_spec
-from components.kubernetes.security import resources
+from components.kubernetes.security import rdma_container_security_context, rdma_pod_security_context, resources
 from components.kubernetes.workspace import Workspace
 from components.training.jobset import (
     JOB_INDEX_LABEL,
@@ -44,15 +45,36 @@ TORCH_RESTART_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 (pytorch/pytorch#135712)."""
 RUN_DEADLINE_SECONDS = 6 * 3600
 """A run's longest life, restarts included."""
-ALLREDUCE_MAX_BYTES = 1 << 33
-"""8 GiB, the largest message of the all-reduce check: the size its expected bus bandwidth was measured at."""
+ALLREDUCE_MAX_BYTES = 1 << 34
+"""16 GiB, the largest message of the all-reduce check: the size Microsoft's baselines are measured at."""
+TOPOLOGY_MOUNT = "/opt/nvidia-topology"
+TOPOLOGY_KEY = "topo.xml"
 
 
-def nccl_env(rdma: bool) -> dict[str, str]:
+def nccl_env(rdma: bool, topology: bool) -> dict[str, str]:
     """NCCL over InfiniBand with GPUDirect RDMA (Azure/aks-rdma-infiniband tests/scenarios/k8s/values.yaml), or
-    over the pod network; its bootstrap always over the pod's eth0."""
+    over the pod network; its bootstrap always over the pod's eth0. With the VM's topology file NCCL pairs each GPU
+    with its nearest NIC, and CUDA numbers the GPUs in the file's (PCI bus) order, as Azure's NCCL test runs it
+    (tests/scenarios/k8s/templates/mpi-job.yaml)."""
     network = {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "SYS"} if rdma else {"NCCL_IB_DISABLE": "1"}
-    return {**network, "NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "WARN"}
+    layout = {"NCCL_TOPO_FILE": f"{TOPOLOGY_MOUNT}/{TOPOLOGY_KEY}", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"} \
+        if topology else {}
+    return {**network, **layout, "NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "WARN"}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The all-reduce check's verdict: typical bus bandwidth, and the figures below which it is slow and faulty
+    (GB/s); all None: it reports its figures only."""
+
+    expect: float | None = None
+    warn_below: float | None = None
+    faulty_below: float | None = None
+
+    def flags(self) -> list[str]:
+        pairs = (("--expect-busbw", self.expect), ("--warn-below", self.warn_below),
+                 ("--faulty-below", self.faulty_below))
+        return [part for flag, value in pairs if value is not None for part in (flag, str(value))]
 
 
 @dataclass(frozen=True)
@@ -72,13 +94,16 @@ class DistributedArgs:
     batch_size: int
     """Global batch of each step, split evenly over every process."""
     rdma: bool
-    """Pods ask for ``rdma/shared_ib`` and NCCL uses InfiniBand."""
-    expect_busbw: float | None
-    """GB/s the all-reduce check must reach (75 % passes); None: it reports only."""
+    """Pods ask for ``rdma/shared_ib`` and NCCL uses InfiniBand; they run as root with IPC_LOCK, in a namespace
+    that allows it (``SecurityException.RDMA_MEMORY_LOCK``)."""
+    thresholds: Thresholds
+    """The all-reduce check's verdict."""
     checkpoint_container: str
     """Blob container of the checkpoints."""
     train_volumes: WorkloadVolumes
     """The run's identity and its read-write claim of the checkpoint container."""
+    topology: str | None = None
+    """NCCL's topology file of the VM size (Azure's XML), mounted into every pod; None: NCCL finds its own."""
     queue: JobQueue | None = None
     """Kueue's queue: a run is admitted whole or waits."""
     after: tuple[pulumi.Resource, ...] = ()
@@ -102,20 +127,25 @@ class DistributedTraining(pulumi.ComponentResource):
         after = (args.workspace, *args.after)
         children = pulumi.ResourceOptions(parent=self)
 
-        trainer = self._pod(args, "train", torchrun(TRAIN_RUN, WORKERS, args.nodes, args.gpus_per_node, [
+        topology = None
+        if args.topology is not None:
+            topology = core.v1.ConfigMap(f"{name}-nccl-topology", metadata={
+                "name": "nccl-topology", "namespace": args.workspace.namespace, "labels": labels},
+                data={TOPOLOGY_KEY: args.topology}, opts=children).metadata["name"]
+        trainer = self._pod(args, "train", torchrun(TRAIN_RUN, WORKERS, ns, args.nodes, args.gpus_per_node, [
             "train.py", "--checkpoints", f"{CHECKPOINT_MOUNT}/{TRAIN_RUN}", "--steps", str(args.steps),
             "--batch-size", str(args.batch_size), "--data", "auto"]),
             volumes=({"name": "checkpoints", "persistentVolumeClaim": {
                 "claimName": args.train_volumes.claims[args.checkpoint_container]}},),
             mounts=({"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT},),
-            service_account=args.train_volumes.service_account)
+            service_account=args.train_volumes.service_account, topology=topology)
         train = RunTemplate(f"{name}-train", RunTemplateArgs(jobset_manifest(RunSpec(
             TRAIN_RUN, WORKERS, args.nodes, trainer, labels, deadline_seconds=RUN_DEADLINE_SECONDS), ns,
             queue_labels(args.queue)), ns, TRAIN_RUN, after), opts=children)
 
-        expect = ["--expect-busbw", str(args.expect_busbw)] if args.expect_busbw else []
-        checker = self._pod(args, "allreduce", torchrun(ALLREDUCE_RUN, WORKERS, args.nodes, args.gpus_per_node, [
-            "allreduce.py", "--device", "cuda", "--max-bytes", str(ALLREDUCE_MAX_BYTES), *expect]))
+        checker = self._pod(args, "allreduce", torchrun(ALLREDUCE_RUN, WORKERS, ns, args.nodes, args.gpus_per_node, [
+            "allreduce.py", "--device", "cuda", "--max-bytes", str(ALLREDUCE_MAX_BYTES), *args.thresholds.flags()]),
+            topology=topology)
         allreduce = RunTemplate(f"{name}-allreduce", RunTemplateArgs(jobset_manifest(RunSpec(
             ALLREDUCE_RUN, WORKERS, args.nodes, checker, labels, max_restarts=0, deadline_seconds=3600), ns,
             queue_labels(args.queue)), ns, ALLREDUCE_RUN, after), opts=children)
@@ -123,23 +153,33 @@ class DistributedTraining(pulumi.ComponentResource):
         leader = f"{JOBSET_NAME_LABEL}={{run}},{JOB_INDEX_LABEL}=0"
         self.submit_training, self.submit_allreduce = train.submit_command, allreduce.submit_command
         self.training_logs = f"kubectl -n {ns} logs -f -l {leader.format(run=TRAIN_RUN)} --tail -1"
-        # The leader prints one line per message size, then the JSON verdict: pass, slow or wrong-sum.
+        # The leader prints one line per message size, then the JSON verdict: pass, slow, faulty or wrong-sum.
         self.allreduce_result = (f"kubectl -n {ns} logs -l {leader.format(run=ALLREDUCE_RUN)} --tail 40 && "
                                  f"kubectl -n {ns} get jobset {ALLREDUCE_RUN}")
         self.register_outputs({"submit_training": self.submit_training})
 
     @staticmethod
     def _pod(args: DistributedArgs, name: str, command: list[str], volumes: tuple[Mapping[str, Any], ...] = (),
-             mounts: tuple[Mapping[str, Any], ...] = (), service_account: str | None = None) -> dict[str, Any]:
-        """A node's pod: all its GPUs, half of what the node leaves pods in CPU and memory, the RDMA devices,
-        and shared memory for NCCL's transfers between the GPUs of the node."""
+             mounts: tuple[Mapping[str, Any], ...] = (), service_account: str | None = None,
+             topology: pulumi.Input[str] | None = None) -> dict[str, Any]:
+        """A node's pod: all its GPUs, half of what the node leaves pods in CPU and memory, the RDMA devices (and
+        the memory lock their registrations need), NCCL's topology file of the VM, and shared memory for NCCL's
+        transfers between the GPUs of the node."""
         size = args.pool.gpu.size
         capacity = workload_capacity(size.vcpus, size.memory_gib)
         limits = resources(f"{capacity.cpu_m // 2}m", f"{capacity.memory_mi // 2}Mi", gpus=args.gpus_per_node)
         if args.rdma:
             limits = {kind: {**amounts, RDMA_RESOURCE: "1"} for kind, amounts in limits.items()}
         shm = {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}
+        layout = ({"name": "nccl-topology", "configMap": {"name": topology}},) if topology is not None else ()
+        layout_mounts = ({"name": "nccl-topology", "mountPath": TOPOLOGY_MOUNT, "readOnly": True},) \
+            if topology is not None else ()
         worker = container(name, args.jobs_image, command, limits,
-                           mounts=[*mounts, {"name": "shm", "mountPath": "/dev/shm"}],
-                           env={**TORCH_RESTART_ENV, **nccl_env(args.rdma)})
-        return pod_spec(args.pool, [worker], volumes=[*volumes, shm], service_account=service_account)
+                           mounts=[*mounts, *layout_mounts, {"name": "shm", "mountPath": "/dev/shm"}],
+                           env={**TORCH_RESTART_ENV, **nccl_env(args.rdma, topology is not None)})
+        if args.rdma:
+            worker["securityContext"] = rdma_container_security_context()
+        pod = pod_spec(args.pool, [worker], volumes=[*volumes, *layout, shm], service_account=service_account)
+        if args.rdma:
+            pod["securityContext"] = rdma_pod_security_context()
+        return pod

@@ -18,7 +18,8 @@ from tests.helpers import CRONJOB, DEPLOYMENT, PUBLIC, SERVICE, allowed, device_
 
 def test_every_sharing_pod_asks_the_scheduler_for_a_gpu_share_instead_of_nvidia_visible_devices(render_of):
     r = render_of("gpu-sharing")
-    deployments = {d.revealed["metadata"]["name"]: pod_spec(d.revealed) for d in r.of_type(DEPLOYMENT)}
+    deployments = {d.revealed["metadata"]["name"]: pod_spec(d.revealed) for d in r.of_type(DEPLOYMENT)
+                   if d.revealed["metadata"]["namespace"] == "gpu-sharing"}
     assert sorted(deployments) == ["infer-1", "infer-2", "infer-3", "notebook"]
     for pod in deployments.values():
         assert gpus(pod) == 1

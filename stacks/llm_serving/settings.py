@@ -230,6 +230,16 @@ def _check_kaito(cfg: StackConfig, st: LlmSettings, pool: GpuPool) -> Iterator[C
         yield ConfigError(f"{SECTION}kaitoPreset", st.kaito_preset, f"needs {preset.gpus} GPU(s) and "
                           f"{preset.total_gib:g} GiB of GPU memory; pool '{pool.name}' has {pool.size.name}; "
                           f"{size_that_fits(lambda size: preset_fits(preset, size))}")
+    # KAITO 0.6's workspace chart runs NVIDIA's device plugin (v0.17) on every node (kaito-project/kaito#1700), set
+    # up for AKS's driver and tolerating only its pools' taints: the operator's plugin stays off (needs), so the pool
+    # takes AKS's driver, and the GPU node gate, whose taint KAITO's plugin does not tolerate, stays off.
+    if pool.gpu_driver != GpuDriver.INSTALL:
+        yield ConfigError(f"aksgpu:gpuPools[{cfg.gpu_pools.index(pool)}].driver", pool.gpu_driver.value,
+                          "runtime: kaito needs driver: install (KAITO runs its own NVIDIA device plugin, made for "
+                          "AKS's driver)")
+    if cfg.addons.gpu_node_gate:
+        yield ConfigError("aksgpu:addons.gpuNodeGate", True, "runtime: kaito needs it false: KAITO's own device "
+                          "plugin does not tolerate the gate's taint, so a held node would never show its GPUs")
 
 
 def dtype_flag(st: LlmSettings, pool: GpuPool) -> str:
@@ -249,7 +259,7 @@ def image_reference(st: LlmSettings, pool: GpuPool) -> str:
     """The configured image, or vLLM's release for the pool's driver (CUDA 12.9 build on AKS-installed ones)."""
     if st.image:
         return st.image
-    suffix = "-cu129" if pool.driver == GpuDriver.INSTALL else ""
+    suffix = "-cu129" if pool.gpu_driver == GpuDriver.INSTALL else ""
     return f"{VLLM_IMAGE}:{VLLM_VERSION}{suffix}"
 
 

@@ -32,6 +32,8 @@ KEDA, KAITO, PROMETHEUS_COLLECTOR = "2.16.1", "0.6.0", "7.1.1-main-07-21-2026-39
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 WORKSPACE = "kubernetes:kaito.sh/v1beta1:Workspace"
 T4 = {"name": "llm", "vmSize": "Standard_NC4as_T4_v3", "minCount": 1, "maxCount": 2}
+A100_KAITO = {"name": "llm", "vmSize": "Standard_NC24ads_A100_v4", "priority": "regular", "minCount": 1,
+              "maxCount": 1, "driver": "install"}
 MODELS_ACCOUNT = {"accounts": [{"role": "models", "containers": ["weights"]}]}
 KAITO_TOLERATED_TAINTS = {GPU_TAINT}
 """Of the taints AKS pools here carry, KAITO 0.6.0's inference pods tolerate only this one (besides any
@@ -78,7 +80,6 @@ def flags(render) -> dict[str, str]:
     ({"dockerHubUsername": "mlteam", "image": "ghcr.io/org/vllm:v1"}, [T4], "aksgpu:llm.dockerHubUsername",
      "ghcr.io/org/vllm:v1 is not copied from there"),
     ({}, [{**T4, "sharing": {"mode": "time-slicing", "replicas": 2}}], "aksgpu:gpuPools", "sharing mode none"),
-    ({"runtime": "kaito"}, [{**T4, "priority": "regular"}], "aksgpu:lifetime", "runtime: kaito may leave node pools"),
 ])
 def test_a_pairing_vllm_would_refuse_is_a_one_line_config_error(settings, pools, key, fragment):
     with pytest.raises(ConfigError) as e:
@@ -96,6 +97,24 @@ def test_kaito_needs_a_preset_that_fits_on_a_node_it_will_not_replace(pool, frag
     config = {**llm_config(runtime="kaito", kaitoPreset="phi-4"), "gpuPools": [pool], "lifetime": "long-lived"}
     with pytest.raises(ConfigError, match=re.escape(fragment)):
         load_config(config)
+
+
+@pytest.mark.parametrize("change, key, fragment", [
+    ({"lifetime": "demo"}, "aksgpu:lifetime", "runtime: kaito may leave node pools"),
+    ({"gpuPools": [{**A100_KAITO, "driver": "precompiled"}]}, "aksgpu:gpuPools[0].driver",
+     "runtime: kaito needs driver: install"),
+    ({"addons": {"gpuNodeGate": True}}, "aksgpu:addons.gpuNodeGate", "does not tolerate the gate's taint"),
+])
+def test_kaito_is_refused_where_it_would_leak_pools_or_meet_a_second_device_plugin(change, key, fragment):
+    """A demo's expiry cannot destroy the pools KAITO's provisioner makes. KAITO 0.6.0's workspace chart renders
+    NVIDIA's device plugin on every node (kaito-project/kaito#1700; its switch is in release-0.8 only, #1739),
+    tolerating its pools' taints only."""
+    config = {**llm_config(runtime="kaito", kaitoPreset="phi-4-mini-instruct"), "lifetime": "long-lived",
+              "gpuPools": [A100_KAITO], "addons": {"gpuNodeGate": False}}
+    assert load_config(config).gpu_pools[0].gpu_driver == "install"
+    with pytest.raises(ConfigError) as e:
+        load_config({**config, **change})
+    assert e.value.key == key and fragment in str(e.value) and "\n" not in str(e.value)
 
 
 def test_the_llm_section_is_refused_on_other_scenarios():
@@ -156,11 +175,11 @@ def test_the_server_image_is_vllms_release_copied_into_the_stacks_registry_and_r
     assert re.fullmatch(rf"{re.escape(login_server)}/vllm/vllm-openai@sha256:[0-9a-f]{{64}}", c["image"])
     command = r.named("vllm-image-import", "command:local:Command")
     script = command.inputs["create"]
-    # The stack's pool takes AKS's driver: the CUDA 12.9 build.
+    # The stack's pool takes the operator's R595 driver: vLLM's default (CUDA 13) build.
     assert script.startswith(f"az acr import --name {r.cfg.registry_name} --source "
-                             "docker.io/vllm/vllm-openai:v0.33.0-cu129 --image vllm/vllm-openai:v0.33.0-cu129 --force")
-    assert script.endswith("--image vllm/vllm-openai:v0.33.0-cu129 --query digest --output tsv")
-    assert command.inputs["triggers"] == ["docker.io/vllm/vllm-openai:v0.33.0-cu129"]
+                             "docker.io/vllm/vllm-openai:v0.33.0 --image vllm/vllm-openai:v0.33.0 --force")
+    assert script.endswith("--image vllm/vllm-openai:v0.33.0 --query digest --output tsv")
+    assert command.inputs["triggers"] == ["docker.io/vllm/vllm-openai:v0.33.0"]
     # The import needs the registry: its name is an output of it, so Pulumi orders them.
     assert "registry-acr" in command.depends_on
 
@@ -308,7 +327,9 @@ def test_managed_prometheus_scrapes_the_server_and_its_network_policy_admits_the
     labels = server(r)["spec"]["template"]["metadata"]["labels"]
     assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
-    assert (endpoint["portNumber"], endpoint["path"]) == (8000, "/metrics")
+    # The port by name: older add-on CRDs have no portNumber and would drop it (round-4 k8s audit #13).
+    (port,) = [p for p in pod_spec(server(r))["containers"][0]["ports"] if p["name"] == endpoint["port"]]
+    assert (port["containerPort"], endpoint["path"], "portNumber" in endpoint) == (8000, "/metrics", False)
     # The namespace denies all ingress by default: without this rule the scrape would time out.
     policy = manifest(r.named("llm-allow-scraping"))["spec"]
     assert policy["podSelector"]["matchLabels"].items() <= labels.items()
@@ -366,6 +387,10 @@ def test_kaitos_pods_tolerate_the_pools_taints_and_land_in_a_baseline_namespace(
              if n.inputs["metadata"]["name"] == "llm-serving"]
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
     assert ns["metadata"]["labels"][SECURITY_EXCEPTION] == SecurityException.BASELINE_OPERATOR_PODS
+    # KAITO's device plugin serves the pool; a second one would replace it at the kubelet.
+    operator = r.named("gpu-operator-release", "kubernetes:helm.sh/v3:Release").inputs["values"]
+    assert operator["devicePlugin"] == {"enabled": False} and pool["gpuProfile"] == {"driver": "Install"}
+    assert not r.of_type("aksgpu:gpu:GpuNodeGate")
     monitor = manifest(r.named("llm-podmonitor"))
     assert monitor["spec"]["selector"]["matchLabels"] == {"kaito.sh/workspace": "llm"}
     assert monitor["spec"]["podMetricsEndpoints"][0]["portNumber"] == 5000

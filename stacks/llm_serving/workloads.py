@@ -130,7 +130,10 @@ class LlmServing(pulumi.ComponentResource):
             pods, port = self._vllm(name, args, args.server), VLLM_PORT
             self.served_model = args.server.served_model_name
         if args.scrape:
-            _pod_monitor(f"{name}-podmonitor", ns.namespace, pods, port, self)
+            # vLLM's container names its port; KAITO 0.6.0 declares 5000 without a name
+            # (pkg/workspace/inference/preset_inferences.go containerPorts).
+            _pod_monitor(f"{name}-podmonitor", ns.namespace, pods, port if isinstance(args.server, str) else "http",
+                         self)
             allow_scraping(f"{name}-allow-scraping", f"{SERVER}-from-metrics", ns.namespace, pods, port, self)
 
         load_labels = {"app.kubernetes.io/name": LOAD_TEST}
@@ -267,12 +270,16 @@ def _server_resources(pool: GpuNodePool) -> dict[str, Any]:
     return resources(str(max(1, size.vcpus * 3 // 4)), f"{size.memory_gib * 6 // 10}Gi", gpus=size.gpus)
 
 
-def _pod_monitor(name: str, namespace: pulumi.Input[str], pods: dict[str, str], port: int,
+def _pod_monitor(name: str, namespace: pulumi.Input[str], pods: dict[str, str], port: int | str,
                  parent: pulumi.Resource) -> apiextensions.CustomResource:
-    """Managed Prometheus scrapes the server's ``/metrics`` (the add-on reads its own PodMonitor kind)."""
+    """Managed Prometheus scrapes the server's ``/metrics`` (the add-on reads its own PodMonitor kind). ``port``: the
+    container port's name, which every version of the add-on's PodMonitor CRD accepts, or, for a port without one,
+    its number (``portNumber`` is only in recent CRDs; an older one drops it and the scrape falls back to every
+    declared container port, which for KAITO's pods is that one)."""
+    endpoint = {"port": port} if isinstance(port, str) else {"portNumber": port}
     return apiextensions.CustomResource(
         name, api_version=PODMONITOR_API, kind="PodMonitor",
         metadata={"name": f"{SERVER}-server", "namespace": namespace},
         spec={"selector": {"matchLabels": dict(pods)},
-              "podMetricsEndpoints": [{"portNumber": port, "path": "/metrics", "interval": SCRAPE_INTERVAL}]},
+              "podMetricsEndpoints": [{**endpoint, "path": "/metrics", "interval": SCRAPE_INTERVAL}]},
         opts=pulumi.ResourceOptions(parent=parent))
