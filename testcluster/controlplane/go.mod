@@ -2,6 +2,8 @@ module aksgpu.test/testcluster/controlplane
 
 go 1.25.0
 
+godebug default=go1.24
+
 replace k8s.io/api => k8s.io/api v0.34.12
 
 replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.34.12
@@ -63,8 +65,6 @@ replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.34.12
 replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.34.12
 
 replace k8s.io/sample-controller => k8s.io/sample-controller v0.34.12
-
-godebug default=go1.24
 
 tool (
 	go.etcd.io/etcd/server/v3
