@@ -107,8 +107,8 @@ def check_kueue(c: Cluster) -> str:
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": "queued", "namespace": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "team-a"}},
            "spec": {"completions": 1, "backoffLimit": 0, "template": job_template(gpus=1)}}
-    c.kubectl("create", "-f", "-", input=json.dumps(job))
-    created = get(c, "job", "queued", "-n", "team-a")
+    # The object the API server stored, after admission (Kueue may unsuspend it moments later).
+    created = json.loads(c.kubectl("create", "-f", "-", "-o", "json", input=json.dumps(job)).stdout)
     assert created["spec"]["suspend"] is True, "Kueue's webhook did not suspend the queued Job"
     wl = wait_for("the Job's Workload to be admitted", lambda: next(
         (w for w in get(c, "workloads", "-n", "team-a")["items"]
