@@ -27,6 +27,7 @@ import base64
 import contextlib
 import copy
 import ctypes
+import functools
 import json
 import os
 import shutil
@@ -93,8 +94,10 @@ _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent():
+def _die_with_parent(parent: int):
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def loopback_manifests(text: str, port: int, ca_pem: bytes) -> list[dict]:
@@ -195,7 +198,7 @@ class Cluster:
         self.ports: dict[str, int] = {}
         self.timings: dict[str, float] = {}
         self._keeper: subprocess.Popen | None = None
-        self._t0 = 0.0
+        self._t0 = self._deadline = 0.0
 
     # ---- public ---------------------------------------------------------------------------------------------
     @property
@@ -254,6 +257,7 @@ class Cluster:
         if self.layout is None:
             self.layout = build.ensure_built(log=self.log)
         self._mark("build")
+        self._deadline = time.monotonic() + self.start_timeout  # the build, if any, does not count
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="testcluster-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -303,7 +307,8 @@ class Cluster:
         for name, user in (("admin", "admin"), ("kcm", "kcm"), ("scheduler", "scheduler")):
             self._kubeconfig(w / f"{name}.kubeconfig", p, user)
         # One process group for everything, led by a process that only waits (so the group outlives any member).
-        self._keeper = subprocess.Popen(["sleep", "infinity"], process_group=0, preexec_fn=_die_with_parent)
+        self._keeper = subprocess.Popen(["sleep", "infinity"], process_group=0,
+                                        preexec_fn=functools.partial(_die_with_parent, os.getpid()))
 
         etcd = self.ports["etcd"]
         self._spawn("etcd", [
@@ -459,11 +464,12 @@ class Cluster:
         logf = open(self.workdir / "logs" / f"{name}.log", "wb")
         self.procs[name] = subprocess.Popen(
             [str(a) for a in argv], stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=dict(os.environ, **(env or {})), process_group=self._keeper.pid, preexec_fn=_die_with_parent)
+            env=dict(os.environ, **(env or {})), process_group=self._keeper.pid,
+            preexec_fn=functools.partial(_die_with_parent, os.getpid()))
         logf.close()
 
     def _left(self) -> float:
-        return max(1.0, self.start_timeout - (time.monotonic() - self._t0))
+        return max(1.0, self._deadline - time.monotonic())
 
     def _wait(self, name: str, url: str, ok, client: bool = False) -> None:
         ctx = ssl.create_default_context(cafile=str(self.workdir / "pki" / "ca.crt")) if client else \
