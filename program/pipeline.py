@@ -54,10 +54,11 @@ def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> Sta
     the deployer's access has taken effect; the offline render, which has no cluster, turns it off.
     """
     # The subscription seeds the globally unique names: every deployment's own, stable for its life.
-    cfg = cfg.for_deployment(authorization.get_client_config().subscription_id)
+    deployer = authorization.get_client_config()
+    cfg = cfg.for_deployment(deployer.subscription_id)
     scenario = scenarios[cfg.scenario]
     needs = scenario.needs_of(cfg, cfg.settings)
-    azure = build_azure_layer(cfg, needs, preflight=preflight)
+    azure = build_azure_layer(cfg, needs, deployer, preflight=preflight)
     images = build_images(cfg, azure, {**needs.images, **platform_images(cfg)})
     software = build_gpu_software(cfg, azure, images, add_on_device_plugin=needs.ai_toolchain_operator)
     workspace, volumes = build_namespace(cfg, azure, software, needs) if needs.namespace else (None, {})

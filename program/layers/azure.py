@@ -130,15 +130,16 @@ def nap_pools(cfg: StackConfig, net: Network, access: KubernetesAccess) -> dict[
             providers=[access.provider])) for g in cfg.gpu_pools if g.nap}
 
 
-def build_azure_layer(cfg: StackConfig, needs: Needs, preflight: bool = True) -> AzureLayer:
+def build_azure_layer(cfg: StackConfig, needs: Needs, deployer: authorization.GetClientConfigResult,
+                      preflight: bool = True) -> AzureLayer:
     """Declare the Azure resources of ``cfg`` and what the scenario's ``needs`` add (its deployer's blob access, its
     alert rules, its add-ons).
 
+    ``deployer``: who runs ``pulumi up`` (the one client-config lookup of the program).
     ``preflight``: check the API server answers and the deployer's access works before any Kubernetes call; off
     only where no cluster exists (the offline render).
     """
     n, tags = cfg.naming, cfg.tags
-    deployer = authorization.get_client_config_output()
     net = Network("net", NetworkArgs(
         resource_group_name=n.resource_group(), vnet_name=n.vnet(), location=cfg.location,
         address_space=cfg.network.address_space, node_subnet=cfg.network.node_subnet,
