@@ -31,9 +31,9 @@ class FakeApi:
     """Nodes, pods, the check Jobs and the operator's driver pods as an API server holds them; records what the
     gate sends."""
 
-    def __init__(self, nodes, pods=(), jobs=None, driver_pods=(), said=None):
+    def __init__(self, nodes, pods=(), jobs=None, driver_pods=(), said=None, conflicts=0):
         self.nodes, self.pods, self.jobs, self.driver_pods = nodes, list(pods), jobs or {}, list(driver_pods)
-        self.said = said or {}
+        self.said, self.conflicts = said or {}, conflicts
         self.patches, self.created, self.deleted = [], [], []
         fake = self
 
@@ -46,6 +46,9 @@ class FakeApi:
                 query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
                 if url.path == "/api/v1/nodes":
                     return self.answer(200, {"items": fake.nodes})
+                if url.path.startswith("/api/v1/nodes/"):
+                    (found,) = [n for n in fake.nodes if n["metadata"]["name"] == url.path.rsplit("/", 1)[-1]]
+                    return self.answer(200, {**found, "metadata": {**found["metadata"], "resourceVersion": "8"}})
                 if url.path == "/api/v1/pods":
                     on = query["fieldSelector"].removeprefix("spec.nodeName=")
                     return self.answer(200, {"items": [p for p in fake.pods if p["spec"]["nodeName"] == on]})
@@ -68,6 +71,9 @@ class FakeApi:
                 assert self.headers["Content-Type"] == "application/merge-patch+json"
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 fake.patches.append((self.path.rsplit("/", 1)[-1], body))
+                if fake.conflicts:
+                    fake.conflicts -= 1
+                    return self.answer(409, {"message": "the object has been modified"})
                 self.answer(200, {})
 
             def do_POST(self):
@@ -160,3 +166,11 @@ def test_a_node_without_its_precompiled_driver_for_five_minutes_moves_to_the_com
     moved = FakeApi([node("late", verdict="pending", tainted=True, labels={"aksgpu.io/driver": "compiled"})],
                     driver_pods=[driver_pod("late", 9)])
     assert moved.run_once() == [] and moved.patches == []
+
+
+def test_a_node_changed_meanwhile_is_read_again_and_patched_on_its_new_version():
+    """The kubelet's status updates change a node's resourceVersion too: found on the test control plane, where a
+    conflict failed the whole pass."""
+    api = FakeApi([node("fresh")], conflicts=1)
+    assert api.run_once() == ["fresh joined: held until its GPU check passes"]
+    assert [p["metadata"]["resourceVersion"] for _, p in api.patches] == ["7", "8"]

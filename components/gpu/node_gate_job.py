@@ -43,6 +43,7 @@ VERDICT = "aksgpu.io/gpu-check"
 DRIVER_LABEL, COMPILED = "aksgpu.io/driver", "compiled"
 FALLBACK_ANNOTATION = "aksgpu.io/driver-fallback"
 PULL_ERRORS = ("ErrImagePull", "ImagePullBackOff")
+CONFLICT_RETRIES = 3
 
 
 def _parse_time(text: str) -> datetime:
@@ -73,13 +74,18 @@ class Gate:
 
     def set_taint(self, node: Mapping[str, Any], on: bool, verdict: str) -> None:
         """Add or remove the gate's taint and set the verdict, in one patch that replaces the taint list only if no
-        one changed it meanwhile (the node's resourceVersion)."""
-        meta = node["metadata"]
-        others = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != self.taint["key"]]
-        status, body = self.api.call("PATCH", f"/api/v1/nodes/{meta['name']}", {
-            "metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {VERDICT: verdict}},
-            "spec": {"taints": [*others, self.taint] if on else others}},
-            content_type="application/merge-patch+json")
+        one changed the node meanwhile (its resourceVersion); on a conflict (the kubelet's status updates change it
+        too), again on the node as it is now."""
+        for _ in range(CONFLICT_RETRIES):
+            meta = node["metadata"]
+            others = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != self.taint["key"]]
+            status, body = self.api.call("PATCH", f"/api/v1/nodes/{meta['name']}", {
+                "metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {VERDICT: verdict}},
+                "spec": {"taints": [*others, self.taint] if on else others}},
+                content_type="application/merge-patch+json")
+            if status != 409:
+                break
+            node = self.api.get(f"/api/v1/nodes/{meta['name']}")
         if status != 200:
             raise RuntimeError(f"node {meta['name']}: HTTP {status}: {body.get('message', body)}")
 
