@@ -32,6 +32,8 @@ RENDEZVOUS_PORT = 29500
 """torchrun's c10d rendezvous on the first pod."""
 MANIFEST_KEY = "jobset.json"
 """The manifest as JSON, which kubectl reads as it reads YAML and the policy pack parses with the standard library."""
+OWNER_UID = "OWNER_UID"
+"""Placeholder of the owner claim's uid in a run template; the submit command replaces it."""
 
 
 def jobset_values() -> dict[str, Any]:
@@ -104,8 +106,10 @@ class RunSpec:
     """Longest a run may take, restarts included."""
 
 
-def jobset_manifest(run: RunSpec, namespace_name: str, queue_labels: Mapping[str, str] | None = None
-                    ) -> dict[str, Any]:
+def jobset_manifest(run: RunSpec, namespace_name: str, queue_labels: Mapping[str, str] | None = None,
+                    owner_claim: pulumi.Input[str] | None = None) -> dict[str, Any]:
+    """The run as a JobSet; ``owner_claim``: the claim it is owned by (``RunTemplateArgs.owner_claim``), its uid
+    ``OWNER_UID`` until the submit command fills it in."""
     pod_labels = dict(run.labels)
     job = {
         "parallelism": 1, "completions": 1,
@@ -120,9 +124,11 @@ def jobset_manifest(run: RunSpec, namespace_name: str, queue_labels: Mapping[str
         "successPolicy": {"operator": "All"},
         "replicatedJobs": [{"name": run.replicated_job, "replicas": run.nodes, "template": {"spec": job}}],
     }
+    owners = [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": owner_claim, "uid": OWNER_UID}]
     return {"apiVersion": API_VERSION, "kind": "JobSet",
             "metadata": {"name": run.name, "namespace": namespace_name,
-                         "labels": {**run.labels, **(queue_labels or {})}},
+                         "labels": {**run.labels, **(queue_labels or {})},
+                         **({"ownerReferences": owners} if owner_claim is not None else {})},
             "spec": spec}
 
 
@@ -137,6 +143,11 @@ class RunTemplateArgs:
     after: tuple[pulumi.Resource, ...] = ()
     """What the manifest must be created after and deleted before: its namespace (named as text in it), the
     JobSet controller, Kueue (whose Workloads the runs made from it hold)."""
+    owner_claim: pulumi.Input[str] | None = None
+    """The PersistentVolumeClaim each run is owned by: deleting it (``pulumi destroy``) deletes the runs first.
+    Without it a finished run's pods, which keep using the claim, would hold its deletion for good (the claim's
+    protection counts every scheduled pod that names it, kubernetes pkg/controller/volume/pvcprotection
+    podUsesPVCForDeletion: found on the test control plane)."""
 
 
 class RunTemplate(pulumi.ComponentResource):
@@ -157,6 +168,13 @@ class RunTemplate(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)))
         key = MANIFEST_KEY.replace(".", "\\.")
         delete = f"kubectl -n {namespace_name} delete jobset {run_name} --ignore-not-found --wait"
-        self.submit_command = (f"{delete} && kubectl -n {namespace_name} get configmap {config_map} "
-                               f"-o jsonpath='{{.data.{key}}}' | kubectl create -f -")
+        read = f"kubectl -n {namespace_name} get configmap {config_map} -o jsonpath='{{.data.{key}}}'"
+        if args.owner_claim is None:
+            self.submit_command = f"{delete} && {read} | kubectl create -f -"
+        else:
+            # The claim's uid exists only once it does: the template names it OWNER_UID, the command fills it in.
+            self.submit_command = pulumi.Output.format(
+                "{0} && owner=$(kubectl -n {1} get pvc {2} -o jsonpath='{{.metadata.uid}}') && {3} | "
+                "sed \"s/{4}/$owner/\" | kubectl create -f -", delete, namespace_name, args.owner_claim, read,
+                OWNER_UID)
         self.register_outputs({"submit_command": self.submit_command})

@@ -132,23 +132,25 @@ class DistributedTraining(pulumi.ComponentResource):
             topology = core.v1.ConfigMap(f"{name}-nccl-topology", metadata={
                 "name": "nccl-topology", "namespace": args.workspace.namespace, "labels": labels},
                 data={TOPOLOGY_KEY: args.topology}, opts=children).metadata["name"]
+        # Every run is owned by the checkpoint claim, so `pulumi destroy` deletes the runs before it.
+        claim = args.train_volumes.claims[args.checkpoint_container]
         trainer = self._pod(args, "train", torchrun(TRAIN_RUN, WORKERS, ns, args.nodes, args.gpus_per_node, [
             "train.py", "--checkpoints", f"{CHECKPOINT_MOUNT}/{TRAIN_RUN}", "--steps", str(args.steps),
             "--batch-size", str(args.batch_size), "--data", "auto"]),
             volumes=({"name": "checkpoints", "persistentVolumeClaim": {
-                "claimName": args.train_volumes.claims[args.checkpoint_container]}},),
+                "claimName": claim}},),
             mounts=({"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT},),
             service_account=args.train_volumes.service_account, topology=topology)
         train = RunTemplate(f"{name}-train", RunTemplateArgs(jobset_manifest(RunSpec(
             TRAIN_RUN, WORKERS, args.nodes, trainer, labels, deadline_seconds=RUN_DEADLINE_SECONDS), ns,
-            queue_labels(args.queue)), ns, TRAIN_RUN, after), opts=children)
+            queue_labels(args.queue), claim), ns, TRAIN_RUN, after, claim), opts=children)
 
         checker = self._pod(args, "allreduce", torchrun(ALLREDUCE_RUN, WORKERS, ns, args.nodes, args.gpus_per_node, [
             "allreduce.py", "--device", "cuda", "--max-bytes", str(ALLREDUCE_MAX_BYTES), *args.thresholds.flags()]),
             topology=topology)
         allreduce = RunTemplate(f"{name}-allreduce", RunTemplateArgs(jobset_manifest(RunSpec(
             ALLREDUCE_RUN, WORKERS, args.nodes, checker, labels, max_restarts=0, deadline_seconds=3600), ns,
-            queue_labels(args.queue)), ns, ALLREDUCE_RUN, after), opts=children)
+            queue_labels(args.queue), claim), ns, ALLREDUCE_RUN, after, claim), opts=children)
 
         leader = f"{JOBSET_NAME_LABEL}={{run}},{JOB_INDEX_LABEL}=0"
         self.submit_training, self.submit_allreduce = train.submit_command, allreduce.submit_command
