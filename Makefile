@@ -58,7 +58,7 @@ docs: install  ## regenerate the generated docs
 
 test: install-dev install-checkov install-policy  ## install, lint, then run the test suites
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup
 	$(POLICY_VENV)/bin/python -m pytest -q policy/tests
 
 # The edit loop: lint, the config core and its rules, the house rules, and one stack rendered and held to its URN pins
