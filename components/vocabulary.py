@@ -68,9 +68,19 @@ GPU_NODE_OS_KUBERNETES = ((1, 35), (1, 38))
 AKS supports 24.04 on (upgrade-os-version: Ubuntu 24.04 "supported in Kubernetes 1.32 to 1.38")."""
 
 DRIVER_LABEL = "aksgpu.io/driver"
-"""Node label: ``compiled`` puts an operator-driver node on the compiled driver (a ``none`` pool's nodes, and a
-precompiled node whose kernel NVIDIA has not built); other operator-driver nodes take the precompiled one."""
-COMPILED = "compiled"
+"""Node label naming the GPU operator's driver for an operator-driver node, each NVIDIADriver selecting its own value:
+``precompiled`` on a ``precompiled`` pool's nodes, ``compiled`` on a ``none`` pool's and on a precompiled node whose
+kernel NVIDIA has not built (the GPU node gate relabels it). Both values are selected explicitly, as the operator
+moves a node between drivers only on a change of a label its drivers select on (GPU operator v26.7.0
+controllers/nodelabeling_controller.go)."""
+PRECOMPILED_LABEL, COMPILED = "precompiled", "compiled"
+
+
+def driver_label(driver: GpuDriver) -> dict[str, str]:
+    """The driver label a pool's nodes start with: none where AKS installs the driver."""
+    if not driver.operator_owned:
+        return {}
+    return {DRIVER_LABEL: PRECOMPILED_LABEL if driver == GpuDriver.PRECOMPILED else COMPILED}
 
 
 class SharingMode(StrEnum):

@@ -96,26 +96,49 @@ def test_operator_owns_driver_and_toolkit_through_nvidiadriver_resources_when_po
     assert pool["gpuProfile"] == {"driver": "None"} and pool["nodeLabels"]["aksgpu.io/driver"] == "compiled"
 
 
-def test_operator_driver_nodes_take_the_precompiled_driver_and_labelled_ones_the_compiled_driver_of_one_branch():
+def test_each_operator_driver_node_is_selected_by_exactly_one_nvidiadriver_of_one_branch():
     """GPU operator v26.7.0 internal/nvidiadriver/nvidiadriver.go AssignOwners: a non-default NVIDIADriver whose
-    nodeSelector matches a node owns it, the one default NVIDIADriver every other GPU node; two defaults, or two
-    non-default ones on a node, stop the operator."""
-    r = render_with(gpuPools=[{"name": "t4"}])
-    assert "aksgpu.io/driver" not in r.named("gpu-t4-pool").inputs["nodeLabels"]
+    nodeSelector matches a node owns it; controllers/nodelabeling_controller.go SetupWithManager moves a node to
+    another driver only when a label its current driver selects on changes, so both drivers select on the driver
+    label (a default one selects nothing, and the gate's relabel would leave the node on it)."""
+    r = render_with(gpuPools=[{"name": "t4"}, {"name": "a100", "vmSize": "Standard_NC24ads_A100_v4",
+                                                "driver": "none"}])
     drivers = {d.inputs["metadata"]["name"]: d.inputs for d in r.of_type(
         "kubernetes:nvidia.com/v1alpha1:NVIDIADriver")}
     definition = upstream.crd("gpu-operator", "nvidiadrivers.nvidia.com")
     for d in drivers.values():
         assert "gpu-operator-release" in r.named(f"gpu-operator-driver-{d['metadata']['name']}").depends_on
         upstream.validate_against_crd({k: d[k] for k in ("apiVersion", "kind", "metadata", "spec")}, definition)
+        assert d["spec"]["default"] is False
+    for pool in ("t4", "a100"):
+        labels = r.named(f"gpu-{pool}-pool").inputs["nodeLabels"]
+        owners = [name for name, d in drivers.items()
+                  if all(labels.get(k) == v for k, v in d["spec"]["nodeSelector"].items())]
+        assert owners == [{"t4": "precompiled", "a100": "compiled"}[pool]], pool
     precompiled, compiled = drivers["precompiled"]["spec"], drivers["compiled"]["spec"]
-    assert (precompiled["default"], "nodeSelector" in precompiled) == (True, False)
-    assert (compiled["default"], compiled["nodeSelector"]) == (False, {"aksgpu.io/driver": "compiled"})
+    # The gate's fallback relabels a precompiled node to the compiled driver: the key both select on.
+    assert precompiled["nodeSelector"].keys() == compiled["nodeSelector"].keys() == {"aksgpu.io/driver"}
     # The compiled driver is the chart's own, and the precompiled one its branch: a node that falls back keeps it.
     chart_driver = upstream.chart_values("gpu-operator")["driver"]["version"]
     assert (compiled["usePrecompiled"], compiled["version"]) == (False, chart_driver)
     assert (precompiled["usePrecompiled"], precompiled["version"]) == (True, chart_driver.split(".")[0])
     assert SKU_GPU in precompiled["tolerations"] and GATE in compiled["tolerations"]
+
+
+def test_infiniband_pools_take_the_compiled_driver_with_gpudirect_rdma_and_refuse_the_precompiled_one():
+    """nvidia-peermem must be built against the OFED modules the Network Operator loads: the driver container
+    compiles it on the node (NVIDIA/gpu-driver-container ubuntu24.04/precompiled/nvidia-driver only modprobes the
+    module its package built against the stock kernel)."""
+    ib = {"name": "ndh100", "vmSize": "Standard_ND96isr_H100_v5", "priority": "regular"}
+    cfg = load({"gpuPools": [ib], "addons": {"networkOperator": True}})
+    assert cfg.gpu_pools[0].gpu_driver == "none"
+    with pytest.raises(Exception, match=r'gpuPools\[0\].driver="precompiled".*use driver none'):
+        load({"gpuPools": [{**ib, "driver": "precompiled"}], "addons": {"networkOperator": True}})
+    r = render_with(gpuPools=[ib], addons={"networkOperator": True})
+    drivers = {d.inputs["metadata"]["name"]: d.inputs["spec"] for d in r.of_type(
+        "kubernetes:nvidia.com/v1alpha1:NVIDIADriver")}
+    assert drivers["compiled"]["rdma"] == {"enabled": True, "useHostMofed": False}
+    assert "rdma" not in drivers["precompiled"]
 
 
 def test_a_new_gpu_node_is_held_by_the_gate_until_its_gpu_check_passes(render_shape):

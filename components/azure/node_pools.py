@@ -16,7 +16,7 @@ import pulumi
 from pulumi_azure_native import containerservice as cs
 
 from components.kubernetes.scheduling import toleration
-from components.vocabulary import COMPILED, DRIVER_LABEL, GPU_NODE_OS, GpuDriver, GpuNodes
+from components.vocabulary import GPU_NODE_OS, GpuNodes, driver_label
 
 MAX_PODS = 110
 """Pods per node: Kubernetes' tested per-node limit (AKS's CNI overlay default is 250). GPU nodes run a few
@@ -159,8 +159,7 @@ class _NodePool(pulumi.ComponentResource):
                      "gpu_instance_profile": gpu.mig_profile}
             # Every GPU node runs the OS NVIDIA's precompiled drivers are built for (GPU_NODE_OS says why).
             extra["os_sku"] = GPU_NODE_OS
-            if gpu.driver == GpuDriver.NONE:
-                labels[DRIVER_LABEL] = COMPILED
+            labels.update(driver_label(gpu.driver))
         self.agent_pool = cs.AgentPool(
             f"{name}-pool",
             # Explicit: an auto-name would carry the logical name's hyphens, which AKS refuses in pool names.

@@ -18,7 +18,7 @@ from pulumi_kubernetes import apiextensions
 
 from components.azure.node_pools import GPU_TAINT, MAX_PODS, GpuNodePool, PoolNodes
 from components.kubernetes.scheduling import taint_fields, toleration
-from components.vocabulary import COMPILED, DRIVER_LABEL, GPU_NODE_OS, GpuDriver, GpuNodes
+from components.vocabulary import GPU_NODE_OS, GpuNodes, driver_label
 
 NODEPOOL_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.azure.com/v1beta1"
@@ -120,7 +120,7 @@ class NapGpuPool(pulumi.ComponentResource):
         self.tolerations = [toleration(GPU_TAINT)]
         self.node_selector = {NODEPOOL_LABEL: pool.name}
         labels = {**pool.labels, "accelerator": "nvidia", **(args.extra_labels or {}),
-                  **({DRIVER_LABEL: COMPILED} if args.gpu.driver == GpuDriver.NONE else {})}
+                  **driver_label(args.gpu.driver)}
         node_class = apiextensions.CustomResource(
             f"{name}-nodeclass", api_version=NODECLASS_API, kind="AKSNodeClass", metadata={"name": pool.name},
             spec=pulumi.Output.from_input(args.subnet_id).apply(lambda subnet: node_class_spec(args, subnet)),

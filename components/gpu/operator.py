@@ -18,7 +18,7 @@ from components.gpu.nfd import MIG_NOT_READY, NVIDIA_GPU
 from components.kubernetes import charts, helm
 from components.kubernetes.scheduling import merged_tolerations
 from components.kubernetes.security import PRIVILEGED_NAMESPACE_LABELS, namespace
-from components.vocabulary import COMPILED, DRIVER_LABEL, GpuNodes, SharingMode
+from components.vocabulary import COMPILED, DRIVER_LABEL, PRECOMPILED_LABEL, GpuNodes, SharingMode
 
 AKS_NVIDIA_RUNTIME = "nvidia-container-runtime"
 """The runtime handler AKS's containerd config defines on GPU nodes it set up (driver: install)."""
@@ -33,8 +33,7 @@ COMPILED_DRIVER_VERSION = "595.91.07"
 """The driver the operator compiles on a node: the chart's own ``driver.version`` at v26.7.0."""
 NVIDIA_DRIVER_API = "nvidia.com/v1alpha1"
 PRECOMPILED_DRIVER, COMPILED_DRIVER = "precompiled", "compiled"
-"""The two NVIDIADriver resources: the precompiled one for every operator-driver node (the default), the compiled
-one for the nodes labelled ``aksgpu.io/driver=compiled``."""
+"""The two NVIDIADriver resources, for the nodes labelled ``aksgpu.io/driver=precompiled`` and ``=compiled``."""
 
 DCGM_VIRTUAL_GPUS = "KUBERNETES_VIRTUAL_GPUS"
 """The DCGM exporter's switch for GPUs shared by time-slicing or MPS (off by default; the operator never sets it)."""
@@ -79,7 +78,12 @@ def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, s
         # through /proc/<pid>/cgroup: it must see the host's PIDs, or every pod reads 0 (k8s audit #2;
         # dcgm-exporter 4.5.3-4.8.2 internal/pkg/transformation/kubernetes.go, pidmapper.go; the chart's
         # dcgmExporter.hostPID is false by default).
-        values["dcgmExporter"] = {"env": [{"name": DCGM_VIRTUAL_GPUS, "value": "true"}], "hostPID": True}
+        # It then matches each process's pod UID (from its cgroup) against the pods the kubelet lists, whose UIDs
+        # it fills in only with pod-UID enrichment on (dcgm-exporter internal/pkg/transformation/kubernetes.go:
+        # PodInfo.UID is set only if KubernetesEnablePodUID); the operator mounts the exporter's token and grants
+        # it pods get/list/watch only then (GPU operator v26.7.0 controllers/object_controls.go).
+        values["dcgmExporter"] = {"env": [{"name": DCGM_VIRTUAL_GPUS, "value": "true"}], "hostPID": True,
+                                  "enablePodUID": True}
     if any(p.sharing == SharingMode.MIG for p in pools):
         values["mig"] = {"strategy": "single"}
         # AKS partitions MIG pools from gpuInstanceProfile; the operator's MIG manager (default config
@@ -94,21 +98,26 @@ def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, s
 
 
 def driver_specs(tolerations: list[dict[str, str]], rdma: bool) -> dict[str, dict[str, Any]]:
-    """The NVIDIADriver resources (GPU operator v26.7.0 api/nvidia/v1alpha1/nvidiadriver_types.go): NVIDIA's
-    precompiled driver for every operator-driver node, as the default, and the compiled one for the nodes labelled
-    ``aksgpu.io/driver=compiled``: a ``none`` pool's, and a node whose kernel NVIDIA has not built the
-    precompiled image for yet, which the GPU node gate relabels (``node_gate_job.py``) instead of leaving it
-    without GPUs (the operator itself never falls back: controllers/object_controls.go builds the tag from the
-    node's kernel and pulls it). ``rdma``: GPUDirect RDMA, the driver's nvidia-peermem over the Network Operator's
-    OFED driver container (Azure/aks-rdma-infiniband configs/values/gpu-operator: rdma.enabled, useHostMofed
-    false)."""
+    """The NVIDIADriver resources (GPU operator v26.7.0 api/nvidia/v1alpha1/nvidiadriver_types.go), neither of them
+    the default, each selecting its value of ``aksgpu.io/driver``: NVIDIA's precompiled driver for the nodes of
+    ``precompiled`` pools, the compiled one for a ``none`` pool's and for a node whose kernel NVIDIA has not built the
+    precompiled image for yet, which the GPU node gate relabels (``node_gate_job.py``; the operator itself never falls
+    back: controllers/object_controls.go builds the tag from the node's kernel and pulls it). The operator moves a node
+    to another driver only when a label its current driver selects on changes (controllers/nodelabeling_controller.go
+    SetupWithManager): a default driver selects nothing, so a relabelled node would stay on it.
+
+    ``rdma``: GPUDirect RDMA, on the compiled driver only: its nvidia-peermem is built on the node against the Network
+    Operator's DOCA OFED modules (Azure/aks-rdma-infiniband configs/values/gpu-operator: rdma.enabled, useHostMofed
+    false); the precompiled package's module is built against the stock kernel's InfiniBand stack, which the OFED
+    driver replaces, so InfiniBand pools take the compiled driver (``program/config`` refuses ``precompiled`` there)."""
     common: dict[str, Any] = {"driverType": "gpu", "repository": "nvcr.io/nvidia", "image": "driver",
-                              "tolerations": tolerations,
-                              **({"rdma": {"enabled": True, "useHostMofed": False}} if rdma else {})}
+                              "tolerations": tolerations, "default": False}
     return {
-        PRECOMPILED_DRIVER: {**common, "default": True, "usePrecompiled": True, "version": DRIVER_BRANCH},
-        COMPILED_DRIVER: {**common, "default": False, "usePrecompiled": False, "version": COMPILED_DRIVER_VERSION,
-                          "nodeSelector": {DRIVER_LABEL: COMPILED}},
+        PRECOMPILED_DRIVER: {**common, "usePrecompiled": True, "version": DRIVER_BRANCH,
+                             "nodeSelector": {DRIVER_LABEL: PRECOMPILED_LABEL}},
+        COMPILED_DRIVER: {**common, "usePrecompiled": False, "version": COMPILED_DRIVER_VERSION,
+                          "nodeSelector": {DRIVER_LABEL: COMPILED},
+                          **({"rdma": {"enabled": True, "useHostMofed": False}} if rdma else {})},
     }
 
 

@@ -45,7 +45,9 @@ NCCL_BASELINES: dict[str, NcclBaseline] = {
         "tests/README.md): 187 GB/s at 8 GiB; 'less than 180 indicates that there is a problem with the setup'"),
 }
 """Microsoft's published all-reduce baselines, by quota family. A family not here gets its figures reported
-without a verdict (``expectBusbw`` sets one)."""
+without a verdict (``expectBusbw`` sets one). The H100 figures come from a full sweep on Microsoft's Slurm clusters
+whose node count the source does not state, not from 2 nodes: the README says so, and ``expectBusbw`` replaces them
+with a figure from the user's own healthy run."""
 
 TOPOLOGY_FILES = {"standardNDSH100v5Family": "ndv5-topo.xml", "Standard NDASv4_A100 Family": "ndv4-topo.xml"}
 """NCCL's view of the VM's GPU, NIC and NUMA layout, which it cannot read inside the VM, by quota family: Azure's

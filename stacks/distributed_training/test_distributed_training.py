@@ -12,7 +12,7 @@ import yaml
 from components.autoscaling.kueue import ALL_OR_NOTHING
 from components.gpu.network_operator import MELLANOX_PRESENT_LABEL, RDMA_RESOURCE
 from components.kubernetes import charts
-from components.training.jobset import JOB_INDEX_LABEL, JOBSET_NAME_LABEL, rendezvous_host
+from components.training.jobset import JOB_INDEX_LABEL, JOBSET_NAME_LABEL, OWNER_UID, rendezvous_host
 from offline.report import manifest
 from program.config.errors import ConfigError
 from stacks.distributed_training.deploy import ALLREDUCE_RESULT, SUBMIT_ALLREDUCE, SUBMIT_TRAINING
@@ -132,11 +132,18 @@ def test_outputs_submit_each_run_from_its_template(render_of, tmp_path):
     for output, name in ((SUBMIT_ALLREDUCE, "nccl-allreduce"), (SUBMIT_TRAINING, "train")):
         command = r.outputs[output]
         assert command.startswith(f"kubectl -n distributed delete jobset {name} --ignore-not-found")
-        assert f"get configmap {name}-jobset -o jsonpath='{{.data.jobset\\.json}}' | kubectl create -f -" in command
-    # The jsonpath the command uses reads the manifest back (kubectl's dotted-key escape).
-    (config_map,) = [c for c in r.of_type("kubernetes:core/v1:ConfigMap")
-                     if c.revealed["metadata"]["name"] == "train-jobset"]
-    assert json.loads(config_map.revealed["data"]["jobset.json"])["kind"] == "JobSet"
+        # Each run is owned by the checkpoint claim, whose uid the command reads and writes into the manifest.
+        assert "owner=$(kubectl -n distributed get pvc checkpoints-train-" in command
+        assert (f"get configmap {name}-jobset -o jsonpath='{{.data.jobset\\.json}}' | "
+                f'sed "s/{OWNER_UID}/$owner/" | kubectl create -f -') in command
+        (config_map,) = [c for c in r.of_type("kubernetes:core/v1:ConfigMap")
+                         if c.revealed["metadata"]["name"] == f"{name}-jobset"]
+        # The jsonpath the command uses reads the manifest back (kubectl's dotted-key escape).
+        manifest_ = json.loads(config_map.revealed["data"]["jobset.json"])
+        assert manifest_["kind"] == "JobSet"
+        (owner,) = manifest_["metadata"]["ownerReferences"]
+        claim = command.split("get pvc ", 1)[1].split(" ", 1)[0]
+        assert owner == {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": claim, "uid": OWNER_UID}
 
 
 def test_the_network_operator_serves_rdma_on_infiniband_nodes_only(render_of):
@@ -171,10 +178,12 @@ def test_gpudirect_rdma_is_the_gpu_operators_driver_on_every_node(render_of):
     r = render_of(STACK)
     values = r.named("gpu-operator-release").revealed["values"]
     assert values["driver"]["nvidiaDriverCRD"] == {"enabled": True, "deployDefaultCR": False}
-    drivers = r.of_type("kubernetes:nvidia.com/v1alpha1:NVIDIADriver")
-    assert {d.inputs["metadata"]["name"] for d in drivers} == {"precompiled", "compiled"}
-    for d in drivers:
-        assert d.inputs["spec"]["rdma"] == {"enabled": True, "useHostMofed": False}
+    drivers = {d.inputs["metadata"]["name"]: d.inputs["spec"] for d in
+               r.of_type("kubernetes:nvidia.com/v1alpha1:NVIDIADriver")}
+    assert drivers["compiled"]["rdma"] == {"enabled": True, "useHostMofed": False}
+    # The pool's nodes take the compiled driver, whose nvidia-peermem is built against the OFED modules.
+    (pool,) = r.of_type("azure-native:containerservice:AgentPool")
+    assert pool.inputs["nodeLabels"]["aksgpu.io/driver"] == "compiled"
     defaults = upstream.fixture("charts", "gpu-operator", charts.GPU_OPERATOR.version, "values.json")
     assert upstream.unknown_value_paths(values, defaults) == []
 
@@ -225,7 +234,7 @@ REFUSED = [
                     "maxCount": 2, "zones": ["1", "2"]}]}, r'gpuPools\[0\]\.zones=.*one zone'),
     ({"gpuPools": [{"name": "ndh100", "vmSize": "Standard_ND96isr_H100_v5", "priority": "regular", "minCount": 0,
                     "maxCount": 2, "driver": "install"}]},
-     r'gpuPools\[0\]\.driver="install": .*use driver precompiled or none'),
+     r'gpuPools\[0\]\.driver="install": .*use driver none'),
     ({"addons": {"networkOperator": True, "nfd": False}}, r'addons\.networkOperator=true: needs addons\.nfd'),
 ]
 
