@@ -74,8 +74,12 @@ def test_a_shared_gpus_metrics_are_written_once_per_pod_using_it(mode, virtual):
     gpu-operator v26.7.0 never sets it), so every other sharer's per-pod KEDA query was empty and read as 0."""
     from components.gpu.operator import operator_values
     values = operator_values([pool(mode=mode, replicas=4 if mode != "none" else 1)], [], False, None)
-    env = values.get("dcgmExporter", {}).get("env", [])
-    assert ({"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"} in env) is virtual
+    exporter = values.get("dcgmExporter", {})
+    assert ({"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"} in exporter.get("env", [])) is virtual
+    # It then attributes a shared GPU by each process's pod: the host's PIDs (hostPID), and the pods' UIDs, which
+    # it reads only with pod-UID enrichment (internal/pkg/transformation/kubernetes.go: PodInfo.UID is set only if
+    # KubernetesEnablePodUID; the operator grants the pod read access only then, controllers/object_controls.go).
+    assert (exporter.get("hostPID"), exporter.get("enablePodUID")) == ((True, True) if virtual else (None, None))
     assert upstream.unknown_value_paths(values, upstream.chart_values("gpu-operator")) == []
 
 
