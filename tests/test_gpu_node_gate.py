@@ -64,6 +64,9 @@ class FakeApi:
                 job = url.path.rsplit("/", 1)[-1]
                 if job not in fake.jobs:
                     return self.answer(404, {"message": "not found"})
+                if fake.jobs[job] == "Deleting":
+                    return self.answer(200, {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"},
+                                             "status": {"conditions": [{"type": "Failed", "status": "True"}]}})
                 return self.answer(200, {"status": {"conditions": [{"type": fake.jobs[job], "status": "True"}]}
                                          if fake.jobs[job] else {}})
 
@@ -174,3 +177,12 @@ def test_a_node_changed_meanwhile_is_read_again_and_patched_on_its_new_version()
     api = FakeApi([node("fresh")], conflicts=1)
     assert api.run_once() == ["fresh joined: held until its GPU check passes"]
     assert [p["metadata"]["resourceVersion"] for _, p in api.patches] == ["7", "8"]
+
+
+def test_taking_the_verdict_off_runs_a_new_check_instead_of_rereading_the_last_one():
+    """The last check's Job is kept an hour (ttlSecondsAfterFinished): its failure must not stand for the new check."""
+    name = gate.job_name("n")
+    rerun = FakeApi([node("n", gpus=1)], jobs={name: "Failed"})
+    assert rerun.run_once() == ["n joined: held until its GPU check passes"] and rerun.deleted == [name]
+    going = FakeApi([node("n", verdict="pending", tainted=True, gpus=1)], jobs={name: "Deleting"})
+    assert going.run_once() == ["started the GPU check of n"] and going.patches == []

@@ -13,12 +13,13 @@ The ``gpu-node-gate`` Deployment runs this file with the standard library only (
 3. A passed check removes the taint and sets the verdict ``passed``; a failed one sets ``failed: <why>`` and keeps the
    taint: the GpuNodeNotAdmitted alert fires, and GPU node repair treats the node as sick (``node_repair_job.py``).
 4. A node of a ``precompiled`` pool whose driver pod cannot pull NVIDIA's precompiled image for the node's kernel
-   (NVIDIA builds it some days after the kernel ships) for ``FALLBACK_SECONDS`` is labelled ``aksgpu.io/driver=
-   compiled``: the GPU operator's compiled NVIDIADriver takes it over, instead of leaving it without GPUs.
+   (NVIDIA builds it some days after the kernel ships) for ``FALLBACK_SECONDS`` is relabelled from ``aksgpu.io/driver=
+   precompiled`` to ``compiled``: the GPU operator's compiled NVIDIADriver takes it over (the operator reacts to a
+   change of a label its drivers select on), instead of leaving it without GPUs.
 
 A node already running GPU work when the gate first sees it (a deployed stack the gate is added to) gets ``passed
 (in service before the gate)`` and is left alone, as are nodes of no GPU pool. A verdict is an annotation:
-``kubectl annotate node NAME aksgpu.io/gpu-check-`` runs the check again.
+``kubectl annotate node NAME aksgpu.io/gpu-check-`` runs the check again (the last check's Job is deleted first).
 """
 
 from __future__ import annotations
@@ -132,6 +133,8 @@ class Gate:
             return "none", ""
         if status != 200:
             raise RuntimeError(f"check Job of {node}: HTTP {status}: {body.get('message', body)}")
+        if body.get("metadata", {}).get("deletionTimestamp"):
+            return "none", ""  # an earlier check on its way out (a new one is created once it is gone)
         for condition in body.get("status", {}).get("conditions") or []:
             if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
                 state = "passed" if condition["type"] == "Complete" else "failed"
@@ -160,6 +163,7 @@ class Gate:
         return f"started the GPU check of {node['metadata']['name']}"
 
     def delete_job(self, node: str) -> None:
+        """Delete the node's check Job and its pod, if there is one."""
         self.api.call("DELETE", f"/apis/batch/v1/namespaces/{self.namespace}/jobs/{job_name(node)}"
                                 "?propagationPolicy=Background")
 
@@ -205,6 +209,9 @@ class Gate:
                 if self.in_service(name, pool):
                     self.set_taint(node, False, "passed (in service before the gate)")
                 else:
+                    # A verdict taken off to run the check again: the last check's Job (kept an hour) must not
+                    # stand for the new one.
+                    self.delete_job(name)
                     self.set_taint(node, True, "pending")
                     log.append(f"{name} joined: held until its GPU check passes")
                 continue
