@@ -45,6 +45,8 @@ class Resource:
     """Inputs whose change replaces the resource (``replaceOnChanges``)."""
     protect: bool = False
     """``pulumi destroy`` refuses the resource (``protect``)."""
+    delete_before_replace: bool = False
+    """A replacement deletes the old resource first (``deleteBeforeReplace``): a fixed name cannot exist twice."""
     revealed: dict[str, Any] = field(default_factory=dict, repr=False)
     """Inputs with secrets shown, for tests only: never written by the render."""
     urn: str = ""
@@ -65,6 +67,8 @@ class Resource:
             out["replaceOnChanges"] = self.replace_on_changes
         if self.protect:
             out["protect"] = True
+        if self.delete_before_replace:
+            out["deleteBeforeReplace"] = True
         return out
 
 
@@ -190,6 +194,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             ignore_changes=sorted(request.ignoreChanges),
             replace_on_changes=sorted(request.replaceOnChanges),
             protect=bool(request.protect),
+            delete_before_replace=bool(request.deleteBeforeReplace),
             revealed=normalise(properties, reveal=True),
             urn=f"{qualified}::{request.name}",
             aliases=sorted(self._alias(a, request) for a in request.aliases),

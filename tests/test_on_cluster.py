@@ -21,6 +21,7 @@ import yaml
 from components.autoscaling.kueue import manager_config
 from components.gpu import node_gate_job, node_repair_job
 from components.gpu.gate import GATE_TAINT_KEY
+from components.vocabulary import SECURITY_EXCEPTION, SecurityException
 from tests import cluster_support as cs
 from tests.helpers import STACKS, pod_spec
 
@@ -75,6 +76,10 @@ class Life:
     repair: dict[str, Any] = field(default_factory=dict)
     gate: list[str] = field(default_factory=list)
     """The gate controller's lines over a new node's admission."""
+    changed_jobs: dict[str, str] = field(default_factory=dict)
+    """Each Job → what the API server answers to its pod template changed (a dry-run apply)."""
+    exception: dict[str, str] = field(default_factory=dict)
+    """An InfiniBand namespace's pod as rendered, and each way past its exception → what admission answered."""
     left_behind: list[str] = field(default_factory=list)
     """What the deletion in Pulumi's order did not finish (a namespace stuck Terminating, a finalizer)."""
     seconds: dict[str, float] = field(default_factory=dict)
@@ -120,7 +125,9 @@ def _live(cluster, render) -> Life:
         found.refused += cs.apply_waves(cluster, waves)
         lap("apply")
         found.second_apply = cs.changed_on_second_apply(cluster, waves)
+        found.changed_jobs = _change_job_templates(admin, waves)
         lap("second apply")
+        found.exception = _exception_probe(admin, waves)
         found.not_running, found.misplaced = _settled(admin, waves)
         found.pull_ahead = _pull_ahead(admin, waves, nodes)
         lap("workloads")
@@ -261,6 +268,94 @@ def _ended(admin: cs.Admin, path: str) -> str:
         return json.dumps(admin.get(path).get("status", {}))[:400]
 
 
+def _change_job_templates(admin: cs.Admin, waves) -> dict[str, str]:
+    """Each Job applied again (dry run, as Pulumi's field manager) with an environment variable added to its pod
+    template, as a new image or argument would change it: what the API server answers."""
+    found = {}
+    for job in (o for wave in waves for o in wave if o["kind"] == "Job"):
+        changed = json.loads(json.dumps(job))
+        container = changed["spec"]["template"]["spec"]["containers"][0]
+        container["env"] = [*container.get("env", []), {"name": "CHANGED", "value": "1"}]
+        status, body = admin.call(
+            "PATCH", f"{cs.path_of(job, 'jobs')}?fieldManager={cs.FIELD_MANAGER}&force=true&dryRun=All", changed,
+            content_type="application/apply-patch+yaml")
+        found[f"{job['metadata']['namespace']}/{job['metadata']['name']}"] = (
+            "accepted" if status == 200 else body.get("message", str(status)))
+    return found
+
+
+def _privileged(pod: dict) -> None:
+    pod["containers"][0]["securityContext"]["privileged"] = True
+
+
+def _set(path: str, value: Any):
+    """A change to the pod spec at ``path`` (dots; a digit indexes a list)."""
+    def change(pod: dict) -> None:
+        *parents, last = path.split(".")
+        for key in parents:
+            pod = pod[int(key)] if key.isdigit() else pod.setdefault(key, {})
+        pod[last] = value
+    return change
+
+
+PAST_THE_EXCEPTION = {
+    "privileged container": _privileged,
+    "privileged init container": lambda pod: pod.setdefault("initContainers", []).append(
+        {**pod["containers"][0], "name": "init", "securityContext": {
+            **pod["containers"][0]["securityContext"], "privileged": True}}),
+    "SYS_ADMIN": _set("containers.0.securityContext.capabilities.add", ["IPC_LOCK", "SYS_ADMIN"]),
+    "privilege escalation": _set("containers.0.securityContext.allowPrivilegeEscalation", True),
+    "host network": _set("hostNetwork", True),
+    "host PID": _set("hostPID", True),
+    "hostPath volume": lambda pod: pod.setdefault("volumes", []).append({"name": "host", "hostPath": {"path": "/"}}),
+    "host port": _set("containers.0.ports", [{"containerPort": 8080, "hostPort": 8080}]),
+    "unconfined seccomp": _set("securityContext.seccompProfile", {"type": "Unconfined"}),
+    "unconfined container AppArmor": _set("containers.0.securityContext.appArmorProfile", {"type": "Unconfined"}),
+    "sysctl": _set("securityContext.sysctls", [{"name": "kernel.shm_rmid_forced", "value": "0"}]),
+}
+"""What the rdma-memory-lock exception must not let through (Pod Security baseline, the namespace enforcing
+privileged), each a change to the namespace's own InfiniBand pod."""
+
+
+def _exception_probe(admin: cs.Admin, waves) -> dict[str, str]:
+    """The InfiniBand pod of each rdma-memory-lock namespace, as rendered and with each change of
+    ``PAST_THE_EXCEPTION``, created with ``dryRun=All`` (admission runs, nothing is stored), and a privileged
+    ephemeral container added to the pod as ``kubectl debug`` does: what admission answered."""
+    found: dict[str, str] = {}
+    for ns in (o for wave in waves for o in wave if o["kind"] == "Namespace"
+               and o["metadata"].get("labels", {}).get(SECURITY_EXCEPTION) == SecurityException.RDMA_MEMORY_LOCK):
+        name = ns["metadata"]["name"]
+        template = next(json.loads(o["data"]["jobset.json"]) for wave in waves for o in wave
+                        if o["kind"] == "ConfigMap" and o["metadata"].get("namespace") == name
+                        and "jobset.json" in o.get("data", {}))
+        spec = template["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        pods = f"/api/v1/namespaces/{name}/pods"
+
+        def create(pod_spec_: dict, dry: bool = True, name: str = name, pods: str = pods) -> tuple[int, dict]:
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "exception-probe", "namespace": name},
+                   "spec": pod_spec_}
+            return admin.call("POST", f"{pods}?dryRun=All" if dry else pods, pod)
+
+        status, body = create(json.loads(json.dumps(spec)))
+        found["as rendered"] = str(status) if status != 201 else "admitted"
+        for what, change in PAST_THE_EXCEPTION.items():
+            changed = json.loads(json.dumps(spec))
+            change(changed)
+            status, body = create(changed)
+            found[what] = "admitted" if status == 201 else body.get("message", str(status))
+        status, body = create(json.loads(json.dumps(spec)), dry=False)
+        assert status == 201, body
+        debug = {**spec["containers"][0], "name": "debug", "securityContext": {"privileged": True}}
+        for key in ("resources", "ports", "readinessProbe", "livenessProbe", "startupProbe"):
+            debug.pop(key, None)
+        status, body = admin.call("PATCH", f"{pods}/exception-probe/ephemeralcontainers?dryRun=All",
+                                  {"spec": {"ephemeralContainers": [debug]}},
+                                  content_type="application/strategic-merge-patch+json")
+        found["privileged ephemeral container"] = "admitted" if status == 200 else body.get("message", str(status))
+        admin.call("DELETE", f"{pods}/exception-probe?gracePeriodSeconds=0")
+    return found
+
+
 def _pull_ahead(admin: cs.Admin, waves, nodes) -> dict[str, tuple[int, int]]:
     found = {}
     for o in (o for wave in waves for o in wave):
@@ -365,6 +460,18 @@ def test_a_second_apply_of_the_same_render_changes_nothing(stack, cluster, rende
 
 
 @pytest.mark.parametrize("stack", STACK_PARAMS)
+def test_a_changed_job_template_is_refused_by_the_api_server_and_replaced_by_pulumi(stack, cluster, render_of):
+    """The API server refuses a Job's pod template changed in place (immutable). Pulumi replaces a Job whose
+    ``.spec.template`` changed (pulumi-kubernetes provider/pkg/provider/diff.go ``forceNew``, batch/v1 Job) instead of
+    patching it; under its fixed name the old one must go first, or ``pulumi up`` fails on the name."""
+    render = render_of(stack)
+    answers = life(stack, cluster, render).changed_jobs
+    assert {job: said for job, said in answers.items() if "field is immutable" not in said} == {}
+    jobs = render.of_type("kubernetes:batch/v1:Job")
+    assert [j.name for j in jobs if not j.delete_before_replace] == []
+
+
+@pytest.mark.parametrize("stack", STACK_PARAMS)
 def test_every_workload_runs_on_its_pool_when_the_pools_are_at_their_maximum(stack, cluster, render_of):
     found = life(stack, cluster, render_of(stack))
     assert found.not_running == {} and found.misplaced == {}
@@ -406,6 +513,18 @@ def test_the_gate_as_its_service_account_holds_a_new_gpu_node_checks_it_and_admi
     assert any(line.endswith("held until its GPU check passes") for line in lines), lines
     assert any(line.startswith("started the GPU check") for line in lines), lines
     assert lines[-1].startswith("verdict: passed at"), lines
+
+
+@pytest.mark.parametrize("stack", STACK_PARAMS)
+def test_an_infiniband_namespace_admits_its_own_pods_and_nothing_past_ipc_lock(stack, cluster, render_of):
+    """The namespace enforces privileged Pod Security so its pods may add IPC_LOCK; its ValidatingAdmissionPolicy
+    holds every other pod there to baseline (components/kubernetes/security.py RDMA_POD_RULES), ``kubectl debug``
+    included."""
+    found = life(stack, cluster, render_of(stack)).exception
+    if not found:
+        pytest.skip("no rdma-memory-lock namespace in this stack")
+    assert found.pop("as rendered") == "admitted"
+    assert {what: said for what, said in found.items() if "ValidatingAdmissionPolicy" not in said} == {}
 
 
 @pytest.mark.parametrize("stack", STACK_PARAMS)

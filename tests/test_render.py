@@ -95,7 +95,7 @@ def test_cli_config_error_exits_2_with_one_line_and_writes_nothing(tmp_path, cap
 
 
 @pytest.mark.parametrize("text, says", [
-    ("config: [unclosed\n", "Pulumi.bad.yaml:2:1: expected ',' or ']', but got '<stream end>' (not valid YAML)"),
+    ("config: [unclosed\n", "Pulumi.bad.yaml:2:1: did not find expected ',' or ']' (not valid YAML)"),
     ("- just\n- a list\n", "Pulumi.bad.yaml: the top level: must be a mapping of keys to values, not a list"),
     ("config: 42\n", "Pulumi.bad.yaml: config: must be a mapping of keys to values, not a number"),
     ("config:\n  aksgpu:gpuPools:\n    - spotMaxPrice: .nan\n", "spotMaxPrice"),

@@ -71,7 +71,9 @@ class GpuSmokeTest(pulumi.ComponentResource):
                                        uid=GPU_CLIENT_UID if probe is not nvidia_smi else NONROOT_UID),
                               labels, backoff_limit=2, deadline_seconds=GPU_START_SECONDS),
                 # The pool: the Job is awaited, and its node is chosen by label (an edge Pulumi cannot see).
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, pool]),
+                # A Job's pod template is immutable: a change replaces it, under its fixed name deleting it first.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, pool],
+                                            delete_before_replace=True),
             )
             self.job_names.append(job_name)
         self.register_outputs({"job_names": self.job_names})

@@ -118,24 +118,48 @@ def workload_namespace(name: str, namespace_name: str, parent: pulumi.Resource,
     return ns
 
 
+CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def _every_container(rule: str) -> str:
+    """``rule`` (on a container ``c``) for every container of the pod, ephemeral ones (``kubectl debug``) too."""
+    return " && ".join(f"(!has(object.spec.{lst}) || object.spec.{lst}.all(c, {rule}))" for lst in CONTAINER_LISTS)
+
+
+def _not_unconfined(context: str, field: str) -> str:
+    return f"!(has({context}.{field}) && {context}.{field}.type == 'Unconfined')"
+
+
 RDMA_POD_RULES = (
-    ("!object.spec.containers.exists(c, has(c.securityContext) && has(c.securityContext.privileged) && "
-     "c.securityContext.privileged) && !(has(object.spec.initContainers) && object.spec.initContainers.exists(c, "
-     "has(c.securityContext) && has(c.securityContext.privileged) && c.securityContext.privileged))",
+    (_every_container("!has(c.securityContext) || !has(c.securityContext.privileged) || !c.securityContext.privileged"),
      "no privileged container: the rdma-memory-lock exception is IPC_LOCK alone"),
-    ("object.spec.containers.all(c, !has(c.securityContext) || !has(c.securityContext.capabilities) || "
-     "!has(c.securityContext.capabilities.add) || c.securityContext.capabilities.add.all(a, a == 'IPC_LOCK')) && "
-     "!(has(object.spec.initContainers) && object.spec.initContainers.exists(c, has(c.securityContext) && "
-     "has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add) && "
-     "c.securityContext.capabilities.add.exists(a, a != 'IPC_LOCK')))",
+    (_every_container("!has(c.securityContext) || !has(c.securityContext.capabilities) || "
+                      "!has(c.securityContext.capabilities.add) || "
+                      "c.securityContext.capabilities.add.all(a, a == 'IPC_LOCK')"),
      "a container may add IPC_LOCK and no other capability"),
+    (_every_container("has(c.securityContext) && has(c.securityContext.allowPrivilegeEscalation) && "
+                      "!c.securityContext.allowPrivilegeEscalation"),
+     "every container sets allowPrivilegeEscalation false"),
     ("!(has(object.spec.hostNetwork) && object.spec.hostNetwork) && !(has(object.spec.hostPID) && "
      "object.spec.hostPID) && !(has(object.spec.hostIPC) && object.spec.hostIPC)",
      "no host network, PID or IPC namespace"),
     ("!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.hostPath))", "no hostPath volume"),
+    (_every_container("!has(c.ports) || c.ports.all(p, !has(p.hostPort) || p.hostPort == 0)"), "no host port"),
+    ("!has(object.spec.securityContext) || (" + " && ".join((
+        _not_unconfined("object.spec.securityContext", "seccompProfile"),
+        _not_unconfined("object.spec.securityContext", "appArmorProfile"),
+        "!has(object.spec.securityContext.sysctls)")) + ")",
+     "no Unconfined seccomp or AppArmor profile and no sysctl for the pod"),
+    (_every_container("!has(c.securityContext) || (" + " && ".join((
+        _not_unconfined("c.securityContext", "seccompProfile"), _not_unconfined("c.securityContext", "appArmorProfile"),
+        "!(has(c.securityContext.procMount) && c.securityContext.procMount != 'Default')")) + ")"),
+     "no container with an Unconfined seccomp or AppArmor profile or an unmasked /proc"),
 )
-"""CEL rules every pod of an rdma-memory-lock namespace must meet: what the namespace's privileged Pod Security level
-no longer refuses, beyond IPC_LOCK."""
+"""CEL rules every pod of an rdma-memory-lock namespace must meet: Pod Security's baseline level, which the
+namespace's privileged level no longer enforces (kubernetes.io/docs/concepts/security/pod-security-standards:
+privileged, capabilities, host namespaces, hostPath, host ports, AppArmor, /proc mount type, seccomp, sysctls; no
+sysctl at all, stricter than baseline's safe set), and of restricted's the one the InfiniBand pods meet too
+(allowPrivilegeEscalation false); root with IPC_LOCK is the exception's whole width."""
 
 
 def rdma_admission_policy(name: str, namespace_name: str, parent: pulumi.Resource) -> None:
@@ -145,8 +169,11 @@ def rdma_admission_policy(name: str, namespace_name: str, parent: pulumi.Resourc
     child = pulumi.ResourceOptions(parent=parent)
     policy = admissionregistration.v1.ValidatingAdmissionPolicy(name, metadata={"name": f"{namespace_name}-rdma-only"},
         spec={"failurePolicy": "Fail",
+              # pods/ephemeralcontainers: `kubectl debug` adds a container through the subresource, whose object
+              # is the whole pod (Pod Security's admission checks it the same way).
               "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                                      "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]},
+                                                      "operations": ["CREATE", "UPDATE"],
+                                                      "resources": ["pods", "pods/ephemeralcontainers"]}]},
               "validations": [{"expression": rule, "message": message} for rule, message in RDMA_POD_RULES]},
         opts=child)
     admissionregistration.v1.ValidatingAdmissionPolicyBinding(
