@@ -266,7 +266,7 @@ def test_the_pulumi_cli_is_the_version_the_sdk_is_pinned_to():
 
 
 NODE_24 = {"actions/checkout": 5, "actions/setup-python": 6, "actions/setup-node": 5, "actions/upload-artifact": 6,
-           "azure/login": 3, "pulumi/actions": 7}
+           "azure/login": 3, "pulumi/actions": 7, "actions/setup-go": 6, "actions/cache": 5}
 """The first major of each action whose action.yml says `using: node24` (read from the actions' repositories)."""
 
 
