@@ -137,7 +137,7 @@ SHAPES: dict[str, dict[str, Any]] = {
                    "cluster": {"openApiServer": True},
                    "gpuPools": [{"name": "ndh100",
                                  "vmSize": "Standard_ND96isr_H100_v5",
-                                 "driver": "none",
+                                 "driver": "precompiled",
                                  "priority": "regular",
                                  "minCount": 0,
                                  "maxCount": 2}],

@@ -125,20 +125,25 @@ def test_each_operator_driver_node_is_selected_by_exactly_one_nvidiadriver_of_on
     assert SKU_GPU in precompiled["tolerations"] and GATE in compiled["tolerations"]
 
 
-def test_infiniband_pools_take_the_compiled_driver_with_gpudirect_rdma_and_refuse_the_precompiled_one():
-    """nvidia-peermem must be built against the OFED modules the Network Operator loads: the driver container
-    compiles it on the node (NVIDIA/gpu-driver-container ubuntu24.04/precompiled/nvidia-driver only modprobes the
-    module its package built against the stock kernel)."""
+def test_infiniband_pools_register_gpu_memory_through_dma_buf_with_the_operators_driver():
+    """NVIDIA recommends DMA-BUF over the legacy nvidia-peermem module, which it does not need built or loaded
+    (docs.nvidia.com gpu-operator-rdma); it needs the open kernel modules the operator's driver loads, so AKS's own
+    driver is refused on InfiniBand pools, and no NVIDIADriver asks for nvidia-peermem (``rdma``)."""
     ib = {"name": "ndh100", "vmSize": "Standard_ND96isr_H100_v5", "priority": "regular"}
-    cfg = load({"gpuPools": [ib], "addons": {"networkOperator": True}})
-    assert cfg.gpu_pools[0].gpu_driver == "none"
-    with pytest.raises(Exception, match=r'gpuPools\[0\].driver="precompiled".*use driver none'):
-        load({"gpuPools": [{**ib, "driver": "precompiled"}], "addons": {"networkOperator": True}})
+    assert load({"gpuPools": [ib], "addons": {"networkOperator": True}}).gpu_pools[0].gpu_driver == "precompiled"
+    with pytest.raises(Exception, match=r'gpuPools\[0\].driver="install".*DMA-BUF.*use driver precompiled or none'):
+        load({"gpuPools": [{**ib, "driver": "install"}], "addons": {"networkOperator": True}})
     r = render_with(gpuPools=[ib], addons={"networkOperator": True})
-    drivers = {d.inputs["metadata"]["name"]: d.inputs["spec"] for d in r.of_type(
-        "kubernetes:nvidia.com/v1alpha1:NVIDIADriver")}
-    assert drivers["compiled"]["rdma"] == {"enabled": True, "useHostMofed": False}
-    assert "rdma" not in drivers["precompiled"]
+    drivers = r.of_type("kubernetes:nvidia.com/v1alpha1:NVIDIADriver")
+    assert drivers and all("rdma" not in d.inputs["spec"] for d in drivers)
+
+
+def test_the_drivers_change_after_the_pools_whose_node_labels_they_select():
+    """A deployed stack's nodes get the driver label from their pool: the NVIDIADrivers' selectors move only after
+    it, or the nodes are left without a driver in between (no default driver takes them)."""
+    r = render_with(gpuPools=[{"name": "t4"}])
+    for driver in r.of_type("kubernetes:nvidia.com/v1alpha1:NVIDIADriver"):
+        assert "gpu-t4-pool" in driver.depends_on, driver.depends_on
 
 
 def test_a_new_gpu_node_is_held_by_the_gate_until_its_gpu_check_passes(render_shape):

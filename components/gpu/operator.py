@@ -79,9 +79,10 @@ def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, s
         # dcgm-exporter 4.5.3-4.8.2 internal/pkg/transformation/kubernetes.go, pidmapper.go; the chart's
         # dcgmExporter.hostPID is false by default).
         # It then matches each process's pod UID (from its cgroup) against the pods the kubelet lists, whose UIDs
-        # it fills in only with pod-UID enrichment on (dcgm-exporter internal/pkg/transformation/kubernetes.go:
-        # PodInfo.UID is set only if KubernetesEnablePodUID); the operator mounts the exporter's token and grants
-        # it pods get/list/watch only then (GPU operator v26.7.0 controllers/object_controls.go).
+        # it reads from the API server (dcgm-exporter internal/pkg/transformation/kubernetes.go); the operator mounts
+        # the exporter's token and grants it pods get/list/watch only with pod-UID enrichment on (GPU operator
+        # v26.7.0 controllers/object_controls.go). On MPS, whether NVML credits the clients or the MPS server is
+        # untested here.
         values["dcgmExporter"] = {"env": [{"name": DCGM_VIRTUAL_GPUS, "value": "true"}], "hostPID": True,
                                   "enablePodUID": True}
     if any(p.sharing == SharingMode.MIG for p in pools):
@@ -97,7 +98,7 @@ def operator_values(pools: Sequence[GpuNodes], gpu_tolerations: list[dict[str, s
     return values
 
 
-def driver_specs(tolerations: list[dict[str, str]], rdma: bool) -> dict[str, dict[str, Any]]:
+def driver_specs(tolerations: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
     """The NVIDIADriver resources (GPU operator v26.7.0 api/nvidia/v1alpha1/nvidiadriver_types.go), neither of them
     the default, each selecting its value of ``aksgpu.io/driver``: NVIDIA's precompiled driver for the nodes of
     ``precompiled`` pools, the compiled one for a ``none`` pool's and for a node whose kernel NVIDIA has not built the
@@ -106,18 +107,18 @@ def driver_specs(tolerations: list[dict[str, str]], rdma: bool) -> dict[str, dic
     to another driver only when a label its current driver selects on changes (controllers/nodelabeling_controller.go
     SetupWithManager): a default driver selects nothing, so a relabelled node would stay on it.
 
-    ``rdma``: GPUDirect RDMA, on the compiled driver only: its nvidia-peermem is built on the node against the Network
-    Operator's DOCA OFED modules (Azure/aks-rdma-infiniband configs/values/gpu-operator: rdma.enabled, useHostMofed
-    false); the precompiled package's module is built against the stock kernel's InfiniBand stack, which the OFED
-    driver replaces, so InfiniBand pools take the compiled driver (``program/config`` refuses ``precompiled`` there)."""
+    No ``rdma``: GPUDirect RDMA on InfiniBand pools registers GPU memory through the kernel's DMA-BUF, which NVIDIA
+    recommends over the legacy nvidia-peermem module and which needs neither that module nor the OFED driver at
+    build time (docs.nvidia.com gpu-operator gpu-operator-rdma: "NVIDIA recommends using DMA-BUF when it is
+    supported"; it needs the open kernel modules, which ``kernelModuleType: auto`` picks for every GPU here, Turing
+    and later on R595, and a kernel of 5.12 or later: AKS's Ubuntu 24.04 runs 6.8). NCCL uses it by itself."""
     common: dict[str, Any] = {"driverType": "gpu", "repository": "nvcr.io/nvidia", "image": "driver",
                               "tolerations": tolerations, "default": False}
     return {
         PRECOMPILED_DRIVER: {**common, "usePrecompiled": True, "version": DRIVER_BRANCH,
                              "nodeSelector": {DRIVER_LABEL: PRECOMPILED_LABEL}},
         COMPILED_DRIVER: {**common, "usePrecompiled": False, "version": COMPILED_DRIVER_VERSION,
-                          "nodeSelector": {DRIVER_LABEL: COMPILED},
-                          **({"rdma": {"enabled": True, "useHostMofed": False}} if rdma else {})},
+                          "nodeSelector": {DRIVER_LABEL: COMPILED}},
     }
 
 
@@ -131,8 +132,9 @@ class GpuOperatorArgs:
     """True when no separate NFD release exists."""
     namespace: str = "gpu-operator"
     """Namespace the program creates for the operator."""
-    rdma: bool = False
-    """GPUDirect RDMA for InfiniBand pools (the Network Operator runs beside it)."""
+    pool_resources: Sequence[pulumi.Resource] = ()
+    """The GPU pools (agent pools, NAP NodePools) whose nodes carry the driver label the NVIDIADrivers select on:
+    the drivers change after them, so a deployed stack's nodes are relabelled before a driver's selector moves."""
     device_plugin: bool = True
     """False where an add-on runs NVIDIA's device plugin itself (KAITO 0.6's workspace chart renders one on every
     node, kaito-project/kaito#1700): two plugins registering nvidia.com/gpu with one kubelet replace each other."""
@@ -175,7 +177,7 @@ class GpuOperator(pulumi.ComponentResource):
         self.drivers = [
             apiextensions.CustomResource(
                 f"{name}-driver-{kind}", api_version=NVIDIA_DRIVER_API, kind="NVIDIADriver", metadata={"name": kind},
-                spec=spec, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]))
-            for kind, spec in driver_specs(daemonset_tolerations(args.gpu_tolerations), args.rdma).items()
+                spec=spec, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release, *args.pool_resources]))
+            for kind, spec in driver_specs(daemonset_tolerations(args.gpu_tolerations)).items()
         ] if any(p.driver.operator_owned for p in args.pools) else []
         self.register_outputs({"release": self.release.id})

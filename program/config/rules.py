@@ -276,10 +276,10 @@ def add_ons(cfg: StackConfig) -> Problems:
                               "no GPU pool has InfiniBand (ND sizes such as "
                               "Standard_ND96isr_H100_v5): nothing for the Network Operator to serve")
         for i, g in ib:
-            if g.gpu_driver != GpuDriver.NONE:
+            if not g.gpu_driver.operator_owned:
                 yield ConfigError(f"{KEY_PREFIX}gpuPools[{i}].driver", g.gpu_driver,
-                                  f"pool '{g.name}': GPUDirect RDMA loads nvidia-peermem, which the GPU operator "
-                                  "must compile against the Network Operator's OFED driver; use driver none")
+                                  f"pool '{g.name}': GPUDirect RDMA registers GPU memory through DMA-BUF with the "
+                                  "open kernel modules the GPU operator loads; use driver precompiled or none")
     if addons.smoke_test and not addons.gpu_operator:
         yield ConfigError(f"{KEY_PREFIX}addons.smokeTest", True,
                           "the smoke test needs the GPU operator's device plugin (addons.gpuOperator)")

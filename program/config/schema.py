@@ -266,12 +266,10 @@ class GpuPool(Pool):
     min_count: MinCount = 0
     max_count: MaxCount = 1
     priority: Priority = Priority.SPOT
-    driver: GpuDriver | None = derived("precompiled; install for GRID sizes (A10) and MIG pools; none for "
-                                       "InfiniBand sizes (ND)")
+    driver: GpuDriver | None = derived("precompiled; install for GRID sizes (A10) and MIG pools")
     """Who installs the GPU driver (docs/gpu-software.md compares them). `precompiled`: the GPU operator, from
     NVIDIA's precompiled image for the node's kernel, compiling it where NVIDIA has not built that kernel yet.
-    `none`: the GPU operator compiles it on each new node (InfiniBand sizes: GPUDirect RDMA's nvidia-peermem must be
-    built against the Network Operator's OFED modules). `install`: AKS, from its node image (GRID sizes and MIG
+    `none`: the GPU operator compiles it on each new node. `install`: AKS, from its node image (GRID sizes and MIG
     pools need it)."""
     sharing: SharingConfig = SharingConfig()
     """How pods share one GPU."""
@@ -295,13 +293,12 @@ class GpuPool(Pool):
 
     @property
     def gpu_driver(self) -> GpuDriver:
-        """``driver``, resolved: the GPU operator's precompiled driver, but AKS's where only AKS can (GRID, MIG) and
-        the compiled one on InfiniBand sizes, whose GPUDirect RDMA needs it (``operator.driver_specs``)."""
+        """``driver``, resolved: the GPU operator's precompiled driver, but AKS's where only AKS can (GRID, MIG)."""
         if self.driver is not None:
             return self.driver
         if self.size.grid or self.sharing.mode == SharingMode.MIG:
             return GpuDriver.INSTALL
-        return GpuDriver.NONE if self.size.infiniband else GpuDriver.PRECOMPILED
+        return GpuDriver.PRECOMPILED
 
     @property
     def nap(self) -> bool:

@@ -55,7 +55,7 @@ def build_gpu_software(cfg: StackConfig, layer: AzureLayer, images: Mapping[str,
     if addons.gpu_operator and pools:
         operator = GpuOperator("gpu-operator", GpuOperatorArgs(
             pools=[p.gpu for p in pools], gpu_tolerations=tolerations, bundled_nfd=not addons.nfd,
-            rdma=addons.network_operator, device_plugin=not add_on_device_plugin), opts=opts)
+            pool_resources=pools, device_plugin=not add_on_device_plugin), opts=opts)
     network = None
     if addons.network_operator and nfd is not None:
         network = NetworkOperator("network-operator", NetworkOperatorArgs(tolerations, nfd.release), opts=opts)
