@@ -57,18 +57,19 @@ class FakeApi:
                                                       "app.kubernetes.io/component=nvidia-driver")
                     return self.answer(200, {"items": fake.driver_pods})
                 if url.path == "/api/v1/namespaces/gpu-node-gate/pods":
-                    job = query["labelSelector"].removeprefix("job-name=")
+                    job = query["labelSelector"].removeprefix("batch.kubernetes.io/controller-uid=uid-")
                     message = fake.said.get(job, "")
                     return self.answer(200, {"items": [{"status": {"containerStatuses": [
                         {"state": {"terminated": {"message": message}}}]}}]})
                 job = url.path.rsplit("/", 1)[-1]
                 if job not in fake.jobs:
                     return self.answer(404, {"message": "not found"})
+                meta = {"uid": f"uid-{job}"}
                 if fake.jobs[job] == "Deleting":
-                    return self.answer(200, {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"},
+                    return self.answer(200, {"metadata": {**meta, "deletionTimestamp": "2026-01-01T00:00:00Z"},
                                              "status": {"conditions": [{"type": "Failed", "status": "True"}]}})
-                return self.answer(200, {"status": {"conditions": [{"type": fake.jobs[job], "status": "True"}]}
-                                         if fake.jobs[job] else {}})
+                return self.answer(200, {"metadata": meta, "status": {"conditions": [
+                    {"type": fake.jobs[job], "status": "True"}]} if fake.jobs[job] else {}})
 
             def do_PATCH(self):
                 assert self.headers["Content-Type"] == "application/merge-patch+json"
@@ -186,3 +187,13 @@ def test_taking_the_verdict_off_runs_a_new_check_instead_of_rereading_the_last_o
     assert rerun.run_once() == ["n joined: held until its GPU check passes"] and rerun.deleted == [name]
     going = FakeApi([node("n", verdict="pending", tainted=True, gpus=1)], jobs={name: "Deleting"})
     assert going.run_once() == ["started the GPU check of n"] and going.patches == []
+
+
+def test_a_node_that_fell_back_stays_on_the_compiled_driver_when_its_pool_label_comes_back():
+    """AKS puts a pool's own node labels back on a scale or an upgrade of the pool (Azure/AKS#1515)."""
+    back = node("late", verdict="passed at then", labels={"aksgpu.io/driver": "precompiled"})
+    back["metadata"]["annotations"][gate.FALLBACK_ANNOTATION] = "no precompiled driver x at then"
+    api = FakeApi([back])
+    assert api.run_once()[0].startswith("late: its pool's driver label came back")
+    ((name, patch),) = api.patches
+    assert name == "late" and patch["metadata"] == {"labels": {"aksgpu.io/driver": "compiled"}}

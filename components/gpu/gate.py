@@ -120,7 +120,8 @@ class GpuNodeGate(pulumi.ComponentResource):
         subject = [{"kind": "ServiceAccount", "name": account.metadata["name"], "namespace": ns}]
         # Nodes are cluster-wide; the driver pods it reads are the operator's; its check Jobs are its own.
         cluster_role = rbac.v1.ClusterRole(f"{name}-role", metadata={"name": name}, rules=[
-            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]},
+            # get: a taint patch refused as a conflict is made again on the node read afresh.
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         ], opts=child)
         cluster_binding = rbac.v1.ClusterRoleBinding(

@@ -138,12 +138,13 @@ class Gate:
         for condition in body.get("status", {}).get("conditions") or []:
             if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
                 state = "passed" if condition["type"] == "Complete" else "failed"
-                return state, self.job_says(node) or condition.get("message", "")
+                return state, self.job_says(body["metadata"]["uid"]) or condition.get("message", "")
         return "running", ""
 
-    def job_says(self, node: str) -> str:
-        """The last line the check printed (its JSON report's failures), from its pod's termination message."""
-        query = urllib.parse.urlencode({"labelSelector": f"job-name={job_name(node)}"})
+    def job_says(self, job_uid: str) -> str:
+        """The last line the check printed (its JSON report's failures), from its pod's termination message: the
+        pods of this Job (its uid), not of an earlier Job of the same name."""
+        query = urllib.parse.urlencode({"labelSelector": f"batch.kubernetes.io/controller-uid={job_uid}"})
         status, body = self.api.call("GET", f"/api/v1/namespaces/{self.namespace}/pods?{query}")
         for pod in body.get("items", []) if status == 200 else []:
             for container in pod.get("status", {}).get("containerStatuses") or []:
@@ -157,7 +158,9 @@ class Gate:
     def start_check(self, node: Mapping[str, Any], pool: Mapping[str, Any]) -> str:
         status, body = self.api.call("POST", f"/apis/batch/v1/namespaces/{self.namespace}/jobs",
                                      self.check_job(node, pool))
-        if status not in (200, 201, 409):
+        if status == 409:
+            return f"the last GPU check of {node['metadata']['name']} is still on its way out: next pass"
+        if status not in (200, 201):
             raise RuntimeError(f"check Job of {node['metadata']['name']}: HTTP {status}: "
                                f"{body.get('message', body)}")
         return f"started the GPU check of {node['metadata']['name']}"
@@ -185,11 +188,13 @@ class Gate:
         return stuck
 
     def fall_back(self, node: str, image: str, now: datetime) -> str:
-        self.api.call("PATCH", f"/api/v1/nodes/{node}", {"metadata": {
-            "labels": {DRIVER_LABEL: COMPILED},
-            "annotations": {FALLBACK_ANNOTATION: f"no precompiled driver {image} at {now.isoformat()}"}}},
-            content_type="application/merge-patch+json")
+        self.to_compiled(node, {FALLBACK_ANNOTATION: f"no precompiled driver {image} at {now.isoformat()}"})
         return f"{node}: no precompiled driver ({image}) after {self.fallback}: moved to the compiled driver"
+
+    def to_compiled(self, node: str, annotations: Mapping[str, str] | None = None) -> None:
+        self.api.call("PATCH", f"/api/v1/nodes/{node}", {"metadata": {
+            "labels": {DRIVER_LABEL: COMPILED}, **({"annotations": dict(annotations)} if annotations else {})}},
+            content_type="application/merge-patch+json")
 
     # One pass ----------------------------------------------------------------------------------------------
 
@@ -203,8 +208,15 @@ class Gate:
                 continue
             name, annotations = node["metadata"]["name"], node["metadata"].get("annotations") or {}
             verdict = annotations.get(VERDICT)
-            if name in stuck and (node["metadata"].get("labels") or {}).get(DRIVER_LABEL) != COMPILED:
+            on_compiled = (node["metadata"].get("labels") or {}).get(DRIVER_LABEL) == COMPILED
+            if name in stuck and not on_compiled:
                 log.append(self.fall_back(name, stuck[name], now))
+            elif FALLBACK_ANNOTATION in annotations and not on_compiled:
+                # AKS puts a pool's own labels back on its nodes (a scale or an upgrade of the pool): a node that
+                # fell back goes straight back to the compiled driver instead of failing to pull again.
+                self.to_compiled(name)
+                log.append(f"{name}: its pool's driver label came back; kept on the compiled driver "
+                           f"({annotations[FALLBACK_ANNOTATION]})")
             if verdict is None:
                 if self.in_service(name, pool):
                     self.set_taint(node, False, "passed (in service before the gate)")
