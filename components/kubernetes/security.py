@@ -154,12 +154,26 @@ RDMA_POD_RULES = (
         _not_unconfined("c.securityContext", "seccompProfile"), _not_unconfined("c.securityContext", "appArmorProfile"),
         "!(has(c.securityContext.procMount) && c.securityContext.procMount != 'Default')")) + ")"),
      "no container with an Unconfined seccomp or AppArmor profile or an unmasked /proc"),
+    ("!has(object.spec.securityContext) || !has(object.spec.securityContext.seLinuxOptions) || "
+     "(!has(object.spec.securityContext.seLinuxOptions.user) && !has(object.spec.securityContext.seLinuxOptions.role)"
+     " && (!has(object.spec.securityContext.seLinuxOptions.type) || object.spec.securityContext.seLinuxOptions.type "
+     "in ['', 'container_t', 'container_init_t', 'container_kvm_t', 'container_engine_t']))",
+     "no SELinux user or role, and only the container SELinux types, for the pod"),
+    (_every_container("!has(c.securityContext) || !has(c.securityContext.seLinuxOptions) || "
+                      "(!has(c.securityContext.seLinuxOptions.user) && !has(c.securityContext.seLinuxOptions.role) && "
+                      "(!has(c.securityContext.seLinuxOptions.type) || c.securityContext.seLinuxOptions.type in "
+                      "['', 'container_t', 'container_init_t', 'container_kvm_t', 'container_engine_t']))"),
+     "no SELinux user or role, and only the container SELinux types, for any container"),
+    ("!has(object.spec.securityContext) || !has(object.spec.securityContext.windowsOptions) || "
+     "!has(object.spec.securityContext.windowsOptions.hostProcess) || "
+     "!object.spec.securityContext.windowsOptions.hostProcess",
+     "no Windows HostProcess pod"),
 )
 """CEL rules every pod of an rdma-memory-lock namespace must meet: Pod Security's baseline level, which the
 namespace's privileged level no longer enforces (kubernetes.io/docs/concepts/security/pod-security-standards:
-privileged, capabilities, host namespaces, hostPath, host ports, AppArmor, /proc mount type, seccomp, sysctls; no
-sysctl at all, stricter than baseline's safe set), and of restricted's the one the InfiniBand pods meet too
-(allowPrivilegeEscalation false); root with IPC_LOCK is the exception's whole width."""
+HostProcess, host namespaces, privileged, capabilities, hostPath, host ports, AppArmor, SELinux, /proc mount type,
+seccomp, sysctls; no sysctl at all, stricter than baseline's safe set), and of restricted's the one the InfiniBand
+pods meet too (allowPrivilegeEscalation false); root with IPC_LOCK is the exception's whole width."""
 
 
 def rdma_admission_policy(name: str, namespace_name: str, parent: pulumi.Resource) -> None:
@@ -174,6 +188,11 @@ def rdma_admission_policy(name: str, namespace_name: str, parent: pulumi.Resourc
               "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
                                                       "operations": ["CREATE", "UPDATE"],
                                                       "resources": ["pods", "pods/ephemeralcontainers"]}]},
+              # As Pod Security: a pod is judged when it is created and when a container is added to it, not on
+              # the metadata updates of a pod admitted earlier (a controller's finalizer, a label), which a pod
+              # admitted under older rules would otherwise fail for good.
+              "matchConditions": [{"name": "create-or-add-container", "expression":
+                                   "request.operation == 'CREATE' || request.subResource == 'ephemeralcontainers'"}],
               "validations": [{"expression": rule, "message": message} for rule, message in RDMA_POD_RULES]},
         opts=child)
     admissionregistration.v1.ValidatingAdmissionPolicyBinding(
