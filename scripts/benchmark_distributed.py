@@ -102,6 +102,13 @@ def scaling(device: str, n: int, per_gpu: int, steps: int, runs: Path) -> dict:
         return result
     weak = training(device, n, per_gpu * n, steps, runs / f"n-{per_gpu}")
     strong_one = training(device, 1, per_gpu * n, steps, runs / f"strong-one-{per_gpu}")
+    # The powers of two between: where the efficiency goes as ranks are added.
+    between = {k: training(device, k, per_gpu * k, steps, runs / f"k{k}-{per_gpu}")
+               for k in (2, 4, 8, 16) if k < n}
+    result["weak_scaling_by_gpus"] = {
+        str(k): {"images_per_s": r["images_per_s"], "step_ms": r["step_ms"],
+                 "efficiency": round(r["images_per_s"] / (k * one["images_per_s"]), 3)}
+        for k, r in {**between, n: weak}.items()}
     return {**result, "n_gpus": weak, "one_gpu_at_global_batch": strong_one,
             "weak_scaling_efficiency": round(weak["images_per_s"] / (n * one["images_per_s"]), 3),
             "strong_scaling_speedup": round(strong_one["step_ms"] / weak["step_ms"], 3),
@@ -142,7 +149,7 @@ def main() -> None:
             log = args.out / "allreduce-nccl.log"
             expect = ["--expect-busbw", str(allows)] if allows else []
             result = torchrun("allreduce.py", [*expect, "--device", device, "--max-bytes",
-                                               str(1 << 32 if device == "cuda" else 1 << 24)], n,
+                                               str(1 << 33 if device == "cuda" else 1 << 24)], n,
                               env={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,GRAPH"}, log=log, results=(0, 1))
             result.pop("stdout")
             report["allreduce"] = {**result, "link": link, "link_allows_gbps": allows, "source": why,
