@@ -36,8 +36,9 @@ def _catalogue_arguments(p: argparse.ArgumentParser) -> None:
 
 def _ci_setup_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repo", required=True, help="the GitHub repository, OWNER/NAME")
-    p.add_argument("--ids", help="OWNER_ID/REPO_ID: subjects in the immutable form of repositories created after "
-                   "2026-06-18")
+    p.add_argument("--sub-prefix", help="the token subjects' prefix, verbatim (repo:OWNER@OWNER_ID/NAME@REPO_ID, or "
+                   "repo:OWNER/NAME for an older repository); default: GitHub's, from gh api "
+                   "repos/OWNER/NAME/actions/oidc/customization/sub")
     p.add_argument("--state-account", help="the state backend's storage account")
     p.add_argument("--key-vault", help="the secrets provider's Key Vault")
 
@@ -86,8 +87,9 @@ COMMANDS = {
                               "ops.lifecycle:expired_stacks_command"),
     "preview-guard": Command("fail on a `pulumi preview --json` that replaces the cluster or data storage",
                              _preview_guard_arguments, "ops.preview_guard:preview_guard_command"),
-    "ci-setup": Command("print the Azure setup the workflows need (federated credentials from the workflows, "
-                        "roles, resource providers, repository variables) as a script to review and run",
+    "ci-setup": Command("print the Azure setup the workflows need (a deploy and a preview app, their federated "
+                        "credentials from the workflows, roles, resource providers and features, repository "
+                        "variables) as a script to review and run again (asks GitHub for the subject prefix)",
                         _ci_setup_arguments, "ops.ci_setup:ci_setup_command"),
 }
 

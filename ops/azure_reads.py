@@ -21,6 +21,8 @@ from azure.core.pipeline.policies import HeadersPolicy, RetryPolicy, UserAgentPo
 from azure.core.rest import HttpRequest
 
 SPOT_SCORES_API = "2025-06-05"
+FEATURES_API = "2021-07-01"
+"""Microsoft.Features (azure-mgmt-resource 23.3.0 features DEFAULT_API_VERSION; ``properties.state``)."""
 """Spot Placement Scores (Microsoft.Compute DiagnosticRP, stable)."""
 SPOT_SCORE_MAX_REGIONS = 8
 """Regions one Spot Placement Scores request may name (learn.microsoft.com/azure/virtual-machine-scale-sets/
@@ -146,6 +148,18 @@ class Azure:
             raise AzureReadError(f"Spot Placement Scores for {size}", response.status_code,
                                  _error_message(response))
         return [{**s, "region": s.get("region", "").lower()} for s in response.json().get("placementScores", [])]
+
+    def feature_state(self, namespace: str, feature: str) -> str:
+        """A preview feature's registration on this subscription: ``Registered``, ``Registering``,
+        ``NotRegistered``... (az feature show's ``properties.state``)."""
+        request = HttpRequest(
+            "GET", f"/subscriptions/{self.subscription}/providers/Microsoft.Features/providers/{namespace}/features/"
+                   f"{feature}", params={"api-version": FEATURES_API})
+        response = self.compute.send_request(request)
+        response.read()
+        if response.status_code != 200:
+            raise AzureReadError(f"feature {namespace}/{feature}", response.status_code, _error_message(response))
+        return response.json().get("properties", {}).get("state", "NotRegistered")
 
     def agent_pools(self, resource_group: str, cluster: str) -> dict[str, tuple[str, int, bool]]:
         """The deployed cluster's pools: name → (VM size, nodes, spot); empty when there is no such cluster."""

@@ -27,6 +27,7 @@ from components.gpu.sizes import GPU_SIZES, vcpus_of
 from offline.cli import error, unknown_stack
 from offline.stack_files import stack_config
 from ops.azure_reads import NEEDS_SUBSCRIPTION, SPOT_SCORE_MAX_REGIONS, Azure, AzureReadError, Sku, subscription
+from ops.ci_setup import INFINIBAND_FEATURE
 
 if TYPE_CHECKING:
     from program.config.schema import StackConfig
@@ -66,6 +67,9 @@ class PoolNeed:
     """The capacity reservation group it takes its VMs from: the reservation already holds their quota."""
     alternatives: tuple[tuple[str, bool], ...] = ()
     """A node auto-provisioning pool: the other (size, spot) NAP may make when this one cannot be had."""
+    rdma: bool = False
+    """Its nodes talk over InfiniBand (an RDMA size in a stack with the network operator): the subscription needs
+    the AKSInfinibandSupport feature for them to share one fabric."""
 
     @property
     def nodes(self) -> str:
@@ -77,7 +81,9 @@ def pool_needs(cfg: StackConfig) -> list[PoolNeed]:
     pools = [(cfg.cluster.system_pool, False), *((g, g.spot) for g in cfg.gpu_pools),
              *((c, c.spot) for c in cfg.cpu_pools)]
     return [PoolNeed(p.name, p.vm_size, spot, p.min_count, p.max_count, tuple(p.zones),
-                     getattr(p, "capacity_reservation_group", None), _nap_alternatives(p)) for p, spot in pools]
+                     getattr(p, "capacity_reservation_group", None), _nap_alternatives(p),
+                     rdma=cfg.addons.network_operator and p.vm_size in GPU_SIZES and GPU_SIZES[p.vm_size].infiniband)
+            for p, spot in pools]
 
 
 def _nap_alternatives(pool: Any) -> tuple[tuple[str, bool], ...]:
@@ -101,6 +107,8 @@ class Readings:
     """The stack's running pools: name → (VM size, nodes, spot)."""
     spot_scores: Mapping[tuple[str, str], list[dict[str, Any]] | str] = field(default_factory=dict)
     """(spot pool, VM size) → its placement scores, or why there are none."""
+    features: Mapping[str, str] = field(default_factory=dict)
+    """Preview feature (``namespace/name``) → its registration state, for the features the pools need."""
 
 
 @dataclass
@@ -281,10 +289,25 @@ def check(needs: Iterable[PoolNeed], readings: Readings) -> list[PoolCheck]:
     return checks
 
 
+def _check_feature(c: PoolCheck, readings: Readings) -> None:
+    """An InfiniBand pool without AKSInfinibandSupport: its nodes may land on different fabrics, and NCCL's
+    InfiniBand transport between them fails (learn.microsoft.com/azure/aks/use-amd-gpus: "Register the
+    AKSInfinibandSupport feature")."""
+    if not c.need.rdma:
+        return
+    namespace, feature = INFINIBAND_FEATURE
+    state = readings.features.get(f"{namespace}/{feature}", "unknown")
+    if state != "Registered":
+        c.worse(Verdict.NO_FIT, f"the subscription's {feature} feature is {state}, so the pool's nodes may not share "
+                "one InfiniBand fabric", f"az feature register --namespace {namespace} --name {feature}, and once it "
+                f"shows Registered, az provider register --namespace {namespace} (docs/deploying.md)")
+
+
 def _check_each(needs: list[PoolNeed], readings: Readings) -> list[PoolCheck]:
     checks = [PoolCheck(n) for n in needs]
     for c in checks:
         _check_offer(c, readings)
+        _check_feature(c, readings)
     _check_quota(checks, readings)
     for c in checks:
         if c.verdict != Verdict.NO_FIT and c.need.spot:
@@ -322,7 +345,11 @@ def read(azure: Azure, cfg: StackConfig, needs: list[PoolNeed]) -> Readings:
             except AzureReadError as error:
                 scores[need.pool, size] = ("the identity may not ask: it needs the Compute Recommendations Role or "
                                            "Contributor on the subscription" if error.status == 403 else str(error))
-    return Readings(region, skus, usage, deployed, scores)
+    features = {}
+    if any(n.rdma for n in needs):
+        namespace, feature = INFINIBAND_FEATURE
+        features[f"{namespace}/{feature}"] = azure.feature_state(namespace, feature)
+    return Readings(region, skus, usage, deployed, scores, features)
 
 
 def worst(checks: Iterable[PoolCheck]) -> Verdict:

@@ -2,14 +2,30 @@
 
 GitHub gives a job an OIDC token whose subject depends on how the job runs: ``environment:<name>`` for a job in a
 GitHub environment, ``pull_request`` for a pull request, ``ref:refs/heads/<branch>`` otherwise (GitHub docs,
-"OpenID Connect reference"). Entra ID accepts a token only through a federated credential with exactly that
-subject, so the app needs one per subject the workflows produce: per stack environment, one for pull requests,
-one for the main branch. A reusable workflow's jobs run in its caller's context.
+"OpenID Connect reference"), each after the repository's subject prefix. Entra ID accepts a token only through a
+federated credential with exactly that subject, so an app needs one per subject the workflows produce. A reusable
+workflow's jobs run in its caller's context.
 
-The app also needs roles on the subscription (the program creates its own resource groups and assigns roles:
-Contributor plus Role Based Access Control Administrator, or Owner), data roles on the state backend, and the
-subscription must have the resource providers registered (a fresh one does not: MissingSubscriptionRegistration,
-pulumi/pulumi-azure-native#3479).
+The prefix is GitHub's to decide, not ours to build: ``repo:OWNER/NAME`` for older repositories, and for
+repositories created, renamed or transferred on or after 2026-07-15 (or opted in) the immutable form
+``repo:OWNER@OWNER_ID/NAME@REPO_ID`` (learn.microsoft.com/entra/workload-id/workload-identities-github-immutable-
+subjects: "appends the immutable owner ID and repository ID, separated by an @ symbol"; github/docs#45221). So it
+is read from GitHub's OIDC customization endpoint (``GET repos/OWNER/NAME/actions/oidc/customization/sub``, whose
+``sub_claim_prefix`` is the prefix GitHub signs) or taken verbatim from ``--sub-prefix``.
+
+Two apps, by what their jobs run: pull-request previews run the pull request's own code, so their app (``preview``)
+may read and cannot write Azure resources or grant roles; deploys, destroys and the scheduled expiry run only
+main's code, as ``deploy``, whose Role Based Access Control Administrator is constrained to the roles the program
+assigns (components/azure/roles.py). Deploy jobs run in one GitHub environment per scenario, not per stack: the
+credentials grow with the scenarios (code), not with the stack files (Entra ID allows 20 per app).
+
+The subscription must also have the resource providers registered (a fresh one does not: MissingSubscription
+Registration, pulumi/pulumi-azure-native#3479) and, for InfiniBand pools, the ``AKSInfinibandSupport`` feature.
+
+The printed script is safe to run again: every step looks before it creates, and role assignments name the
+principal by object id with its type, so a service principal created seconds earlier is not refused while Entra
+ID replicates it (learn.microsoft.com/azure/role-based-access-control/troubleshooting: "Assigning a role to a new
+principal sometimes fails").
 """
 
 from __future__ import annotations
@@ -18,23 +34,49 @@ import argparse
 import json
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+import subprocess
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from components.azure import roles
 from offline.cli import error
-from offline.stack_files import REPO_ROOT, stack_files
+from offline.stack_files import REPO_ROOT, stack_config, stack_files
 
 ISSUER = "https://token.actions.githubusercontent.com"
 AUDIENCE = "api://AzureADTokenExchange"
 MAX_CREDENTIALS = 20
 """Federated identity credentials per app (Entra ID limit)."""
-STACK_EXPRESSIONS = ("${{ matrix.stack }}", "${{ inputs.stack }}")
-"""How the workflows name a job's environment after its stack."""
-SUBSCRIPTION_ROLES = ("Contributor", "Role Based Access Control Administrator")
-"""Create every resource; assign the roles the program grants (AcrPull, data roles, cluster admin)."""
+ENVIRONMENT_EXPRESSIONS = ("${{ matrix.environment }}", "${{ inputs.environment }}")
+"""How the workflows name a deploy job's GitHub environment: its stack's scenario (``python -m ops matrix``)."""
+PREVIEW_TRIGGERS = frozenset({"pull_request"})
+"""Triggers whose jobs run a pull request's code: their tokens go to the preview app."""
+SUB_PREFIX = re.compile(r"repo:[\w.-]+(@\d+)?/[\w.-]+(@\d+)?")
+"""A default-template subject prefix, name-only or with immutable ids."""
+IMMUTABLE_SINCE = "2026-07-15"
+"""Repositories created, renamed or transferred on or after this day get the immutable prefix by default
+(github/docs#45221; GitHub's first changelog of 2026-04-23 gave 2026-06-18 and a hyphen form, both withdrawn)."""
+
+DEPLOY_ROLES = ("Contributor", "Role Based Access Control Administrator")
+"""Create every resource; assign the roles the program grants (constrained by ``assignable_condition``)."""
+PROGRAM_ROLES = tuple(sorted(v for k, v in vars(roles).items() if k.isupper() and re.fullmatch(r"[0-9a-f-]{36}", v)))
+"""Every built-in role id the program assigns (components/azure/roles.py; a test holds the renders to them)."""
+PREVIEW_ROLES = (
+    # Also the capacity preflight's reads; its Spot Placement Scores need more, and a preview's preflight says so
+    # in a note instead (ops/capacity.py), as the deploy's, run as Contributor, gets them.
+    "Reader",
+    # listClusterUserCredential: the kubeconfig the Kubernetes provider uses.
+    "Azure Kubernetes Service Cluster User Role",
+    # Inside the clusters only: pulumi-kubernetes previews by server-side dry run, which Kubernetes authorizes
+    # exactly as the write itself (kubernetes.io/docs/reference/using-api/api-concepts: dry-run authorization).
+    "Azure Kubernetes Service RBAC Cluster Admin",
+)
+"""Read Azure, reach the stacks' clusters; no Azure write and no role assignment."""
+STATE_ROLES = {"deploy": "Storage Blob Data Contributor", "preview": "Storage Blob Data Reader"}
+"""A preview reads state (pulumi/pulumi pkg/backend/diy/backend.go: Preview takes no lock and writes nothing)."""
 RESOURCE_PROVIDERS = (
     "Microsoft.AlertsManagement", "Microsoft.Compute", "Microsoft.ContainerRegistry", "Microsoft.ContainerService",
     "Microsoft.Dashboard", "Microsoft.Insights", "Microsoft.KeyVault", "Microsoft.ManagedIdentity",
@@ -42,6 +84,22 @@ RESOURCE_PROVIDERS = (
 )
 """Every namespace the stacks create resources in (tests hold this to the renders), AKS's nodes (Compute) and the
 state backend's Key Vault."""
+INFINIBAND_FEATURE = ("Microsoft.ContainerService", "AKSInfinibandSupport")
+"""Puts an RDMA pool's nodes on one InfiniBand fabric (learn.microsoft.com/azure/aks/use-amd-gpus: "Register the
+AKSInfinibandSupport feature"; Azure/aks-rdma-infiniband tests/setup-infra/deploy-aks.sh registers it before the
+pool)."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """One Entra app the workflows sign in as."""
+
+    role: str
+    """``deploy`` or ``preview``."""
+    variable: str
+    """The repository variable holding its client id."""
+    credentials: Mapping[str, str]
+    """Federated credential name → subject."""
 
 
 def _on(workflow: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -66,101 +124,225 @@ def _token_jobs(workflow: Mapping[str, Any], workflows: Mapping[str, Mapping[str
             yield job
 
 
-def subject_repo(repo: str, ids: str | None = None) -> str:
-    """How a token's subject names the repository: ``OWNER/NAME``, or with ``ids`` (``OWNER_ID/REPO_ID``) the
-    immutable form GitHub uses for repositories created after 2026-06-18, ``OWNER-OWNER_ID/NAME-REPO_ID``."""
-    if ids is None:
-        return repo
-    (owner, name), (owner_id, repo_id) = repo.split("/"), ids.split("/")
-    return f"{owner}-{owner_id}/{name}-{repo_id}"
-
-
-def subjects(workflows: Mapping[str, Mapping[str, Any]], repo: str, stacks: Iterable[str],
-             branch: str = "main") -> dict[str, str]:
-    """Credential name → the subject of every token the workflows ask for; ``repo`` as ``subject_repo`` gives it."""
-    found: dict[str, str] = {}
+def subjects(workflows: Mapping[str, Mapping[str, Any]], prefix: str, environments: Iterable[str],
+             branch: str = "main") -> dict[str, dict[str, str]]:
+    """App (``deploy``, ``preview``) → credential name → the subject of every token the workflows ask for.
+    ``prefix`` is GitHub's subject prefix (``repo:...``); ``environments`` what an environment expression names."""
+    found: dict[str, dict[str, str]] = {"deploy": {}, "preview": {}}
     for workflow in workflows.values():
         triggers = set(_on(workflow)) - {"workflow_call"}
         for job in _token_jobs(workflow, workflows):
             environment = job.get("environment")
-            if environment in STACK_EXPRESSIONS:
-                found |= {f"environment-{s}": f"repo:{repo}:environment:{s}" for s in stacks}
+            if environment in ENVIRONMENT_EXPRESSIONS:
+                found["deploy"] |= {f"environment-{e}": f"{prefix}:environment:{e}" for e in environments}
             elif environment:
-                found[f"environment-{environment}"] = f"repo:{repo}:environment:{environment}"
+                found["deploy"][f"environment-{environment}"] = f"{prefix}:environment:{environment}"
             else:
-                if "pull_request" in triggers:
-                    found["pull-request"] = f"repo:{repo}:pull_request"
-                if triggers - {"pull_request"}:
-                    found[branch] = f"repo:{repo}:ref:refs/heads/{branch}"
-    return dict(sorted(found.items()))
+                if triggers & PREVIEW_TRIGGERS:
+                    found["preview"]["pull-request"] = f"{prefix}:pull_request"
+                if triggers - PREVIEW_TRIGGERS:
+                    found["deploy"][branch] = f"{prefix}:ref:refs/heads/{branch}"
+    return {app: dict(sorted(c.items())) for app, c in found.items() if c}
+
+
+def deploy_environments(files: Mapping[str, Path]) -> list[str]:
+    """The GitHub environments the deploy jobs run in: one per scenario of the stack files (``ops matrix``)."""
+    return sorted({stack_config(stack, path).scenario for stack, path in files.items()})
 
 
 def load_workflows(folder: Path) -> dict[str, dict[str, Any]]:
     return {path.name: yaml.safe_load(path.read_text()) for path in sorted(folder.glob("*.yml"))}
 
 
-def script(repo: str, credentials: Mapping[str, str], state_account: str | None = None,
-           key_vault: str | None = None) -> str:
-    """The Azure CLI (and gh) commands that set up an app for the workflows, as a bash script to review and run."""
+class PrefixError(Exception):
+    """GitHub did not say, or said something ci-setup cannot use."""
+
+
+GhApi = Callable[[str], str]
+
+
+def _gh_api(path: str) -> str:
+    result = subprocess.run(["gh", "api", path], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise PrefixError((result.stderr.strip().splitlines() or ["gh failed"])[0])
+    return result.stdout
+
+
+def github_prefix(repo: str, gh_api: GhApi = _gh_api) -> str:
+    """The subject prefix GitHub signs for ``repo``: its OIDC customization's ``sub_claim_prefix``."""
+    where = f"repos/{repo}/actions/oidc/customization/sub"
+    try:
+        answer = json.loads(gh_api(where))
+    except (FileNotFoundError, PrefixError, ValueError) as e:
+        raise PrefixError(f"could not read {where} ({e})") from None
+    if answer.get("use_default") is False:
+        keys = ", ".join(answer.get("include_claim_keys", []))
+        raise PrefixError(f"{repo} customizes its OIDC subject template ({keys}): the workflows' subjects follow "
+                          "the default template")
+    prefix = answer.get("sub_claim_prefix")
+    if not isinstance(prefix, str) or not SUB_PREFIX.fullmatch(prefix):
+        raise PrefixError(f"{where} gave no sub_claim_prefix of the default template ({prefix!r})")
+    return prefix
+
+
+def assignable_condition(role_ids: Iterable[str] = PROGRAM_ROLES) -> str:
+    """An RBAC Administrator condition: it may create and delete assignments of ``role_ids`` only
+    (learn.microsoft.com/azure/role-based-access-control/delegate-role-assignments-examples: "Constrain roles";
+    conditions-authorization-actions-attributes: RoleDefinitionId, a request attribute of write, a resource
+    attribute of delete)."""
+    ids = "{" + ", ".join(sorted(role_ids)) + "}"
+    attribute = "[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals"
+    return (f"((!(ActionMatches{{'Microsoft.Authorization/roleAssignments/write'}})) OR (@Request{attribute} {ids}))"
+            f" AND ((!(ActionMatches{{'Microsoft.Authorization/roleAssignments/delete'}})) OR "
+            f"(@Resource{attribute} {ids}))")
+
+
+def _app_lines(repo: str, identity: Identity) -> list[str]:
     q = shlex.quote
-    app_name = "aksgpu-ci-" + repo.replace("/", "-")
+    name = f"aksgpu-ci-{repo.replace('/', '-')}" + ("-preview" if identity.role == "preview" else "")
+    var = identity.role
+    lines = [
+        f"# {identity.role}: {len(identity.credentials)} of {MAX_CREDENTIALS} federated credentials.",
+        f'{var}=$(az ad app list --display-name {q(name)} --query "[0].appId" --output tsv)',
+        f'if [ -z "${var}" ]; then {var}=$(az ad app create --display-name {q(name)} --query appId --output tsv); fi',
+        f'{var}_sp=$(az ad sp list --filter "appId eq \'${var}\'" --query "[0].id" --output tsv)',
+        f'if [ -z "${var}_sp" ]; then {var}_sp=$(az ad sp create --id "${var}" --query id --output tsv); fi',
+    ]
+    for cred, subject in identity.credentials.items():
+        body = q(json.dumps({"name": cred, "issuer": ISSUER, "subject": subject, "audiences": [AUDIENCE]}))
+        lines.append(f'credential "${var}" {q(cred)} {body}')
+    return lines
+
+
+def _grant(var: str, role: str, scope: str, condition: str | None = None) -> str:
+    q = shlex.quote
+    return f'grant "${var}_sp" {q(role)} "{scope}"' + (f" {q(condition)}" if condition else "")
+
+
+def script(repo: str, prefix: str, identities: Iterable[Identity], state_account: str | None = None,
+           key_vault: str | None = None, infiniband: bool = False) -> str:
+    """The Azure CLI (and gh) commands that set up the workflows' apps, as a bash script to review and run."""
+    q = shlex.quote
+    identities = list(identities)
     lines = [
         "#!/usr/bin/env bash",
         f"# Azure setup for the workflows of {repo} (generated by: python -m ops ci-setup --repo {repo}).",
-        "# Run it signed in (az login) to the subscription the stacks deploy into, as someone who may create",
-        "# Entra apps and assign roles on it. Review before running.",
+        f"# Token subjects start {prefix} (GitHub's prefix for this repository).",
+        "# Run it signed in (az login) to the subscription the stacks deploy into, as someone who may create Entra",
+        "# apps and assign roles on it. Review before running; it is safe to run again (each step looks first).",
         "set -euo pipefail",
         'subscription=$(az account show --query id --output tsv)',
         "",
+        "# A federated credential: created, or its subject updated where it changed (a repository renamed, moved to",
+        "# GitHub's immutable subjects).",
+        "credential() {",
+        '  if [ -n "$(az ad app federated-credential list --id "$1" --query "[?name==\'$2\'].name" --output tsv)" ]; '
+        "then",
+        '    az ad app federated-credential update --id "$1" --federated-credential-id "$2" --parameters "$3" '
+        "--output none",
+        "  else",
+        '    az ad app federated-credential create --id "$1" --parameters "$3" --output none',
+        "  fi",
+        "}",
+        "# A role assignment, unless the principal already has it there; by object id with the principal type, so a",
+        "# service principal created seconds ago is not refused while Entra ID replicates it.",
+        "grant() {",
+        '  if [ -z "$(az role assignment list --assignee "$1" --role "$2" --scope "$3" --query "[0].id" '
+        '--output tsv)" ]; then',
+        '    if [ -n "${4:-}" ]; then',
+        '      az role assignment create --assignee-object-id "$1" --assignee-principal-type ServicePrincipal '
+        '--role "$2" --scope "$3" --condition "$4" --condition-version 2.0 --output none',
+        "    else",
+        '      az role assignment create --assignee-object-id "$1" --assignee-principal-type ServicePrincipal '
+        '--role "$2" --scope "$3" --output none',
+        "    fi",
+        "  fi",
+        "}",
+        "",
         "# Resource providers a fresh subscription has not registered (MissingSubscriptionRegistration otherwise).",
         *(f"az provider register --namespace {p} --output none" for p in RESOURCE_PROVIDERS),
-        "",
-        "# The app the workflows sign in as: no secret, only federated credentials.",
-        f"app=$(az ad app create --display-name {q(app_name)} --query appId --output tsv)",
-        'az ad sp create --id "$app" --output none',
-        f"# One federated credential per token subject the workflows produce ({len(credentials)} of "
-        f"{MAX_CREDENTIALS}).",
     ]
-    for name, subject in credentials.items():
-        body = json.dumps({"name": name, "issuer": ISSUER, "subject": subject, "audiences": [AUDIENCE]})
-        lines.append(f'az ad app federated-credential create --id "$app" --parameters {q(body)} --output none')
-    lines += ["", "# Roles: the program creates resource groups and assigns roles (AcrPull, data, cluster admin).",
-              *(f'az role assignment create --assignee "$app" --role {q(role)} --scope "/subscriptions/$subscription" '
-                "--output none" for role in SUBSCRIPTION_ROLES)]
+    if infiniband:
+        namespace, feature = INFINIBAND_FEATURE
+        lines += [
+            "# InfiniBand pools: the nodes of one pool on one InfiniBand fabric (AKS use-amd-gpus). Registration takes",
+            "# minutes; the provider is registered again once it is done so the subscription picks it up.",
+            f"az feature register --namespace {namespace} --name {feature} --output none",
+            f'until [ "$(az feature show --namespace {namespace} --name {feature} --query properties.state '
+            '--output tsv)" = Registered ]; do sleep 30; done',
+            f"az provider register --namespace {namespace} --output none",
+        ]
+    lines.append("")
+    subscription_scope = "/subscriptions/$subscription"
+    for identity in identities:
+        var = identity.role
+        lines += ["", *_app_lines(repo, identity)]
+        if identity.role == "deploy":
+            lines.append("# Create every resource; assign only the roles the program assigns (components/azure/"
+                         "roles.py).")
+            lines += [_grant(var, DEPLOY_ROLES[0], subscription_scope),
+                      _grant(var, DEPLOY_ROLES[1], subscription_scope, assignable_condition())]
+        else:
+            lines.append("# Read Azure and reach the clusters (a server-side dry run is authorized as the write); no "
+                         "Azure write, no role assignment.")
+            lines += [_grant(var, role, subscription_scope) for role in PREVIEW_ROLES]
+    if state_account or key_vault:
+        lines.append("")
     if state_account:
-        lines += ["# State: read and write the stacks' state blobs.",
-                  f"account_id=$(az storage account show --name {q(state_account)} --query id --output tsv)",
-                  'az role assignment create --assignee "$app" --role "Storage Blob Data Contributor" '
-                  '--scope "$account_id" --output none']
+        lines.append(f"account_id=$(az storage account show --name {q(state_account)} --query id --output tsv)")
+        lines += [_grant(i.role, STATE_ROLES[i.role], "$account_id") for i in identities]
     if key_vault:
-        lines += ["# Secrets: wrap and unwrap each stack's data key.",
-                  f"vault_id=$(az keyvault show --name {q(key_vault)} --query id --output tsv)",
-                  'az role assignment create --assignee "$app" --role "Key Vault Crypto User" --scope "$vault_id" '
-                  "--output none"]
+        lines.append(f"vault_id=$(az keyvault show --name {q(key_vault)} --query id --output tsv)")
+        # Wrap and unwrap each stack's data key: both apps read secrets, the deploy app writes them.
+        lines += [_grant(i.role, "Key Vault Crypto User", "$vault_id") for i in identities]
+    variables = {i.variable: f'"${i.role}"' for i in identities}
+    variables |= {"AZURE_DEPLOY_PRINCIPAL_ID": '"$deploy_sp"'} if any(i.role == "deploy" for i in identities) else {}
+    variables |= {"AZURE_TENANT_ID": '"$(az account show --query tenantId --output tsv)"',
+                  "AZURE_SUBSCRIPTION_ID": '"$subscription"'}
+    if state_account:
+        variables["PULUMI_BACKEND_URL"] = q(f"azblob://state?storage_account={state_account}")
+    if key_vault:
+        variables["PULUMI_SECRETS_PROVIDER"] = q(f"azurekeyvault://{key_vault}.vault.azure.net/keys/pulumi")
     lines += ["", "# What the workflows read (repository variables; none of them is a secret).",
-              f'gh variable set AZURE_CLIENT_ID --repo {q(repo)} --body "$app"',
-              f"gh variable set AZURE_TENANT_ID --repo {q(repo)} --body \"$(az account show --query tenantId "
-              "--output tsv)\"",
-              f'gh variable set AZURE_SUBSCRIPTION_ID --repo {q(repo)} --body "$subscription"']
-    if state_account:
-        lines.append(f"gh variable set PULUMI_BACKEND_URL --repo {q(repo)} "
-                     f"--body {q(f'azblob://state?storage_account={state_account}')}")
-    if key_vault:
-        lines.append(f"gh variable set PULUMI_SECRETS_PROVIDER --repo {q(repo)} "
-                     f"--body {q(f'azurekeyvault://{key_vault}.vault.azure.net/keys/pulumi')}")
+              *(f"gh variable set {name} --repo {q(repo)} --body {value}" for name, value in variables.items())]
     return "\n".join(lines) + "\n"
 
 
-def ci_setup_command(args: argparse.Namespace) -> int:
+VARIABLES = {"deploy": "AZURE_CLIENT_ID", "preview": "AZURE_PREVIEW_CLIENT_ID"}
+"""The repository variable each app's client id goes to (the workflows' ``vars.``)."""
+
+
+def identities(workflows: Mapping[str, Mapping[str, Any]], prefix: str, environments: Iterable[str]
+               ) -> list[Identity]:
+    return [Identity(app, VARIABLES[app], creds) for app, creds in subjects(workflows, prefix, environments).items()]
+
+
+def needs_infiniband(files: Mapping[str, Path]) -> bool:
+    """Whether a stack runs InfiniBand pools (the network operator's RDMA)."""
+    return any(stack_config(stack, path).addons.network_operator for stack, path in files.items())
+
+
+def ci_setup_command(args: argparse.Namespace, gh_api: GhApi = _gh_api) -> int:
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):
         return error(f"--repo {args.repo!r}: expected OWNER/NAME")
-    if args.ids is not None and not re.fullmatch(r"\d+/\d+", args.ids):
-        return error(f"--ids {args.ids!r}: expected OWNER_ID/REPO_ID (gh api repos/OWNER/NAME --jq "
-                     "'\"\\(.owner.id)/\\(.id)\"')")
-    credentials = subjects(load_workflows(REPO_ROOT / ".github" / "workflows"), subject_repo(args.repo, args.ids),
-                           sorted(stack_files()))
-    if len(credentials) > MAX_CREDENTIALS:
-        return error(f"the workflows need {len(credentials)} federated credentials, more than the {MAX_CREDENTIALS} "
-                     "an Entra app may have; split the stacks over two apps or use a flexible federated credential")
-    print(script(args.repo, credentials, args.state_account, args.key_vault), end="")
+    owner, name = args.repo.split("/")
+    if args.sub_prefix is not None:
+        if not SUB_PREFIX.fullmatch(args.sub_prefix):
+            return error(f"--sub-prefix {args.sub_prefix!r}: expected GitHub's prefix, repo:{owner}@OWNER_ID/"
+                         f"{name}@REPO_ID or repo:{args.repo} (gh api repos/{args.repo}/actions/oidc/customization/"
+                         "sub --jq .sub_claim_prefix)")
+        prefix = args.sub_prefix
+    else:
+        try:
+            prefix = github_prefix(args.repo, gh_api)
+        except PrefixError as e:
+            return error(f"{e}; pass --sub-prefix verbatim: repo:{owner}@OWNER_ID/{name}@REPO_ID for a repository "
+                         f"created or renamed on or after {IMMUTABLE_SINCE} (GitHub's default), repo:{args.repo} for "
+                         "an older one (docs/lifecycle.md: Setting up a repository)")
+    files = stack_files()
+    apps = identities(load_workflows(REPO_ROOT / ".github" / "workflows"), prefix, deploy_environments(files))
+    if over := [a for a in apps if len(a.credentials) > MAX_CREDENTIALS]:
+        return error(f"the {over[0].role} app needs {len(over[0].credentials)} federated credentials, more than the "
+                     f"{MAX_CREDENTIALS} an Entra app may have")
+    print(script(args.repo, prefix, apps, args.state_account, args.key_vault, needs_infiniband(files)), end="")
     return 0

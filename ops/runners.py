@@ -26,8 +26,15 @@ def runner(stack: str) -> list[str] | str | None:
     return None if cfg.cluster.private else HOSTED
 
 
+def environment(stack: str) -> str:
+    """The GitHub environment a stack deploys in: its scenario's, so the federated credentials grow with the
+    scenarios and not with the stack files (Entra ID allows 20 per app; ops/ci_setup.py)."""
+    return stack_config(stack).scenario
+
+
 def matrix(stacks: list[str]) -> dict[str, Any]:
-    """A job matrix of ``{stack, runner}``; private stacks without a runner are left out with a warning."""
+    """A job matrix of ``{stack, runner, environment}``; private stacks without a runner are left out with a
+    warning."""
     include = []
     for stack in stacks:
         runs_on = runner(stack)
@@ -35,7 +42,7 @@ def matrix(stacks: list[str]) -> dict[str, Any]:
             print(f"::warning::stack {stack} has a private API server and no ciRunner: hosted runners cannot reach "
                   "it, so its workflow jobs are skipped (docs/deploying.md: Private clusters)", file=sys.stderr)
             continue
-        include.append({"stack": stack, "runner": runs_on})
+        include.append({"stack": stack, "runner": runs_on, "environment": environment(stack)})
     return {"include": include}
 
 

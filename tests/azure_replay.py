@@ -22,6 +22,7 @@ ROUTES = {
     "usages": r"/locations/[a-z0-9]+/usages$",
     "spot": r"/placementScores/spot/generate$",
     "pools": r"/managedClusters/[^/]+/agentPools$",
+    "features": r"/providers/Microsoft\.Features/providers/[^/]+/features/[^/]+$",
     "prices": r"^/api/retail/prices$",
 }
 """Which recorded file answers a request, by the path it asks for."""

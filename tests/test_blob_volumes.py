@@ -3,6 +3,7 @@
 import datetime as dt
 import json
 
+import pulumi
 import pytest
 
 from components.azure.storage import sas_expiry
@@ -98,6 +99,24 @@ def test_sas_mode_keeps_the_token_in_a_secret_never_in_helm_values():
     assert len(accounts) == 2
     assert all(a.inputs["sasPolicy"]["sasExpirationPeriod"] == "3.00:00:00" for a in accounts)
     assert all(a.inputs["allowSharedKeyAccess"] is True for a in accounts)
+
+
+def test_the_sas_is_asked_for_only_once_the_storage_account_exists():
+    """Round-4 Azure audit #12: an invoke waits for resources only through InvokeOutputOptions.depends_on (Pulumi
+    SDK >= 3.146, "Provider functions"); with a plain account name the first `pulumi up` asked before the account."""
+    from unittest import mock
+
+    from components.volumes import blob_volume
+    seen = []
+    original = blob_volume.storage.list_storage_account_service_sas_output
+
+    def record(**kwargs):
+        seen.append(kwargs["opts"])
+        return original(**kwargs)
+    with mock.patch.object(blob_volume.storage, "list_storage_account_service_sas_output", record):
+        render_with(scenario="av-resim", storage={"auth": "sas", "accounts": [{"role": "input"}, {"role": "output"}]})
+    assert seen and all(isinstance(o, pulumi.InvokeOutputOptions) for o in seen)
+    assert all(any(getattr(d, "_name", "").startswith("storage-") for d in o.depends_on) for o in seen)
 
 
 def test_sas_expiry_is_midnight_utc_n_days_ahead():

@@ -190,3 +190,28 @@ def test_a_nap_pool_falls_back_as_nap_does_and_says_from_what():
     t4 = pool(capacity.check(needs, capacity.read(Azure(SUBSCRIPTION, Token(), replay), cfg, needs)), "t4")
     assert t4.verdict == Verdict.FITS and not t4.need.spot
     assert "node auto-provisioning falls back to this: Standard_NC4as_T4_v3 spot fits at min only" in t4.line()
+
+
+def test_an_infiniband_pool_without_aks_infiniband_support_does_not_fit_and_says_how_to_register():
+    """Round-4 Azure audit #4: AKS use-amd-gpus ("Register the AKSInfinibandSupport feature": RDMA sizes "need to
+    ensure that the machines in the nodepool land on the same physical Infiniband network")."""
+    cfg = load({"gpuPools": [H100], "addons": {"networkOperator": True}})
+    needs = capacity.pool_needs(cfg)
+    assert [n.pool for n in needs if n.rdma] == ["h100"]
+    lines = {}
+    for answer in ("feature-ib-not-registered.json", "feature-ib-registered.json"):
+        replay = Replay({**ENOUGH, "features": answer})
+        h100 = pool(capacity.check(needs, capacity.read(Azure(SUBSCRIPTION, Token(), replay), cfg, needs)), "h100")
+        assert any("Microsoft.Features/providers/Microsoft.ContainerService/features/AKSInfinibandSupport" in url
+                   for _, url, _ in replay.seen)
+        lines[answer] = (h100.verdict, h100.line())
+    verdict, line = lines["feature-ib-not-registered.json"]
+    assert verdict == Verdict.NO_FIT
+    assert "the subscription's AKSInfinibandSupport feature is NotRegistered" in line
+    assert "Fix: az feature register --namespace Microsoft.ContainerService --name AKSInfinibandSupport" in line
+    assert lines["feature-ib-registered.json"][0] == Verdict.FITS, lines["feature-ib-registered.json"][1]
+
+
+def test_a_stack_without_infiniband_pools_never_asks_for_the_feature():
+    checks, replay = run([T4_SPOT])
+    assert not any("Microsoft.Features" in url for _, url, _ in replay.seen)

@@ -1,27 +1,52 @@
 """`python -m ops ci-setup`: the Azure side of the workflows, derived from the workflows (round-3 audit #10,
-#14, #15; newcomer #5)."""
+#14, #15; newcomer #5; round-4 Azure audit #1, #4, #11, #14; round-4 newcomer #9)."""
 
 from __future__ import annotations
 
-import re
+import argparse
+import json
+import os
+import shutil
+import stat
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from offline.mocks import azure_id
-from offline.stack_files import REPO_ROOT, stack_files
-from ops.ci_setup import RESOURCE_PROVIDERS, load_workflows, subject_repo, subjects
+from offline.stack_files import REPO_ROOT, stack_config, stack_files
+from ops import ci_setup
+from ops.ci_setup import (
+    MAX_CREDENTIALS,
+    PROGRAM_ROLES,
+    RESOURCE_PROVIDERS,
+    assignable_condition,
+    deploy_environments,
+    github_prefix,
+    identities,
+    load_workflows,
+    subjects,
+)
 from tests.helpers import command
 from tests.tools import venv_tool
 
 WORKFLOWS = load_workflows(REPO_ROOT / ".github" / "workflows")
+SCENARIOS = sorted({stack_config(s).scenario for s in stack_files()})
+OLD_REPO = {"use_default": True, "use_immutable_subject": False, "sub_claim_prefix": "repo:acme/infra"}
+NEW_REPO = {"use_default": True, "use_immutable_subject": False, "sub_claim_prefix": "repo:acme@123/infra@456"}
+"""What GitHub's OIDC customization endpoint answers for a repository created before and after the immutable-subject
+cut-over (as observed and published by users of the endpoint; the Entra migration guide, learn.microsoft.com/entra/
+workload-id/workload-identities-github-immutable-subjects, gives the `@` form)."""
 
 
-def test_each_token_the_workflows_ask_for_has_its_federated_credential():
-    """GitHub's OIDC reference: a job in an environment gets `repo:O/R:environment:<name>`, a pull request
-    `repo:O/R:pull_request`, anything else `repo:O/R:ref:<ref>`; one credential per subject (AADSTS70021)."""
-    found = subjects(WORKFLOWS, "acme/infra", sorted(stack_files()))
-    assert found == {"main": "repo:acme/infra:ref:refs/heads/main",
-                     "pull-request": "repo:acme/infra:pull_request",
-                     **{f"environment-{s}": f"repo:acme/infra:environment:{s}" for s in stack_files()}}
+def test_each_token_the_workflows_ask_for_has_its_federated_credential_on_the_app_its_code_may_use():
+    """GitHub's OIDC reference: a job in an environment gets `<prefix>:environment:<name>`, a pull request
+    `<prefix>:pull_request`, anything else `<prefix>:ref:<ref>`; one credential per subject (AADSTS70021). Pull
+    requests run their own code, so their token goes to the preview app only (round-4 Azure audit #11)."""
+    found = subjects(WORKFLOWS, "repo:acme/infra", SCENARIOS)
+    assert found == {"deploy": {"main": "repo:acme/infra:ref:refs/heads/main",
+                                **{f"environment-{s}": f"repo:acme/infra:environment:{s}" for s in SCENARIOS}},
+                     "preview": {"pull-request": "repo:acme/infra:pull_request"}}
 
 
 def test_a_reusable_workflow_runs_with_its_callers_subject_and_jobs_without_tokens_need_none():
@@ -34,13 +59,97 @@ def test_a_reusable_workflow_runs_with_its_callers_subject_and_jobs_without_toke
                          "jobs": {"go": {"permissions": {"id-token": "write"}, "environment": "prod"}}},
         "review.yml": {"on": ["pull_request"], "jobs": {"read": {"permissions": {"contents": "read"}}}},
     }
-    assert subjects(workflows, "o/r", ["a"]) == {"environment-prod": "repo:o/r:environment:prod"}
+    assert subjects(workflows, "repo:o/r", ["a"]) == {"deploy": {"environment-prod": "repo:o/r:environment:prod"}}
 
 
-def test_new_repositories_get_subjects_with_their_immutable_ids():
-    """GitHub changelog 2026-04: repositories created after 2026-06-18 carry owner and repository ids."""
-    assert subjects(WORKFLOWS, subject_repo("acme/infra", "123/456"), ["dev"])["main"] == \
-        "repo:acme-123/infra-456:ref:refs/heads/main"
+@pytest.mark.parametrize("answer", [OLD_REPO, NEW_REPO], ids=["created-before-2026-07-15", "created-today"])
+def test_the_subject_prefix_is_the_one_github_signs_for_the_repository_whatever_its_age(answer):
+    """Round-4 Azure audit #1: GitHub decides the prefix (name-only for older repositories, `owner@id/repo@id` for
+    repositories created or renamed from 2026-07-15); ci-setup reads it from the OIDC customization endpoint and
+    builds nothing of it."""
+    asked = []
+    prefix = github_prefix("acme/infra", lambda path: asked.append(path) or json.dumps(answer))
+    assert asked == ["repos/acme/infra/actions/oidc/customization/sub"]
+    assert prefix == answer["sub_claim_prefix"]
+    deploy = subjects(WORKFLOWS, prefix, SCENARIOS)["deploy"]
+    assert deploy["main"] == f"{answer['sub_claim_prefix']}:ref:refs/heads/main"
+
+
+def _setup(capsys, gh_answer=None, **flags) -> tuple[int, str, str]:
+    args = argparse.Namespace(repo="acme/infra", sub_prefix=None, state_account=None, key_vault=None, **flags)
+
+    def gh_api(path: str) -> str:
+        if isinstance(gh_answer, Exception):
+            raise gh_answer
+        return json.dumps(gh_answer)
+    status = ci_setup.ci_setup_command(args, gh_api)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_a_new_repository_gets_subjects_with_its_immutable_ids_in_the_script(capsys):
+    status, out, _ = _setup(capsys, NEW_REPO)
+    assert status == 0
+    assert '"subject": "repo:acme@123/infra@456:ref:refs/heads/main"' in out
+    assert '"subject": "repo:acme@123/infra@456:pull_request"' in out
+    assert "acme-123" not in out  # the withdrawn hyphen form
+
+
+def test_a_prefix_given_verbatim_is_used_as_given_and_a_malformed_one_is_one_line(capsys):
+    result = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", "repo:acme@123/infra@456")
+    assert result.returncode == 0 and "repo:acme@123/infra@456:environment:gpu-basics" in result.stdout
+    bad = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", "acme-123/infra-456")
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1
+    assert "--sub-prefix 'acme-123/infra-456'" in bad.stderr and "repo:acme@OWNER_ID/infra@REPO_ID" in bad.stderr
+
+
+@pytest.mark.parametrize("answer, says", [
+    (ci_setup.PrefixError("gh: Not Found (HTTP 404)"),
+     "could not read repos/acme/infra/actions/oidc/customization/sub"),
+    ({"use_default": False, "include_claim_keys": ["repo", "context"]}, "customizes its OIDC subject template"),
+    ({"use_default": True}, "gave no sub_claim_prefix"),
+])
+def test_when_github_does_not_say_the_prefix_the_error_offers_both_forms_verbatim(capsys, answer, says):
+    status, out, err = _setup(capsys, answer)
+    assert status != 0 and not out and err.count("\n") == 1 and says in err
+    assert "--sub-prefix verbatim: repo:acme@OWNER_ID/infra@REPO_ID" in err and "2026-07-15" in err
+
+
+def test_forty_stacks_fit_the_credential_limit_because_deploys_run_in_their_scenarios_environment(tmp_path):
+    """Round-4 newcomer #9: one environment per stack needed 15 of an app's 20 credentials for 13 stacks. Deploys
+    run in their scenario's environment (``ops matrix``), so a dev, staging and prod of every scenario add none."""
+    committed = stack_files()
+    files = {}
+    for i in range(40):
+        source = list(committed.values())[i % len(committed)]
+        files[f"team-{i}"] = shutil.copy(source, tmp_path / f"Pulumi.team-{i}.yaml")
+    assert len(files) == 40
+    apps = identities(WORKFLOWS, "repo:acme@1/infra@2", deploy_environments({k: Path(v) for k, v in files.items()}))
+    assert all(len(app.credentials) <= MAX_CREDENTIALS for app in apps)
+    assert len(next(a for a in apps if a.role == "deploy").credentials) == len(SCENARIOS) + 1
+
+
+def test_every_deploy_job_runs_in_its_stacks_scenario_environment():
+    from ops.runners import matrix
+    rows = matrix(sorted(stack_files()))["include"]
+    assert {r["environment"] for r in rows} <= set(SCENARIOS)
+    assert all(r["environment"] == stack_config(r["stack"]).scenario for r in rows)
+    assert WORKFLOWS["deploy.yml"]["jobs"]["up"]["environment"] in ci_setup.ENVIRONMENT_EXPRESSIONS
+
+
+def test_the_deploy_app_may_assign_only_the_roles_the_program_assigns(render_of, renders):
+    """Round-4 Azure audit #11: an unconditioned RBAC Administrator could grant itself Owner; constrained to the
+    program's roles (delegate-role-assignments-examples: Constrain roles), on create and on delete."""
+    assigned = {r.inputs["roleDefinitionId"].rsplit("/", 1)[1] for stack in renders
+                for r in render_of(stack).of_type("azure-native:authorization:RoleAssignment")}
+    assert assigned and assigned <= set(PROGRAM_ROLES)
+    condition = assignable_condition()
+    assert "8e3af657-a8ff-443c-a75c-2fe8c4bcb635" not in PROGRAM_ROLES  # Owner
+    assert "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9" not in PROGRAM_ROLES  # User Access Administrator
+    for action, source in (("write", "@Request"), ("delete", "@Resource")):
+        assert (f"(!(ActionMatches{{'Microsoft.Authorization/roleAssignments/{action}'}})) OR ({source}"
+                f"[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals "
+                f"{{{', '.join(PROGRAM_ROLES)}}})") in condition
 
 
 def test_every_namespace_a_stack_creates_resources_in_is_registered(render_of, renders):
@@ -55,16 +164,129 @@ def test_every_namespace_a_stack_creates_resources_in_is_registered(render_of, r
                 assert namespace in set(RESOURCE_PROVIDERS) | always, (stack, r.type, namespace)
 
 
-def test_the_setup_is_a_valid_script_with_roles_that_create_and_assign():
-    """Round-3 audit #15: User Access Administrator alone creates nothing; the program makes its own groups."""
-    result = command("ops", "ci-setup", "--repo", "acme/infra", "--state-account", "stacme", "--key-vault", "kv-acme")
+FAKE_AZ = r"""
+import json, os, sys
+path = os.environ["FAKE_CLOUD"]
+cloud = json.load(open(path)) if os.path.exists(path) else {"apps": {}, "sps": {}, "creds": {}, "roles": [],
+                                                             "calls": [], "variables": {}}
+tool, args = os.path.basename(sys.argv[0]), sys.argv[1:]
+def flag(name, default=None):
+    return args[args.index(name) + 1] if name in args else default
+verb = " ".join(a for a in args[:4] if not a.startswith("-"))
+cloud["calls"].append(f"{tool} {verb}")
+out, fail = "", None
+if tool == "gh":
+    cloud["variables"][args[2]] = flag("--body")
+elif verb.startswith("account show"):
+    out = "tenant-1" if "tenantId" in args else "sub-1"
+elif verb.startswith(("provider register", "feature register")):
+    pass
+elif verb.startswith("feature show"):
+    out = "Registered"
+elif verb.startswith("ad app list"):
+    out = cloud["apps"].get(flag("--display-name"), "")
+elif verb.startswith("ad app create"):
+    out = cloud["apps"][flag("--display-name")] = "app-" + flag("--display-name")
+elif verb.startswith("ad sp list"):
+    out = cloud["sps"].get(flag("--filter").split("'")[1], "")
+elif verb.startswith("ad sp create"):
+    out = cloud["sps"][flag("--id")] = "sp-" + flag("--id")
+elif verb.startswith("ad app federated-credential list"):
+    name = flag("--query").split("'")[1]
+    out = name if name in cloud["creds"].get(flag("--id"), {}) else ""
+elif verb.startswith("ad app federated-credential create"):
+    body = json.loads(flag("--parameters"))
+    creds = cloud["creds"].setdefault(flag("--id"), {})
+    if body["name"] in creds:
+        fail = "FederatedIdentityCredential with name " + body["name"] + " already exists"
+    creds[body["name"]] = body["subject"]
+elif verb.startswith("ad app federated-credential update"):
+    cloud["creds"][flag("--id")][flag("--federated-credential-id")] = json.loads(flag("--parameters"))["subject"]
+elif verb.startswith("role assignment list"):
+    key = [flag("--assignee"), flag("--role"), flag("--scope")]
+    out = "assignment" if key in [r[:3] for r in cloud["roles"]] else ""
+elif verb.startswith("role assignment create"):
+    key = [flag("--assignee-object-id"), flag("--role"), flag("--scope")]
+    if key[0] is None or flag("--assignee-principal-type") != "ServicePrincipal":
+        fail = "PrincipalNotFound: a new principal is found by object id and type only"
+    elif key in [r[:3] for r in cloud["roles"]]:
+        fail = "RoleAssignmentExists: The role assignment already exists."
+    cloud["roles"].append([*key, flag("--condition")])
+elif verb.startswith(("storage account show", "keyvault show")):
+    out = "/subscriptions/sub-1/resourceGroups/rg-state/providers/x/" + flag("--name")
+else:
+    fail = "fake az does not know: " + verb
+json.dump(cloud, open(path, "w"))
+if fail:
+    sys.exit(print(fail, file=sys.stderr) or 1)
+print(out)
+"""
+
+
+def _fake_tools(folder: Path) -> dict[str, str]:
+    import sys
+    for tool in ("az", "gh"):
+        fake = folder / tool
+        fake.write_text(f"#!{sys.executable}\n{FAKE_AZ}")
+        fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "FAKE_CLOUD": str(folder / "cloud.json")}
+
+
+def test_the_setup_script_is_lint_clean_and_running_it_twice_changes_nothing_the_second_time(tmp_path):
+    """Round-4 newcomer #9: the printed script made an app on every run while the docs said to run it again. Round-4
+    Azure audit #14: it assigned roles to an app id a fresh principal may not resolve to yet. Run against a fake az
+    that refuses both (ARM: RoleAssignmentExists; troubleshooting: a new principal by object id and type only)."""
+    result = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", "repo:acme@123/infra@456",
+                     "--state-account", "stacme", "--key-vault", "kv-acme")
     assert result.returncode == 0, result.stderr
-    text = result.stdout
-    lint = subprocess.run([venv_tool("shellcheck"), "--shell=bash", "-"], input=text, capture_output=True, text=True)
+    lint = subprocess.run([venv_tool("shellcheck"), "--shell=bash", "-"], input=result.stdout, capture_output=True,
+                          text=True)
     assert lint.returncode == 0, lint.stdout
-    assert re.search(r"--role Contributor --scope \"/subscriptions/\$subscription\"", text)
-    assert "--role 'Role Based Access Control Administrator'" in text
-    assert len(re.findall(r"az ad app federated-credential create", text)) == len(stack_files()) + 2
-    assert all(f"az provider register --namespace {p}" in text for p in RESOURCE_PROVIDERS)
-    assert "gh variable set PULUMI_SECRETS_PROVIDER --repo acme/infra --body " \
-           "azurekeyvault://kv-acme.vault.azure.net/keys/pulumi" in text
+    (tmp_path / "setup.sh").write_text(result.stdout)
+    env = _fake_tools(tmp_path)
+    for run in (1, 2):
+        done = subprocess.run(["bash", str(tmp_path / "setup.sh")], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, (run, done.stderr)
+        cloud = json.loads((tmp_path / "cloud.json").read_text())
+        if run == 1:
+            first = cloud
+            creates = [c for c in cloud["calls"] if c.endswith("create")]
+    second = [c for c in cloud["calls"][len(first["calls"]):] if c.endswith("create")]
+    assert creates and not second
+    assert cloud["apps"] == {"aksgpu-ci-acme-infra": "app-aksgpu-ci-acme-infra",
+                             "aksgpu-ci-acme-infra-preview": "app-aksgpu-ci-acme-infra-preview"}
+    deploy, preview = "sp-app-aksgpu-ci-acme-infra", "sp-app-aksgpu-ci-acme-infra-preview"
+    roles = {(p, r): c for p, r, _, c in cloud["roles"]}
+    assert set(roles) == {(deploy, "Contributor"), (deploy, "Role Based Access Control Administrator"),
+                          (deploy, "Storage Blob Data Contributor"), (deploy, "Key Vault Crypto User"),
+                          *((preview, r) for r in ci_setup.PREVIEW_ROLES), (preview, "Storage Blob Data Reader"),
+                          (preview, "Key Vault Crypto User")}
+    assert roles[deploy, "Role Based Access Control Administrator"] == assignable_condition()
+    assert set(cloud["creds"]["app-aksgpu-ci-acme-infra-preview"]) == {"pull-request"}
+    assert cloud["variables"]["AZURE_CLIENT_ID"] == "app-aksgpu-ci-acme-infra"
+    assert cloud["variables"]["AZURE_PREVIEW_CLIENT_ID"] == "app-aksgpu-ci-acme-infra-preview"
+    assert cloud["variables"]["AZURE_DEPLOY_PRINCIPAL_ID"] == deploy
+    assert cloud["variables"]["PULUMI_SECRETS_PROVIDER"] == "azurekeyvault://kv-acme.vault.azure.net/keys/pulumi"
+
+
+def test_a_credential_whose_subject_changed_is_updated_in_place(tmp_path):
+    """A repository renamed, or moved to GitHub's immutable subjects: running the setup again with the new prefix
+    updates each credential rather than failing on its name."""
+    env = _fake_tools(tmp_path)
+    for prefix in ("repo:acme/infra", "repo:acme@123/infra@456"):
+        text = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", prefix).stdout
+        (tmp_path / "setup.sh").write_text(text)
+        done = subprocess.run(["bash", str(tmp_path / "setup.sh")], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    creds = json.loads((tmp_path / "cloud.json").read_text())["creds"]["app-aksgpu-ci-acme-infra"]
+    assert creds["main"] == "repo:acme@123/infra@456:ref:refs/heads/main"
+
+
+def test_a_subscription_with_infiniband_pools_registers_aks_infiniband_support():
+    """Round-4 Azure audit #4: AKS use-amd-gpus ("Register the AKSInfinibandSupport feature") and
+    Azure/aks-rdma-infiniband tests/setup-infra/deploy-aks.sh register it before an RDMA pool."""
+    assert any(stack_config(s).addons.network_operator for s in stack_files())
+    text = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", "repo:acme/infra").stdout
+    assert "az feature register --namespace Microsoft.ContainerService --name AKSInfinibandSupport" in text
+    assert text.index("az feature register") < text.index("az provider register --namespace "
+                                                              "Microsoft.ContainerService --output none\n\n")

@@ -75,5 +75,16 @@ def test_deployer_gets_aks_rbac_cluster_admin_on_the_cluster_unless_told_not_to(
                 if x.name == "aks-deployer-admin"]
 
 
+def test_a_named_deployer_gets_every_deployer_grant_whoever_runs_pulumi():
+    """Round-4 Azure audit #11: previews run as the preview app; with the deploy app's object id named
+    (cluster.deployerObjectId, set by the workflows) they show the grants as deployed, not handed to themselves."""
+    deploy_app = "11111111-2222-3333-4444-555555555555"
+    r = render_with("dev", cluster={"deployerObjectId": deploy_app, "deployerPrincipalType": "ServicePrincipal"})
+    assert r.named("aks-deployer-admin").inputs["principalId"] == deploy_app
+    # The identity running Pulumi (the mocks' client config) is granted nothing.
+    assert DEPLOYER_OBJECT_ID not in {x.inputs["principalId"]
+                                      for x in r.of_type("azure-native:authorization:RoleAssignment")}
+
+
 def test_node_resource_group_is_named_from_the_root():
     assert cluster(render_with("my-stack"))["nodeResourceGroup"] == "rg-my-stack-nodes"

@@ -215,10 +215,16 @@ def test_upgrades_surge_a_node_first_and_happen_in_the_maintenance_window(render
     """Round-3 k8s audit #7: each weekly node-image roll drained GPU nodes whenever AKS chose; now it adds a node
     before draining one (aks upgrade-aks-node-pools: maxSurge, drainTimeoutInMinutes) and only in the window
     (aks planned-maintenance: aksManagedAutoUpgradeSchedule, aksManagedNodeOSUpgradeSchedule, 4 hours or more)."""
+    priorities = set()
     for stack in renders:
         r = render_of(stack)
         for pool in r.of_type(AGENT_POOL):
-            assert pool.inputs["upgradeSettings"] == {"maxSurge": "1", "drainTimeoutInMinutes": 30}, (stack, pool.name)
+            priorities.add(pool.inputs["scaleSetPriority"])
+            # Round-4 Azure audit #3: AKS gives a spot pool's upgrade no surge node and no drain (spot-node-pool:
+            # "Upgrade a Spot node pool"), so a spot pool says nothing it would not do.
+            expected = None if pool.inputs["scaleSetPriority"] == "Spot" else {"maxSurge": "1",
+                                                                                 "drainTimeoutInMinutes": 30}
+            assert pool.inputs.get("upgradeSettings") == expected, (stack, pool.name)
         window = r.cfg.cluster.maintenance_window
         configs = {m.inputs["configName"]: m.inputs["maintenanceWindow"]
                    for m in r.of_type("azure-native:containerservice:MaintenanceConfiguration")}
@@ -227,6 +233,7 @@ def test_upgrades_surge_a_node_first_and_happen_in_the_maintenance_window(render
             assert value == {"schedule": {"weekly": {"dayOfWeek": window.day.value, "intervalWeeks": 1}},
                              "startTime": window.start_time, "durationHours": window.duration_hours,
                              "utcOffset": window.utc_offset}
+    assert priorities == {"Spot", "Regular"}  # the stacks hold both kinds
     unmanaged = render_with(cluster={"openApiServer": True, "nodeOsUpgradeChannel": "Unmanaged"})
     assert [m.inputs["configName"] for m in unmanaged.of_type(
         "azure-native:containerservice:MaintenanceConfiguration")] == ["aksManagedAutoUpgradeSchedule"]

@@ -50,6 +50,22 @@ def test_a_nap_pool_offers_its_sizes_spot_first_up_to_its_maximum_with_the_gpu_t
     assert spec["template"]["spec"]["expireAfter"] == "Never"
 
 
+def test_a_new_node_image_never_drains_a_busy_nap_gpu_node():
+    """Round-4 Azure audit #2: NAP marks nodes drifted on each node image (forced past 90 days, whatever the window)
+    and replaces them honouring node disruption budgets and PodDisruptionBudgets only (learn.microsoft.com/azure/
+    aks/node-auto-provisioning-upgrade-image); left undefined, the budgets default to one of ``nodes: 10%`` for
+    every reason, drift included (karpenter-provider-azure v1.12.2 pkg/apis/crds/karpenter.sh_nodepools.yaml)."""
+    budgets_schema = upstream.operator_crd("karpenter-provider-azure", KARPENTER_VERSION, NODEPOOL_CRD)[
+        "versions"]["v1"]["properties"]["spec"]["properties"]["disruption"]["properties"]["budgets"]
+    assert budgets_schema["default"] == [{"nodes": "10%"}]  # why the pool must say it
+    assert "Drifted" in budgets_schema["items"]["properties"]["reasons"]["items"]["enum"]
+    r = render_with(cluster=FIXED_SYSTEM, gpuPools=[NAP_T4])
+    budgets = r.named("gpu-t4-nodepool").inputs["spec"]["disruption"]["budgets"]
+    assert {"nodes": "0", "reasons": ["Drifted"]} in budgets
+    # No other budget may allow drift: Karpenter takes the most restrictive active budget per reason.
+    assert all(b["nodes"] == "0" for b in budgets if "Drifted" in b.get("reasons", ["Drifted"]))
+
+
 def test_a_regular_nap_pool_never_buys_spot():
     r = render_with(cluster=FIXED_SYSTEM, gpuPools=[{**NAP_T4, "priority": "regular"}])
     requirements = {q["key"]: q["values"] for q in r.named("gpu-t4-nodepool").inputs["spec"]["template"]["spec"][

@@ -138,7 +138,9 @@ def test_jobs_that_reach_the_cluster_run_on_the_stacks_runner_and_only_with_azur
     definition = load(workflow)["jobs"][job]
     assert definition["runs-on"] in ("${{ matrix.runner }}", "${{ fromJSON(inputs.runner) }}")
     text = (WORKFLOWS / workflow).read_text()
-    assert "vars.AZURE_CLIENT_ID != ''" in text
+    # Previews run the pull request's code as the preview app (round-4 Azure audit #11); the rest as the deploy app.
+    assert ("vars.AZURE_PREVIEW_CLIENT_ID != ''" if workflow == "pull-request.yml"
+            else "vars.AZURE_CLIENT_ID != ''") in text
     if definition["runs-on"] == "${{ matrix.runner }}":
         assert "python -m ops matrix" in text
 
@@ -150,14 +152,30 @@ def test_destroy_keeps_protected_data_and_the_leftover_check_knows_it():
     assert destroy["with"]["exclude-protected"] is True
 
 
-def test_deploy_runs_per_stack_in_its_environment_one_run_at_a_time():
+def test_deploy_runs_per_stack_in_its_scenarios_environment_one_run_at_a_time():
     up = load("deploy.yml")["jobs"]["up"]
-    assert up["environment"] == "${{ matrix.stack }}"
+    assert up["environment"] == "${{ matrix.environment }}"  # tests/test_ci_setup.py says why
     assert up["concurrency"] == {"group": "pulumi-${{ matrix.stack }}", "cancel-in-progress": False}
     assert on(load("deploy.yml"))["push"] == {"branches": ["main"]}
     command = [s["with"]["command"] for s in up["steps"]
                if s.get("uses", "").startswith("pulumi/actions") and "command" in s.get("with", {})]
     assert command == ["up"]
+
+
+def test_a_preview_never_signs_in_as_the_deploy_app_nor_writes_the_shared_backend():
+    """Round-4 Azure audit #11 and #17: a same-repository branch's preview held Owner-equivalent rights and created
+    its new stack in the shared backend; now it signs in as the preview app and previews a new stack on a local
+    backend of its own."""
+    preview = load("pull-request.yml")["jobs"]["preview"]
+    text = (WORKFLOWS / "pull-request.yml").read_text()
+    assert "AZURE_CLIENT_ID" not in text.replace("AZURE_PREVIEW_CLIENT_ID", "")
+    assert preview["env"]["ARM_CLIENT_ID"] == "${{ vars.AZURE_PREVIEW_CLIENT_ID }}"
+    assert "PULUMI_BACKEND_URL" not in preview["env"]  # chosen by the select step, for every later step
+    select = next(s for s in preview["steps"] if "pulumi stack select" in s.get("run", ""))
+    assert "--create" not in select["run"] and 'pulumi stack init "$STACK" --secrets-provider passphrase' in select[
+        "run"]
+    for workflow in ("pull-request.yml", "deploy.yml"):
+        assert "aksgpu:cluster.deployerObjectId' \"$DEPLOYER\"" in (WORKFLOWS / workflow).read_text()
 
 
 def test_destroy_shares_the_deploy_concurrency_group_and_checks_for_leftovers():
@@ -248,10 +266,10 @@ def test_every_pulumi_job_uses_the_secrets_manager_its_state_names():
         assert job["env"]["PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER"] == "true", (workflow, name)
 
 
-@pytest.mark.parametrize("workflow, job", [("pull-request.yml", "preview"), ("deploy.yml", "up")])
-def test_previews_and_deploys_create_a_stack_they_do_not_find(workflow, job):
-    """Round-3 audit #2: a pull request that adds a stack could not preview it (`stack select` without create)."""
-    runs = " ".join(s.get("run", "") for s in load(workflow)["jobs"][job]["steps"])
+def test_deploys_create_a_stack_they_do_not_find():
+    """Round-3 audit #2: a stack not yet in the backend could not be deployed (`stack select` without create);
+    previews create theirs on a local backend (test_a_preview_never_signs_in_as_the_deploy_app...)."""
+    runs = " ".join(s.get("run", "") for s in load("deploy.yml")["jobs"]["up"]["steps"])
     assert 'pulumi stack select --create "$STACK" --secrets-provider "$SECRETS_PROVIDER"' in runs
 
 

@@ -40,6 +40,8 @@ UPGRADE_SURGE = "1"
 default 10 % also rounds to one node, stated here so a reader need not know it."""
 DRAIN_TIMEOUT_MINUTES = 30
 """How long AKS waits for a node's pods to leave before it fails the upgrade (its default)."""
+SPOT_UPGRADE = ("an upgrade of a spot pool cordons each node and sends its pods an eviction notice, with no drain "
+                "and no surge node (learn.microsoft.com/azure/aks/spot-node-pool: Upgrade a Spot node pool)")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,15 @@ class PoolNodes:
 def pool_taints(pool: PoolNodes, gpu: bool) -> tuple[str, ...]:
     """Taints AKS puts on a pool's nodes: the GPU taint on GPU pools, the spot taint on spot pools."""
     return ((GPU_TAINT,) if gpu else ()) + ((SPOT_TAINT,) if pool.spot else ())
+
+
+def upgrade_settings(pool: PoolNodes) -> cs.AgentPoolUpgradeSettingsArgs | None:
+    """A regular pool's upgrade adds a node before it drains one, so an evicted GPU pod has somewhere to go, and
+    gives the drain 30 minutes, enough for pods that stop gracefully, before it fails. A spot pool gets none: AKS
+    applies neither to spot pools (SPOT_UPGRADE), so a setting there would only promise what does not happen."""
+    if pool.spot:
+        return None
+    return cs.AgentPoolUpgradeSettingsArgs(max_surge=UPGRADE_SURGE, drain_timeout_in_minutes=DRAIN_TIMEOUT_MINUTES)
 
 
 def agent_pool_settings(pool: PoolNodes, subnet_id: pulumi.Input[str], tags: Mapping[str, str],
@@ -168,10 +179,7 @@ class _NodePool(pulumi.ComponentResource):
             resource_group_name=args.resource_group_name,
             mode=cs.AgentPoolMode.USER,
             **{**agent_pool_settings(pool, args.subnet_id, args.tags, self.taints, labels), **extra},
-            # An upgrade adds a node before it drains one, so an evicted GPU pod has somewhere to go; AKS gives the
-            # drain 30 minutes, enough for pods that stop gracefully, before it fails the upgrade.
-            upgrade_settings=cs.AgentPoolUpgradeSettingsArgs(max_surge=UPGRADE_SURGE,
-                                                            drain_timeout_in_minutes=DRAIN_TIMEOUT_MINUTES),
+            upgrade_settings=upgrade_settings(pool),
             # The autoscaler owns `count`; the explicit pool name means a replacement must delete first.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["count"], delete_before_replace=True,
                                         replace_on_changes=list(FIXED_AT_CREATION),

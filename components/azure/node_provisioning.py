@@ -5,6 +5,13 @@ the first to let the GPU operator own the driver, Azure/AKS#5362): an ``AKSNodeC
 who installs the GPU driver) and a ``NodePool`` (the sizes, spot then on-demand, at most ``maxCount`` nodes, the
 GPU taint and labels the GPU software selects). NAP creates a node when a GPU pod is pending and removes it once
 empty. Workloads select the pool by its ``karpenter.sh/nodepool`` label, which every node it makes carries.
+
+Karpenter disrupts nodes for three reasons: Empty, Underutilized and Drifted. NAP marks every node drifted when it
+picks up a new node image (in the node OS maintenance window, or at once when the image is over 90 days old) and
+replaces drifted nodes honouring only node disruption budgets and PodDisruptionBudgets (learn.microsoft.com/azure/
+aks/node-auto-provisioning-upgrade-image); a training Job has no PodDisruptionBudget. So the pool's budget lets no
+node go for drift: a drifted node keeps running its pods, goes once empty, and NAP makes its successor from the new
+image.
 """
 
 from __future__ import annotations
@@ -30,6 +37,10 @@ NODEPOOL_LABEL = "karpenter.sh/nodepool"
 """The label Karpenter puts on each node with its NodePool's name."""
 EMPTY_NODE_MINUTES = 10
 """How long an empty GPU node stays before NAP removes it: the cluster autoscaler's scale-down time here."""
+NO_DRIFT_DISRUPTION = {"nodes": "0", "reasons": ["Drifted"]}
+"""No node goes for drift while it has pods (karpenter-provider-azure v1.12.2 pkg/apis/crds/karpenter.sh_nodepools.yaml:
+a budget's ``reasons`` are Underutilized, Empty, Drifted; with budgets left undefined one ``nodes: 10%`` budget
+applies to every reason, drift included)."""
 
 
 @dataclass(frozen=True)
@@ -91,8 +102,10 @@ def node_pool_spec(args: NapPoolArgs, labels: Mapping[str, str]) -> dict[str, An
                 "expireAfter": "Never",
             },
         },
-        # Only empty nodes go: consolidating a busy GPU node would evict its pods to save little.
-        "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": f"{EMPTY_NODE_MINUTES}m"},
+        # Only empty nodes go: consolidating a busy GPU node would evict its pods to save little, and a new node
+        # image (drift) waits until the node is empty (NO_DRIFT_DISRUPTION).
+        "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": f"{EMPTY_NODE_MINUTES}m",
+                       "budgets": [NO_DRIFT_DISRUPTION]},
         "limits": {"nodes": str(pool.max_count)},
     }
 

@@ -133,7 +133,9 @@ class BlobVolume(pulumi.ComponentResource):
                 permissions=SAS_PERMISSIONS[args.read_only],
                 protocols=storage.HttpProtocol.HTTPS,
                 shared_access_expiry_time=sas_expiry(args.sas_expiry_days),
-                opts=pulumi.InvokeOptions(parent=self),
+                # The account's name is known before the account exists: without the edge, a stack's first
+                # `pulumi up` asks for its SAS before it is created and fails (ResourceNotFound).
+                opts=pulumi.InvokeOutputOptions(parent=self, depends_on=list(args.wait_for)),
             )
             # `data`, not `stringData`: a new day's token is then an update of the Secret, not a delete and a
             # re-create that leaves a moment without it.

@@ -350,6 +350,10 @@ class ClusterConfig(ConfigModel):
     workloads) and the blob data roles of the commands the stack outputs."""
     deployer_principal_type: PrincipalType = PrincipalType.USER
     """`User` for a person, `ServicePrincipal` for CI; Azure refuses an assignment whose type is wrong."""
+    deployer_object_id: Annotated[str, _guid] | None = None
+    """The Entra ID object id of the identity that deploys the stack, which `grantDeployerAdmin` grants to; default:
+    the identity running Pulumi. The workflows set the deploy app's, so a preview run as the preview app shows the
+    grants as deployed."""
     network_policy: NetworkPolicy = NetworkPolicy.CILIUM
     """Network policy engine: `cilium` (Azure CNI powered by Cilium) or `calico`."""
     upgrade_channel: UpgradeChannel = UpgradeChannel.PATCH

@@ -130,6 +130,13 @@ def nap_pools(cfg: StackConfig, net: Network, access: KubernetesAccess) -> dict[
             providers=[access.provider])) for g in cfg.gpu_pools if g.nap}
 
 
+def deployer_id(cfg: StackConfig, deployer: authorization.GetClientConfigResult) -> str:
+    """Who deploys the stack: ``cluster.deployerObjectId``, else the identity running Pulumi. The workflows name the
+    deploy app, so a pull request's preview, run as the preview app, shows the stack's role assignments as they are
+    deployed rather than handed to the preview app."""
+    return cfg.cluster.deployer_object_id or deployer.object_id
+
+
 def build_azure_layer(cfg: StackConfig, needs: Needs, deployer: authorization.GetClientConfigResult,
                       preflight: bool = True) -> AzureLayer:
     """Declare the Azure resources of ``cfg`` and what the scenario's ``needs`` add (its deployer's blob access, its
@@ -162,7 +169,8 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, deployer: authorization.Ge
             resource_group_name=net.resource_group_name, location=cfg.location,
             account_name=cfg.storage_account_name(a), containers=a.container_names, tags=tags,
             auth=cfg.storage.auth, sas_expiry_days=cfg.storage.sas_expiry_days,
-            deployer=DataGrant(deployer.object_id, c.deployer_principal_type, needs.deployer_blob_access[a.role])
+            deployer=DataGrant(deployer_id(cfg, deployer), c.deployer_principal_type,
+                               needs.deployer_blob_access[a.role])
             if c.grant_deployer_admin and a.role in needs.deployer_blob_access else None,
             protect=a.protect, private=net.private_access if cfg.storage.private else None,
         ))
@@ -182,7 +190,7 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, deployer: authorization.Ge
         network_policy=c.network_policy, upgrade_channel=c.upgrade_channel,
         node_os_upgrade_channel=c.node_os_upgrade_channel, managed_blob_csi_driver=c.managed_blob_csi_driver,
         maintenance_window=c.maintenance_window.window,
-        deployer_object_id=deployer.object_id if c.grant_deployer_admin else None,
+        deployer_object_id=deployer_id(cfg, deployer) if c.grant_deployer_admin else None,
         deployer_principal_type=c.deployer_principal_type, prometheus_metrics=cfg.monitoring.enabled,
         keda=cfg.addons.keda, ai_toolchain_operator=needs.ai_toolchain_operator,
         registry_id=registry.id if registry else None, runner_vnet_id=cfg.network.runner_vnet_id,
@@ -237,7 +245,7 @@ def _monitoring(cfg: StackConfig, net: Network, cluster: Cluster, deployer: auth
                    *needs.alert_rules],
             tags=tags, alert_email=cfg.monitoring.alert_email,
             grafana_name=n.grafana() if cfg.monitoring.grafana else None,
-            grafana_admin=GrafanaAccess(deployer.object_id, cfg.cluster.deployer_principal_type)
+            grafana_admin=GrafanaAccess(deployer_id(cfg, deployer), cfg.cluster.deployer_principal_type)
             if cfg.cluster.grant_deployer_admin else None,
         ))
     if cfg.monitoring.autoscaler_logs:
