@@ -13,7 +13,8 @@ from program.config.keys import PROJECT
 
 
 def _subscription_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--subscription", help="default: AZURE_SUBSCRIPTION_ID or ARM_SUBSCRIPTION_ID")
+    p.add_argument("--subscription",
+                   help="default: AZURE_SUBSCRIPTION_ID or ARM_SUBSCRIPTION_ID, else the one `az account show` names")
 
 
 def _capacity_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,8 +39,10 @@ def _ci_setup_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repo", required=True, help="the GitHub repository, OWNER/NAME")
     p.add_argument("--ids", help="OWNER_ID/REPO_ID: subjects in the immutable form of repositories created after "
                    "2026-06-18")
-    p.add_argument("--state-account", help="the state backend's storage account")
-    p.add_argument("--key-vault", help="the secrets provider's Key Vault")
+    # Required: the workflows log in to this backend (PULUMI_BACKEND_URL, PULUMI_SECRETS_PROVIDER); a script without
+    # them sets up an identity whose every workflow run then fails at `pulumi login`.
+    p.add_argument("--state-account", required=True, help="the state backend's storage account (docs/lifecycle.md)")
+    p.add_argument("--key-vault", required=True, help="the secrets provider's Key Vault (docs/lifecycle.md)")
 
 
 def _leftovers_arguments(p: argparse.ArgumentParser) -> None:

@@ -68,3 +68,11 @@ def test_the_setup_is_a_valid_script_with_roles_that_create_and_assign():
     assert all(f"az provider register --namespace {p}" in text for p in RESOURCE_PROVIDERS)
     assert "gh variable set PULUMI_SECRETS_PROVIDER --repo acme/infra --body " \
            "azurekeyvault://kv-acme.vault.azure.net/keys/pulumi" in text
+
+
+def test_a_setup_without_the_state_backend_is_refused_naming_what_is_missing():
+    """Newcomer #6: the workflows log in to PULUMI_BACKEND_URL with PULUMI_SECRETS_PROVIDER; a script that sets
+    neither leaves every run failing later, so the command refuses it."""
+    result = command("ops", "ci-setup", "--repo", "acme/infra")
+    assert result.returncode == 2
+    assert "--state-account" in result.stderr and "--key-vault" in result.stderr and not result.stdout
