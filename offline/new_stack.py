@@ -62,5 +62,5 @@ def new_stack_command(args: argparse.Namespace) -> int:
     print(f"wrote {path.name}; regenerated {', '.join(map(str, updated)) or 'no docs (none changed)'}")
     print(f"next: review and commit them; deploy with `pulumi stack select --create {args.name}` and `pulumi up "
           f"--policy-pack policy`, or the deploy workflow with stack {args.name}, whose environment needs its "
-          "federated credential (python -m ops ci-setup prints it)")
+          "federated credential (.venv/bin/python -m ops ci-setup prints it)")
     return 0

@@ -254,8 +254,8 @@ def cost_markdown(render: Render, prices: dict[str, Any] | None = None) -> str:
     total = _totals(cfg, pools, fixed, usage)
     where = (f"VM prices of `{cfg.location}` from vm_prices.yaml ({region['source']}"
              f"{', refreshed ' + str(region['refreshed']) if region.get('refreshed') else ''})" if region else
-             f"**vm_prices.yaml has no prices for `{cfg.location}`**: every pool is unknown until `python -m offline "
-             f"catalogue --regions {cfg.location}` runs")
+             f"**vm_prices.yaml has no prices for `{cfg.location}`**: every pool is unknown until `.venv/bin/python -m "
+             f"ops catalogue --regions {cfg.location}` runs")
     lines = [
         f"# Stack `{render.stack}`: hourly cost estimate",
         "",
@@ -284,6 +284,6 @@ def cost_markdown(render: Render, prices: dict[str, Any] | None = None) -> str:
         lines += ["", f"Idle GPU cost is above zero ({_money(total.idle_gpu)}/h): a GPU pool keeps nodes at min > 0."]
     if not total.complete:
         lines += ["", f"No price in `{cfg.location}` for pool(s) {', '.join(total.unpriced)}: the totals are lower "
-                      f"bounds. Refresh the prices with `python -m ops catalogue --regions {cfg.location}` "
+                      f"bounds. Refresh the prices with `.venv/bin/python -m ops catalogue --regions {cfg.location}` "
                       "(docs/capacity.md)."]
     return "\n".join(lines) + "\n"
