@@ -20,6 +20,9 @@ from offline.render import Render, Resource
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+NODE_CLASS = "kubernetes:karpenter.azure.com/v1beta1:AKSNodeClass"
+"""A node auto-provisioning pool: no AgentPool, NAP's Karpenter makes its nodes."""
 
 
 def is_patch(r: Resource) -> bool:
@@ -100,16 +103,30 @@ def node_pool_rows(render: Render) -> list[dict[str, Any]]:
     rows = []
     cfg = render.cfg
     gpu_cfg = {g.name: g for g in cfg.gpu_pools}
+    # A node auto-provisioning pool has no AgentPool: its row comes from config, its NodePool and AKSNodeClass.
+    nap = {(r.inputs["spec"]["template"]["spec"].get("nodeClassRef") or {}).get("name"): r.inputs["spec"]["template"]
+           for r in render.of_type(NODE_POOL)}
+    node_class = {(r.inputs.get("metadata") or {}).get("name"): r.inputs["spec"] for r in render.of_type(NODE_CLASS)}
+    pools += [{"name": g.name, "mode": "NAP", "vmSize": ", ".join(g.vm_sizes), "spot": g.spot, "minCount": g.min_count,
+               "maxCount": g.max_count,
+               "gpuProfile": {"driver": "Install" if node_class.get(g.name, {}).get("gpu", {}).get("mode") == "Driver"
+                              else "None"},
+               "nodeTaints": [f"{t['key']}={t.get('value', '')}:{t['effect']}"
+                              for t in nap.get(g.name, {}).get("spec", {}).get("taints", [])]}
+              for g in cfg.gpu_pools if g.nap]
     # Config order (system pool, GPU pools, CPU pools), as cost.md lists them.
     order = [cfg.cluster.system_pool.name, *gpu_cfg, *(c.name for c in cfg.cpu_pools)]
     for p in sorted(pools, key=lambda p: order.index(p["name"]) if p["name"] in order else len(order)):
-        size = GPU_SIZES.get(p["vmSize"])
         g = gpu_cfg.get(p["name"])
+        size = g.size if g else GPU_SIZES.get(p["vmSize"])
+        # A pool without the autoscaler (the system pool's fixed count) has no min or max: it is count–count.
+        scaled = p.get("enableAutoScaling", True)
         rows.append({
             "name": p["name"], "mode": p.get("mode"), "vmSize": p["vmSize"],
             "gpu": f"{size.gpu_model} × {size.gpus}" if size else "-",
-            "spot": p.get("scaleSetPriority") == "Spot",
-            "min": p.get("minCount"), "max": p.get("maxCount"),
+            "spot": p["spot"] if "spot" in p else p.get("scaleSetPriority") == "Spot",
+            "min": p.get("minCount") if scaled else p.get("count"),
+            "max": p.get("maxCount") if scaled else p.get("count"),
             "taints": p.get("nodeTaints") or [],
             "gpusPerNode": g.schedulable_gpus_per_node if g else 0,
             "sharing": (f"{g.sharing.mode} ×{g.sharing.shares}" if g and g.sharing.mode.has_replicas
@@ -149,7 +166,8 @@ def summary(render: Render, cost: Totals, up_minutes: float) -> str:
     for row in rows:
         taints = "<br>".join(f"`{t}`" for t in row["taints"]) or "-"
         lines.append(f"| {row['name']} | {row['mode']} | {row['vmSize']} | {row['gpu']} | "
-                     f"{'yes' if row['spot'] else 'no'} | {row['min']}–{row['max']} | {taints} | "
+                     f"{('spot first' if row['mode'] == 'NAP' else 'yes') if row['spot'] else 'no'} | "
+                     f"{row['min']}–{row['max']} | {taints} | "
                      f"{row['driver']} | {row['sharing']} | {row['gpusPerNode'] or '-'} |")
     idle_gpu = [r["name"] for r in rows if r["gpu"] != "-" and (r["min"] or 0) > 0]
     lines += ["", ("GPU nodes stay up when idle (min > 0) in pools: " + ", ".join(idle_gpu) +
