@@ -139,11 +139,11 @@ Every render writes two estimates beside the stack's resources (`make render`, t
   maximum), spot and on-demand side by side, plus the fixed parts (AKS tier, registry, load balancer, public IPs,
   private endpoints, DNS zones) and the monitoring usage (managed Prometheus ingestion, which grows with nodes and
   GPUs, Managed Grafana, the autoscaler's logs) at the volumes the table assumes. VM prices are the stack's own
-  region's in `offline/estimates/vm_prices.yaml` (`.venv/bin/python -m ops catalogue` refreshes it from the Retail
-  Prices API, docs/capacity.md); spot is priced at its spot price, or on-demand minus the assumed discount where
-  none is recorded; a node auto-provisioning pool at the dearest of its sizes on-demand (its fallback); a size
-  without a price makes every total "at least". The other parts come from `offline/estimates/prices.yaml`. An
-  estimate, not a quote.
+  region's in `offline/estimates/vm_prices.yaml`: dated snapshots of the Retail Prices API, real spot prices for
+  the US regions (docs/capacity.md; `.venv/bin/python -m ops catalogue` refreshes it from the API itself); spot is
+  priced at its spot price, or on-demand minus the assumed discount where none is recorded; a node
+  auto-provisioning pool at the dearest of its sizes on-demand (its fallback); a size without a price makes every
+  total "at least". The other parts come from `offline/estimates/prices.yaml`. An estimate, not a quote.
 - `timeline.md`: the critical path through the render's real dependency graph, with the creation times in
   `offline/estimates/durations.yaml` (each with its source; none measured on Azure). Pulumi creates a resource as
   soon as what it depends on exists, so the image builds run beside the cluster, not after it. It also follows a

@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from components.gpu.sizes import GPU_SIZES
+from components.gpu.sizes import FAMILIES, GPU_SIZES
 from offline import urns
-from offline.estimates.cost import Totals, cost_markdown, load_prices, totals
+from offline.estimates.cost import Totals, cost_markdown, load_prices, spot_unsold, totals
 from offline.estimates.timeline import plan, timeline_markdown, total_seconds
 from offline.render import Render, Resource
 
@@ -144,11 +144,35 @@ def driver_owner(pool: dict[str, Any], gpu_operator: bool) -> str:
     return "GPU operator" if gpu_operator else "nobody"
 
 
+GPU_MODELS = {f.gpu_model.split()[0].lower() for f in FAMILIES.values()}
+"""The GPU models a pool's name may carry (``t4``, ``a10``, ``a100``, ``h100``, ``h200``)."""
+
+
+def misnamed_pools(cfg: Any) -> list[str]:
+    """GPU pools named for another GPU than their size has (a pool `t4` whose size became an A10)."""
+    found = []
+    for g in cfg.gpu_pools:
+        model = g.size.gpu_model.split()[0].lower()
+        named = [t for t in re.findall(r"[a-z]+\d+", g.name.lower()) if t in GPU_MODELS and t != model]
+        if named:
+            found.append(f"pool {g.name} is named for the {named[0].upper()}, but {g.vm_size} carries the "
+                         f"{g.size.gpu_model}: rename it with the size, since the size change replaces the pool anyway")
+    return found
+
+
+def warnings(render: Render, prices: dict[str, Any] | None = None) -> list[str]:
+    """What the render holds that is valid config but likely a mistake: misnamed pools, spot where Azure sells none.
+    The render command prints them; summary.md lists them first."""
+    return misnamed_pools(render.cfg) + spot_unsold(render.cfg, prices or load_prices())
+
+
 def summary(render: Render, cost: Totals, up_minutes: float) -> str:
     cfg = render.cfg
     lines = [f"# Stack `{render.stack}`: scenario `{cfg.scenario}`", "",
              f"Region `{cfg.location}`, naming root `{cfg.naming.root}`, environment `{cfg.environment}`, "
              f"owner `{cfg.owner}`.", ""]
+    for warning in warnings(render):
+        lines += [f"**Warning:** {warning}.", ""]
     if cfg.cluster.private:
         lines += ["Cluster access: private API server, reachable only from its VNet.", ""]
     elif cfg.cluster.authorized_ip_ranges:
