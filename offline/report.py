@@ -207,9 +207,11 @@ def summary(render: Render, cost: Totals, up_minutes: float) -> str:
                   f"Estimated `pulumi up` (timeline.md): {up_minutes:.0f} min.", ""]
 
     lines += ["## Architecture", "",
-              "Each box is a component and how many resources it holds. An arrow points from what a component waits "
-              "for to the component: a resource it depends on, or the Kubernetes provider its objects go through; "
-              "an arrow that others already imply is left out (also in `graph.mmd`).", "",
+              "Each box is a component and how many resources it holds (a GPU pool's also its size, nodes and "
+              "node-hour price, as cost.md), grouped as Azure, the cluster software and the workloads. An arrow "
+              "points from what a component waits for to the component: a resource it depends on, or the Kubernetes "
+              "provider its objects go through; an arrow that others already imply is left out (also in "
+              "`graph.mmd`).", "",
               "```mermaid", graph(render).rstrip("\n"), "```", ""]
 
     counts = Counter(r.type for r in render.resources)
@@ -229,9 +231,51 @@ def _node_id(name: str) -> str:
     return "n_" + re.sub(r"[^A-Za-z0-9]", "_", name)
 
 
+GROUPS = {"azure": "Azure", "cluster": "Cluster software", "workloads": "Workloads"}
+"""The architecture graph's boxes around components: what Azure runs, what runs on the cluster for every workload,
+and the scenario's own workloads."""
+WORKLOAD_AREAS = ("workloads", "training", "identity")
+WORKLOAD_TYPES = ("Workspace", "BlobVolume")
+AZURE_SIDE = ("azure-native:", "command:", "docker")
+"""Resources Azure holds, or that build into it (an ACR build, a local image build pushed to the registry)."""
+
+
+def group_of(component: Resource, held: list[Resource]) -> str:
+    """Which GROUPS box a top-level component sits in: by its area (``aksgpu:AREA:Type``), else by what it holds."""
+    kind = component.type.split(":")
+    if kind[1] in WORKLOAD_AREAS or kind[-1] in WORKLOAD_TYPES:
+        return "workloads"
+    azure = sum(1 for r in held if r.type.startswith(AZURE_SIDE))
+    return "azure" if held and azure * 2 >= len(held) else "cluster"
+
+
+def pool_labels(render: Render) -> dict[str, str]:
+    """Pool name → the line a GPU pool's box adds: size, nodes, and the node-hour it buys (cost.md's price)."""
+    from offline.estimates.cost import pool_costs
+    costs = {p.pool: p for p in pool_costs(render.cfg, load_prices())}
+    labels = {}
+    for g in render.cfg.gpu_pools:
+        c = costs[g.name]
+        price = "price unknown" if c.node_hour.price is None else f"${c.node_hour.price:,.3f}/node-h"
+        size = f"{len(g.vm_sizes)} sizes" if g.nap else g.vm_size.removeprefix("Standard_")
+        labels[g.name] = f"{size}, {g.min_count}–{g.max_count}{' spot' if g.spot else ''}, {price}"
+    return labels
+
+
+def _pool_of(name: str, held: list[Resource]) -> str | None:
+    """The config pool a GPU pool component makes: its AgentPool's name, or its NodePool's node class."""
+    for r in held:
+        if r.type == AGENT_POOL:
+            return r.inputs.get("agentPoolName")
+        if r.type == NODE_POOL:
+            return (r.inputs["spec"]["template"]["spec"].get("nodeClassRef") or {}).get("name")
+    return None
+
+
 def graph(render: Render) -> str:
     """Mermaid, top to bottom: one box per top-level component (a nested component folds into it) with how many
-    resources it holds; an arrow is a dependency between two of them, through ``dependsOn`` or a resource's
+    resources it holds, a GPU pool's box with its size, nodes and node-hour price, each in its group (Azure, cluster
+    software, workloads); an arrow is a dependency between two of them, through ``dependsOn`` or a resource's
     provider (every Kubernetes object depends on the provider that reaches the cluster)."""
     components = {r.name: r for r in render.resources if not r.custom}
 
@@ -241,13 +285,25 @@ def graph(render: Render) -> str:
         return name if name in components else None
 
     owner = {r.name: top(r.parent if r.custom else r.name) for r in render.resources}
-    held = Counter(owner[r.name] for r in render.resources if r.custom)
+    holds: dict[str, list[Resource]] = {}
+    for r in render.resources:
+        if r.custom and owner[r.name]:
+            holds.setdefault(owner[r.name], []).append(r)
     tops = sorted({o for o in owner.values() if o}, key=lambda n: n)
-    lines = ["flowchart TB"]
+    pools = pool_labels(render)
+    boxes: dict[str, list[str]] = {g: [] for g in GROUPS}
     for name in tops:
         kind = components[name].type.split(":")[-1]
-        count = f"{held[name]} resource{'s' if held[name] != 1 else ''}"
-        lines.append(f'  {_node_id(name)}["{name}<br/><small>{kind}, {count}</small>"]')
+        held = holds.get(name, [])
+        count = f"{len(held)} resource{'s' if len(held) != 1 else ''}"
+        pool = pools.get(_pool_of(name, held) or "")
+        detail = f"<br/><small>{pool}</small>" if pool else ""
+        boxes[group_of(components[name], held)].append(
+            f'  {_node_id(name)}["{name}<br/><small>{kind}, {count}</small>{detail}"]')
+    lines = ["flowchart TB"]
+    for group, title in GROUPS.items():
+        if boxes[group]:
+            lines += [f'  subgraph g_{group}["{title}"]', *boxes[group], "  end"]
     edges = {(owner[dep], owner[r.name]) for r in render.resources
              for dep in [*r.depends_on, *([r.provider] if r.provider else [])]
              if owner.get(dep) and owner.get(r.name) and owner[dep] != owner[r.name]}
