@@ -117,11 +117,11 @@ def test_what_aks_or_nap_refuses_is_one_line_naming_the_key(config, says):
     assert any(re.search(says, str(p)) for p in e.value.problems), str(e.value)
 
 
-def test_the_summary_lists_a_nap_gpu_pool_and_the_fixed_system_pool_by_its_count(render_of):
+def test_the_summary_lists_a_nap_gpu_pool_and_the_fixed_system_pool_by_its_count(render_shape):
     """Newcomer #10: summary.md of the NAP stack showed only `system | ... | None–None` (the NAP pool has no
     AgentPool; the system pool does not autoscale, so it has a count, not a min and max)."""
     from offline.report import node_pool_rows
-    rows = {r["name"]: r for r in node_pool_rows(render_of("gpu-nap"))}
+    rows = {r["name"]: r for r in node_pool_rows(render_shape("nap"))}
     assert (rows["system"]["min"], rows["system"]["max"]) == (2, 2)
     t4 = rows["t4"]
     assert t4["mode"] == "NAP" and t4["vmSize"].startswith("Standard_NC4as_T4_v3, ") and t4["gpu"] == "T4 × 1"
