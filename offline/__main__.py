@@ -28,8 +28,9 @@ def _new_stack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="the new stack's name")
     p.add_argument("--like", required=True, help="the stack to start from")
     p.add_argument("--name-root", help="nameRoot (stack names over 20 characters)")
-    p.add_argument("--owner", help="owner tag")
-    p.add_argument("--lifetime", choices=("demo", "long-lived"), help="lifetime")
+    p.add_argument("--owner", help="owner tag (asked in a terminal; needed without one, as in CI)")
+    p.add_argument("--lifetime", choices=("demo", "long-lived"),
+                   help="lifetime (asked in a terminal; needed without one, as in CI)")
 
 
 COMMANDS = {

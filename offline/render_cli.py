@@ -9,7 +9,7 @@ from pathlib import Path
 
 from offline.cli import error
 from offline.render import check_stack, render_stack
-from offline.report import write_render
+from offline.report import warnings, write_render
 from offline.stack_files import stack_files
 from program.config.errors import ConfigError
 
@@ -40,6 +40,8 @@ def render(stack: str | None, config: Path | None, out: Path) -> int:
         rendered = render_stack(name, path)
         target = write_render(rendered, out)
         print(f"{name}: {len(rendered.resources)} resources -> {target} ({time.perf_counter() - start:.1f}s)")
+        for warning in warnings(rendered):
+            print(f"warning: stack {name}: {warning}", file=sys.stderr)
     return 0
 
 

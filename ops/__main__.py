@@ -13,7 +13,8 @@ from program.config.keys import PROJECT
 
 
 def _subscription_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--subscription", help="default: AZURE_SUBSCRIPTION_ID or ARM_SUBSCRIPTION_ID")
+    p.add_argument("--subscription",
+                   help="default: AZURE_SUBSCRIPTION_ID or ARM_SUBSCRIPTION_ID, else the one `az account show` names")
 
 
 def _capacity_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,8 +40,10 @@ def _ci_setup_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sub-prefix", help="the token subjects' prefix, verbatim (repo:OWNER@OWNER_ID/NAME@REPO_ID, or "
                    "repo:OWNER/NAME for an older repository); default: GitHub's, from gh api "
                    "repos/OWNER/NAME/actions/oidc/customization/sub")
-    p.add_argument("--state-account", help="the state backend's storage account")
-    p.add_argument("--key-vault", help="the secrets provider's Key Vault")
+    # Required: the workflows log in to this backend (PULUMI_BACKEND_URL, PULUMI_SECRETS_PROVIDER); a script without
+    # them sets up an identity whose every workflow run then fails at `pulumi login`.
+    p.add_argument("--state-account", required=True, help="the state backend's storage account (docs/lifecycle.md)")
+    p.add_argument("--key-vault", required=True, help="the secrets provider's Key Vault (docs/lifecycle.md)")
 
 
 def _leftovers_arguments(p: argparse.ArgumentParser) -> None:

@@ -11,12 +11,14 @@ Tests pass a ``transport`` that answers from recorded responses (tests/fixtures/
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from azure.core import PipelineClient
-from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
 from azure.core.pipeline.policies import HeadersPolicy, RetryPolicy, UserAgentPolicy
 from azure.core.rest import HttpRequest
 
@@ -123,6 +125,8 @@ class Azure:
         where = f"location eq '{region}'" if region else None
         try:
             return _merge(self.compute.resource_skus.list(filter=where))
+        except ClientAuthenticationError:
+            raise  # no sign-in: the command says so in one line, not as a failed read
         except HttpResponseError as error:
             raise AzureReadError("Resource SKUs", error.status_code, error.message) from None
 
@@ -130,6 +134,8 @@ class Azure:
         """Quota name (lower case: ``cores``, ``lowprioritycores``, a family) → (vCPUs in use, limit) in ``region``."""
         try:
             return {u.name.value.lower(): (u.current_value, u.limit) for u in self.compute.usage.list(region)}
+        except ClientAuthenticationError:
+            raise
         except HttpResponseError as error:
             raise AzureReadError(f"vCPU usage in {region}", error.status_code, error.message) from None
 
@@ -167,6 +173,8 @@ class Azure:
             pools = list(self.aks.agent_pools.list(resource_group, cluster))
         except ResourceNotFoundError:
             return {}
+        except ClientAuthenticationError:
+            raise
         except HttpResponseError as error:
             raise AzureReadError(f"agent pools of {cluster}", error.status_code, error.message) from None
         return {p.name: (p.vm_size, p.count or 0, p.scale_set_priority == "Spot") for p in pools}
@@ -201,10 +209,33 @@ def retail_prices(region: str, sizes: Iterable[str], transport: Any = None) -> l
     return items
 
 
-NEEDS_SUBSCRIPTION = ("--subscription (or AZURE_SUBSCRIPTION_ID or ARM_SUBSCRIPTION_ID) names the subscription to "
-                      "ask")
+NEEDS_SUBSCRIPTION = ("--subscription (or AZURE_SUBSCRIPTION_ID or ARM_SUBSCRIPTION_ID, or the Azure CLI's `az account "
+                      "show` after az login) names the subscription to ask")
+NOT_SIGNED_IN = "not signed in to Azure: run az login"
+"""What a command that asks Azure prints first, alone on its line, when no credential can sign it in."""
+
+
+def az_subscription() -> str | None:
+    """The subscription ``az account show`` names (the one ``az account set`` chose), or None: no Azure CLI, or not
+    signed in."""
+    az = shutil.which("az")
+    if az is None:
+        return None
+    try:
+        shown = subprocess.run([az, "account", "show", "--query", "id", "--output", "tsv"], capture_output=True,
+                               text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (shown.stdout.strip() or None) if shown.returncode == 0 else None
 
 
 def subscription(given: str | None) -> str | None:
-    """The subscription to ask: the one given, else the environment's (the workflows set AZURE_SUBSCRIPTION_ID)."""
-    return given or os.environ.get("AZURE_SUBSCRIPTION_ID") or os.environ.get("ARM_SUBSCRIPTION_ID")
+    """The subscription to ask: the one given, else the environment's (the workflows set AZURE_SUBSCRIPTION_ID), else
+    the Azure CLI's current one (``az account set``)."""
+    return given or os.environ.get("AZURE_SUBSCRIPTION_ID") or os.environ.get("ARM_SUBSCRIPTION_ID") or \
+        az_subscription()
+
+
+def signed_out() -> bool:
+    """Whether the Azure CLI is installed but not signed in (``az account show`` fails)."""
+    return shutil.which("az") is not None and az_subscription() is None

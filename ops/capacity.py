@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import logging
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,16 @@ from typing import TYPE_CHECKING, Any
 from components.gpu.sizes import GPU_SIZES, vcpus_of
 from offline.cli import error, unknown_stack
 from offline.stack_files import stack_config
-from ops.azure_reads import NEEDS_SUBSCRIPTION, SPOT_SCORE_MAX_REGIONS, Azure, AzureReadError, Sku, subscription
+from ops.azure_reads import (
+    NEEDS_SUBSCRIPTION,
+    NOT_SIGNED_IN,
+    SPOT_SCORE_MAX_REGIONS,
+    Azure,
+    AzureReadError,
+    Sku,
+    signed_out,
+    subscription,
+)
 from ops.ci_setup import INFINIBAND_FEATURE
 
 if TYPE_CHECKING:
@@ -380,22 +390,37 @@ def exit_code(verdict: Verdict, fail_on: str | None) -> int:
     return 1 if verdict >= FAIL_ON[fail_on] and verdict != Verdict.UNCHECKED else 0
 
 
+def _not_checked(args: argparse.Namespace, why: str, first: str | None = None) -> int:
+    """Say why nothing was checked (``first`` alone on the first line, before any detail) and exit as not checked."""
+    if first:
+        print(first, file=sys.stderr)
+    print(f"capacity of {args.stack}: not checked: {why}", file=sys.stderr)
+    if args.markdown:
+        with args.markdown.open("a") as out:
+            out.write(f"### Capacity for stack `{args.stack}`: not checked\n\n{first or why}\n")
+    return exit_code(Verdict.UNCHECKED, args.fail_on)
+
+
 def capacity_command(args: argparse.Namespace) -> int:
     from azure.core.exceptions import ClientAuthenticationError
     if problem := unknown_stack(args.stack):
         return error(problem)
     if not (subscription_id := subscription(args.subscription)):
+        if signed_out():
+            return _not_checked(args, "no subscription to ask", NOT_SIGNED_IN)
         return error(NEEDS_SUBSCRIPTION)
     cfg = stack_config(args.stack)
     needs = pool_needs(cfg)
+    # azure-identity logs each credential it tried as a warning; without a sign-in that is a page of noise before
+    # the one line that matters, which the command prints itself.
+    logging.getLogger("azure.identity").setLevel(logging.ERROR)
     try:
         checks = check(needs, read(connect(subscription_id), cfg, needs))
-    except (AzureReadError, ClientAuthenticationError) as e:
-        print(f"capacity of {args.stack}: not checked: {e}", file=sys.stderr)
-        if args.markdown:
-            with args.markdown.open("a") as out:
-                out.write(f"### Capacity for stack `{args.stack}`: not checked\n\n{e}\n")
-        return exit_code(Verdict.UNCHECKED, args.fail_on)
+    except ClientAuthenticationError:
+        return _not_checked(args, "no Azure credential (az login here; the workflows sign in with OIDC)",
+                            NOT_SIGNED_IN)
+    except AzureReadError as e:
+        return _not_checked(args, str(e))
     for found in checks:
         print(found.line())
     table = markdown(args.stack, cfg.location, checks)

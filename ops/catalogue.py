@@ -43,8 +43,11 @@ CATALOGUE_HEADER = """\
 PRICES_HEADER = """\
 # Hourly Linux VM prices for the cost estimate (cost.md), per region: pay-as-you-go and spot, in USD. An ESTIMATE,
 # not a quote. Written by `python -m ops catalogue` from the Azure Retail Prices API
-# (https://prices.azure.com/api/retail/prices, no sign-in); each region says when and from where. A size or region
-# missing here shows as "unknown" in every total: refresh with `python -m ops catalogue --regions REGION`.
+# (https://prices.azure.com/api/retail/prices, no sign-in), or where that cannot run by
+# scripts/vm_prices_from_snapshots.py from dated public snapshots of it; each region says when and from where.
+# `spot_sold: false`: the source lists the size in the region without a spot price (Azure does not sell it as spot
+# there). A size or region missing here shows as "unknown" in every total: refresh with
+# `python -m ops catalogue --regions REGION`.
 """
 
 

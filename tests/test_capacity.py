@@ -164,11 +164,66 @@ def test_the_pull_request_comment_is_written_only_when_a_pool_does_not_fit_in_fu
     assert comment.read_text().startswith("### Capacity for stack `gpu-basics` in `eastus`: fits at min only")
 
 
-def test_the_command_needs_a_subscription(monkeypatch, capsys):
+def _az(folder, script: str) -> str:
+    """A stand-in Azure CLI in ``folder`` (a PATH of its own) that runs ``script`` (Python)."""
+    import sys
+    folder.mkdir(exist_ok=True)
+    (folder / "az").write_text(f"#!{sys.executable}\nimport sys\n{script}\n")
+    (folder / "az").chmod(0o755)
+    return str(folder)
+
+
+@pytest.fixture
+def no_environment_subscription(monkeypatch):
     for name in ("AZURE_SUBSCRIPTION_ID", "ARM_SUBSCRIPTION_ID"):
         monkeypatch.delenv(name, raising=False)
+
+
+def test_without_az_or_a_subscription_the_command_says_where_one_comes_from(no_environment_subscription, monkeypatch,
+                                                                             tmp_path, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no az
     assert main(["capacity", "--stack", "gpu-basics"]) == 2
     assert "--subscription" in capsys.readouterr().err
+
+
+def test_without_a_subscription_it_asks_the_one_az_account_show_names(no_environment_subscription, monkeypatch,
+                                                                      tmp_path, capsys):
+    """The README's command runs as written after `az account set` (newcomer #4)."""
+    monkeypatch.setenv("PATH", _az(tmp_path / "bin", f"print({SUBSCRIPTION!r})"))
+    asked = []
+    monkeypatch.setattr(capacity, "connect",
+                        lambda subscription: asked.append(subscription) or Azure(subscription, Token(), Replay(ENOUGH)))
+    assert main(["capacity", "--stack", "gpu-basics"]) == 0
+    assert asked == [SUBSCRIPTION]
+
+
+def test_not_signed_in_is_the_first_line_alone(no_environment_subscription, monkeypatch, tmp_path, capsys):
+    """Newcomer #5: the one useful line first, exit 3 (not checked)."""
+    monkeypatch.setenv("PATH", _az(tmp_path / "bin", "sys.exit(\"ERROR: Please run 'az login' to setup account.\")"))
+    assert main(["capacity", "--stack", "gpu-basics"]) == 3
+    assert capsys.readouterr().err.splitlines()[0] == "not signed in to Azure: run az login"
+
+
+def test_a_credential_chain_that_finds_nothing_is_one_line_first_without_its_diagnostics(monkeypatch, tmp_path,
+                                                                                          capsys):
+    from azure.core.exceptions import ClientAuthenticationError
+    from azure.identity import CredentialUnavailableError
+
+    class NoCredential:
+        def get_token(self, *scopes, **kwargs):
+            raise CredentialUnavailableError("DefaultAzureCredential failed to retrieve a token from the included "
+                                             "credentials.\nAttempted credentials:\n\tEnvironmentCredential: ...")
+
+        get_token_info = get_token
+
+    monkeypatch.setattr(capacity, "connect", lambda subscription: Azure(subscription, NoCredential()))
+    summary = tmp_path / "summary.md"
+    code = main(["capacity", "--stack", "gpu-basics", "--subscription", SUBSCRIPTION, "--markdown", str(summary)])
+    err = capsys.readouterr().err
+    assert code == 3 and err.splitlines()[0] == "not signed in to Azure: run az login"
+    assert len(err.splitlines()) == 2 and "DefaultAzureCredential" not in err
+    assert "not signed in to Azure" in summary.read_text()
+    assert issubclass(CredentialUnavailableError, ClientAuthenticationError)
 
 
 def test_a_pool_on_reserved_capacity_draws_no_quota_of_its_own():

@@ -38,6 +38,9 @@ NEW_REPO = {"use_default": True, "use_immutable_subject": False, "sub_claim_pref
 cut-over (as observed and published by users of the endpoint; the Entra migration guide, learn.microsoft.com/entra/
 workload-id/workload-identities-github-immutable-subjects, gives the `@` form)."""
 
+BACKEND = ("--state-account", "stacme", "--key-vault", "kv-acme")
+"""The state backend every ci-setup is given (it refuses to set up without one)."""
+
 
 def test_each_token_the_workflows_ask_for_has_its_federated_credential_on_the_app_its_code_may_use():
     """GitHub's OIDC reference: a job in an environment gets `<prefix>:environment:<name>`, a pull request
@@ -96,9 +99,9 @@ def test_a_new_repository_gets_subjects_with_its_immutable_ids_in_the_script(cap
 
 
 def test_a_prefix_given_verbatim_is_used_as_given_and_a_malformed_one_is_one_line(capsys):
-    result = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", "repo:acme@123/infra@456")
+    result = command("ops", "ci-setup", "--repo", "acme/infra", *BACKEND, "--sub-prefix", "repo:acme@123/infra@456")
     assert result.returncode == 0 and "repo:acme@123/infra@456:environment:gpu-basics" in result.stdout
-    bad = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", "acme-123/infra-456")
+    bad = command("ops", "ci-setup", "--repo", "acme/infra", *BACKEND, "--sub-prefix", "acme-123/infra-456")
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1
     assert "--sub-prefix 'acme-123/infra-456'" in bad.stderr and "repo:acme@OWNER_ID/infra@REPO_ID" in bad.stderr
 
@@ -274,7 +277,7 @@ def test_a_credential_whose_subject_changed_is_updated_in_place(tmp_path):
     updates each credential rather than failing on its name."""
     env = _fake_tools(tmp_path)
     for prefix in ("repo:acme/infra", "repo:acme@123/infra@456"):
-        text = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", prefix).stdout
+        text = command("ops", "ci-setup", "--repo", "acme/infra", *BACKEND, "--sub-prefix", prefix).stdout
         (tmp_path / "setup.sh").write_text(text)
         done = subprocess.run(["bash", str(tmp_path / "setup.sh")], env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
@@ -286,7 +289,15 @@ def test_a_subscription_with_infiniband_pools_registers_aks_infiniband_support()
     """Round-4 Azure audit #4: AKS use-amd-gpus ("Register the AKSInfinibandSupport feature") and
     Azure/aks-rdma-infiniband tests/setup-infra/deploy-aks.sh register it before an RDMA pool."""
     assert any(stack_config(s).addons.network_operator for s in stack_files())
-    text = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", "repo:acme/infra").stdout
+    text = command("ops", "ci-setup", "--repo", "acme/infra", *BACKEND, "--sub-prefix", "repo:acme/infra").stdout
     assert "az feature register --namespace Microsoft.ContainerService --name AKSInfinibandSupport" in text
     assert text.index("az feature register") < text.index("az provider register --namespace "
                                                               "Microsoft.ContainerService --output none\n\n")
+
+
+def test_a_setup_without_the_state_backend_is_refused_naming_what_is_missing():
+    """Newcomer #6: the workflows log in to PULUMI_BACKEND_URL with PULUMI_SECRETS_PROVIDER; a script that sets
+    neither leaves every run failing later, so the command refuses it."""
+    result = command("ops", "ci-setup", "--repo", "acme/infra")
+    assert result.returncode == 2
+    assert "--state-account" in result.stderr and "--key-vault" in result.stderr and not result.stdout

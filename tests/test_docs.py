@@ -6,6 +6,8 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from offline.docs import CONFIGURATION, ESTIMATES, README, STACK_FILE_SCHEMA, scenario_page, write_docs
 from offline.stack_files import REPO_ROOT, stack_config, stack_files
 from stacks import REGISTRY
@@ -28,12 +30,12 @@ def test_a_stale_generated_file_is_reported_and_rewritten(renders, tmp_path):
     assert write_docs(check=True, root=tmp_path, renders=renders) == []
 
 
-def test_readme_is_short_and_starts_with_the_two_commands():
+def test_readme_is_short_and_starts_with_its_status_then_the_two_commands():
     text = (REPO_ROOT / README).read_text()
     assert len(text.encode()) <= 12 * 1024
-    first_section = text.split("\n## ")[1]
-    assert first_section.startswith("Two commands for a fresh machine")
-    assert "make render" in first_section and "make test" in first_section
+    status, commands = text.split("\n## ")[1:3]
+    assert status.startswith("Status") and commands.startswith("Two commands for a fresh machine")
+    assert "make render" in commands and "make test" in commands
 
 
 def test_ci_runs_the_readme_test_command():
@@ -81,10 +83,11 @@ def test_the_estimates_page_has_a_row_per_stack():
 OWN_FOLDERS = "components|program|stacks|offline|ops|docs|tests|scripts|docker|policy|tools|dashboards|\\.github"
 PATH_IN_TEXT = re.compile(rf"(?<![\w/.@:'\"-])((?:{OWN_FOLDERS})/(?:[\w.-]+/)*[\w.-]*)")
 UPSTREAM_PATHS = {"tests/setup-infra/network-operator-nfd.yaml", "tests/expected-output.md",
+                  "tests/setup-infra/deploy-aks.sh", "docs/results/deploy-",
                   "tests/scenarios/k8s/values.yaml", "tests/scenarios/k8s/templates/mpi-job.yaml",
                   "tests/scenarios/nvidia-topology/", ".github/precompiled-matrix-config.json"}
 """Paths inside upstream repositories (Azure/aks-rdma-infiniband, NVIDIA/gpu-driver-container) that the code cites
-beside the repository's name."""
+beside the repository's name, and the results' file-name prefix of a deployment (`docs/results/deploy-`)."""
 
 
 def test_every_path_of_the_project_that_text_names_exists():
@@ -104,3 +107,34 @@ def test_every_path_of_the_project_that_text_names_exists():
     ignored = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], input="\n".join(r for _, r in missing),
                              cwd=REPO_ROOT, capture_output=True, text=True).stdout.split()  # what a build makes
     assert not [f"{name}: {ref}" for name, ref in missing if ref not in ignored], missing
+
+
+def test_the_readmes_nodejs_version_is_the_highest_that_the_locked_tools_require():
+    """Newcomer #16: the README asked for Node.js 24 where every locked package runs on 20; the requirement is the
+    largest lower bound of the `engines.node` fields in tools/*/package-lock.json."""
+    import json
+    bounds = set()
+    for lock in (REPO_ROOT / "tools").glob("*/package-lock.json"):
+        for package in json.loads(lock.read_text())["packages"].values():
+            engines = package.get("engines")
+            node = engines.get("node") if isinstance(engines, dict) else None
+            if node:
+                bounds |= {int(m) for m in re.findall(r">=\s*v?(\d+)", node)}
+    assert bounds and f"Node.js {max(bounds)} or later" in (REPO_ROOT / README).read_text()
+
+
+def test_the_readme_status_says_what_ran_on_a_gpu_and_that_nothing_ran_on_azure_from_the_result_files(tmp_path):
+    """Newcomer #8: the README says what is proven where; the status is generated from docs/results/, so a new
+    result (on a GPU, or a first deploy to Azure: docs/results/deploy-*.json) changes it, and an unknown one fails."""
+    from offline.docs import RESULT_PAGES, STATUS_BEGIN, status_section
+    status = status_section()
+    assert STATUS_BEGIN in (REPO_ROOT / README).read_text().split("\n## Two commands")[0]
+    assert "on 1× H100 80GB HBM3:" in status and "on 2× H200:" in status
+    assert all(f"]({page})" in status for _, page in RESULT_PAGES.values())
+    assert "Not yet deployed to Azure by this project" in status
+    shutil.copytree(REPO_ROOT / "docs" / "results", tmp_path / "docs" / "results")
+    (tmp_path / "docs" / "results" / "deploy-dev-2027-01-05.json").write_text('{"stack": "dev"}')
+    assert "Deployed to Azure:** [deploy-dev-2027-01-05.json]" in status_section(tmp_path)
+    (tmp_path / "docs" / "results" / "nccl-sweep.json").write_text('{"gpus": ["NVIDIA B200, 590.1, 180000 MiB"]}')
+    with pytest.raises(ValueError, match="add what it measured to RESULT_PAGES"):
+        status_section(tmp_path)

@@ -100,3 +100,52 @@ def test_every_scenario_page_has_a_try_it_block_that_uses_its_outputs():
     for name in REGISTRY:
         blocks = try_it_blocks(REPO_ROOT / scenario_page(name))
         assert any('eval "$(pulumi stack output ' in b for b in blocks), name
+
+
+
+PROJECT_CLI = re.compile(r"(?<![\w.])([\w./-]*?)python3? -m (offline|ops)\b([^`\n]*)")
+COMMAND_END = re.compile(r"\s(?:[|>;)#]|&&)|[`)]")
+
+
+def project_commands(page: Path) -> list[tuple[str, str, str]]:
+    """Each ``python -m offline|ops ...`` a page shows outside HTML comments: (what comes before ``python``, the
+    package, the rest of the command)."""
+    text = re.sub(r"<!--.*?-->", "", page.read_text(), flags=re.DOTALL)
+    return [(runner, package, COMMAND_END.split(rest, 1)[0].strip()) for runner, package, rest in
+            PROJECT_CLI.findall(text)]
+
+
+class _AnyCommand:
+    """A stand-in for every command module: parsing is what is tested, not running."""
+
+    def __getattr__(self, name: str):
+        return lambda args: 0
+
+
+def test_every_project_command_in_the_docs_runs_through_the_projects_venv_and_parses(monkeypatch):
+    """Newcomer #7: bare `python -m offline ...` is the machine's Python, without the project's packages; a command
+    a page shows runs as written from a fresh clone after `make install` (`.venv/bin/python`), and takes the
+    arguments it is shown with (placeholders like NAME stand for values)."""
+    import shlex
+    import types
+
+    from offline.__main__ import main as offline_main
+    from ops.__main__ import main as ops_main
+
+    monkeypatch.setattr("offline.cli.importlib", types.SimpleNamespace(import_module=lambda module: _AnyCommand()))
+    mains = {"offline": offline_main, "ops": ops_main}
+    wrong, refused, parsed = [], [], 0
+    for page in PAGES:
+        for runner, package, rest in project_commands(page):
+            where = f"{page.relative_to(REPO_ROOT)}: {runner}python -m {package} {rest}"
+            if runner != ".venv/bin/":
+                wrong.append(where)
+            words = shlex.split(rest)
+            if len(words) < 2:
+                continue  # the tool, or a command named in prose: no command line to run
+            try:
+                mains[package](words)
+                parsed += 1
+            except SystemExit:
+                refused.append(where)
+    assert wrong == [] and refused == [] and parsed >= 10, (wrong, refused)

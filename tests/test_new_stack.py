@@ -58,3 +58,41 @@ def test_an_existing_stack_or_an_unknown_model_is_refused(project):
         new_stack_file("dev", "gpu-basics", {}, root=project)
     with pytest.raises(ValueError, match="no stack 'nope' to start from"):
         new_stack_file("x1", "nope", {}, root=project)
+
+
+def test_a_mistyped_model_stack_gets_a_did_you_mean(project):
+    with pytest.raises(ValueError, match=r"no stack 'gpu-shareing' to start from; did you mean gpu-sharing\?"):
+        new_stack_file("gs-eu", "gpu-shareing", {}, root=project)
+
+
+def _args(**given):
+    import argparse
+    return argparse.Namespace(**{"like": "dev", "owner": None, "lifetime": None, **given})
+
+
+def test_owner_and_lifetime_are_asked_in_a_terminal_with_the_copied_values_as_defaults():
+    """Newcomer #12: `--like dev` silently copied `lifetime: long-lived` and dev's owner."""
+    from offline.new_stack import asked_settings
+    dev = stack_config("dev")
+    questions = []
+    answers = iter(["ml-team", ""])
+    settings = asked_settings(_args(), dev, lambda q: questions.append(q) or next(answers))
+    assert settings == {"owner": "ml-team", "lifetime": dev.lifetime.value}
+    assert questions[0].startswith("owner (") and questions[0].endswith(f"[{dev.owner}]: ")
+    assert questions[1].startswith("lifetime (demo") and questions[1].endswith(f"[{dev.lifetime.value}]: ")
+
+
+def test_without_a_terminal_owner_and_lifetime_are_flags_or_an_error_naming_them():
+    from offline.new_stack import asked_settings
+    dev = stack_config("dev")
+    with pytest.raises(ValueError, match=r"--owner and --lifetime needed \(not asked: no terminal\); dev has owner "):
+        asked_settings(_args(), dev, None)
+    assert asked_settings(_args(owner="ci", lifetime="demo"), dev, None) == {"owner": "ci", "lifetime": "demo"}
+
+
+def test_the_command_says_what_it_copied_and_what_was_set(project):
+    from offline.new_stack import copied
+    path = new_stack_file("gb-eu", "gpu-basics", {"owner": "ml-team", "lifetime": "demo"}, root=project)
+    line = copied(stack_config("gb-eu", path), "gpu-basics")
+    assert line.startswith("copied from Pulumi.gpu-basics.yaml: scenario gpu-basics, region eastus, GPU pools t4 "
+                           "Standard_NC4as_T4_v3 spot 0–2; set: owner ml-team, lifetime demo")

@@ -131,3 +131,15 @@ def test_what_aks_or_nap_refuses_is_one_line_naming_the_key(config, says):
     with pytest.raises(ConfigError) as e:
         load(raw)
     assert any(re.search(says, str(p)) for p in e.value.problems), str(e.value)
+
+
+def test_the_summary_lists_a_nap_gpu_pool_and_the_fixed_system_pool_by_its_count(render_shape):
+    """Newcomer #10: summary.md of the NAP stack showed only `system | ... | None–None` (the NAP pool has no
+    AgentPool; the system pool does not autoscale, so it has a count, not a min and max)."""
+    from offline.report import node_pool_rows
+    rows = {r["name"]: r for r in node_pool_rows(render_shape("nap"))}
+    assert (rows["system"]["min"], rows["system"]["max"]) == (2, 2)
+    t4 = rows["t4"]
+    assert t4["mode"] == "NAP" and t4["vmSize"].startswith("Standard_NC4as_T4_v3, ") and t4["gpu"] == "T4 × 1"
+    assert (t4["min"], t4["max"], t4["spot"]) == (0, 2, True) and t4["taints"] == ["sku=gpu:NoSchedule"]
+    assert t4["driver"] == "GPU operator"

@@ -91,3 +91,25 @@ def test_the_driver_column_says_who_installs_the_driver(written):
     assert column("gpu-basics") == ["GPU operator"]  # the design card's owner, precompiled by default
     assert column("av-resim") == ["GPU operator", "GPU operator"]
     assert column("gpu-sharing-mig") == ["AKS"]  # MIG on AKS needs AKS's driver
+
+
+def test_the_architecture_graph_groups_azure_cluster_software_and_workloads_and_prices_the_gpu_pools(written):
+    """Why #7: a decision-maker sees what runs in Azure, on the cluster and as the scenario, and what the GPU pools
+    are and cost, not only component names."""
+    graph = (written["av-resim"] / "graph.mmd").read_text()
+    groups = {g: body for g, _, body in re.findall(r'^  subgraph g_(\w+)\["([^"]+)"\]\n(.*?)^  end$', graph,
+                                                   re.MULTILINE | re.DOTALL)}
+    assert list(groups) == ["azure", "cluster", "workloads"]
+    assert "n_aks[" in groups["azure"] and "n_gpu_operator[" in groups["cluster"] and "n_resim[" in groups["workloads"]
+    assert "<small>NC4as_T4_v3, 1–5 spot, $0.063/node-h</small>" in groups["azure"]
+
+
+def test_the_gantt_axis_says_minutes_and_timeline_md_shows_each_phase_once(written):
+    """Why #7: `00:16` read as a time of day; four tables repeated the node's phases."""
+    text = (written["function-gpu"] / "timeline.md").read_text()
+    (chart,) = BLOCK.findall(text)
+    assert "  axisFormat %M min\n" in chart and "minutes from its start" in chart
+    section = text.split("## First GPU pod", 1)[1].split("```mermaid", 1)[0]
+    phases = re.findall(r"^\| ([^|]+) \| [^|]+ \| [^|]+ \| [^|]+ \|$", section, re.MULTILINE)[2:]
+    assert len(phases) == len(set(phases)) >= 6 and section.count("VM boots and joins the cluster") == 1
+    assert "| from `pulumi up`: starts + takes | on a new node: starts + takes |" in section

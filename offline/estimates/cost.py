@@ -68,6 +68,26 @@ def region_vm_prices(prices: dict[str, Any], location: str) -> dict[str, Any] | 
     return prices["vm_regions"].get(location)
 
 
+def spot_unsold(cfg: StackConfig, prices: dict[str, Any]) -> list[str]:
+    """Spot pools of a size that Azure's price list shows without a spot price (``spot_sold: false``): in the
+    stack's region, or, where the table has no spot prices for it there, in every region that lists it. A node
+    auto-provisioning pool is left out: it falls back to on-demand by itself."""
+    found = []
+    for pool in [*cfg.gpu_pools, *cfg.cpu_pools]:
+        if not pool.spot or getattr(pool, "nap", False):
+            continue
+        rows = {r: (table.get("sizes") or {}).get(pool.vm_size) or {} for r, table in prices["vm_regions"].items()}
+        here = rows.get(cfg.location, {})
+        listed = sorted(r for r, row in rows.items() if "spot_sold" in row or row.get("spot") is not None)
+        unsold = [r for r in listed if rows[r].get("spot_sold") is False]
+        if here.get("spot_sold") is False or (here.get("spot") is None and listed and unsold == listed):
+            where = cfg.location if here.get("spot_sold") is False else ", ".join(unsold)
+            found.append(f"pool {pool.name}: {pool.vm_size} as spot, but Azure's price list has no spot price for it "
+                         f"in {where} (vm_prices.yaml): Azure may refuse the pool; set priority: regular, or pick a "
+                         "size sold as spot (the capacity check asks Resource SKUs)")
+    return found
+
+
 def node_hour(region: dict[str, Any] | None, vm_size: str, spot: bool, discount: float) -> NodeHour:
     row = (region or {}).get("sizes", {}).get(vm_size) or {}
     on_demand, spot_price = row.get("on_demand"), row.get("spot")
@@ -254,8 +274,8 @@ def cost_markdown(render: Render, prices: dict[str, Any] | None = None) -> str:
     total = _totals(cfg, pools, fixed, usage)
     where = (f"VM prices of `{cfg.location}` from vm_prices.yaml ({region['source']}"
              f"{', refreshed ' + str(region['refreshed']) if region.get('refreshed') else ''})" if region else
-             f"**vm_prices.yaml has no prices for `{cfg.location}`**: every pool is unknown until `python -m offline "
-             f"catalogue --regions {cfg.location}` runs")
+             f"**vm_prices.yaml has no prices for `{cfg.location}`**: every pool is unknown until `.venv/bin/python -m "
+             f"ops catalogue --regions {cfg.location}` runs")
     lines = [
         f"# Stack `{render.stack}`: hourly cost estimate",
         "",
@@ -282,8 +302,9 @@ def cost_markdown(render: Render, prices: dict[str, Any] | None = None) -> str:
                   f"Full scale: {total.text(total.full)}/h.**"]
     if total.idle_gpu > 0:
         lines += ["", f"Idle GPU cost is above zero ({_money(total.idle_gpu)}/h): a GPU pool keeps nodes at min > 0."]
+    lines += [f"\n**Warning:** {warning}." for warning in spot_unsold(cfg, prices)]
     if not total.complete:
         lines += ["", f"No price in `{cfg.location}` for pool(s) {', '.join(total.unpriced)}: the totals are lower "
-                      f"bounds. Refresh the prices with `python -m ops catalogue --regions {cfg.location}` "
+                      f"bounds. Refresh the prices with `.venv/bin/python -m ops catalogue --regions {cfg.location}` "
                       "(docs/capacity.md)."]
     return "\n".join(lines) + "\n"

@@ -321,9 +321,28 @@ def _endpoint(render: Render, steps: Mapping[str, Step], workload: Estimate | No
     return max(workload.ready, min(steps[b.name].finish for b in balancers)) if balancers else None
 
 
-def _table(estimate: Estimate) -> list[str]:
-    lines = ["| starts | takes | phase | why that long |", "|---|---|---|---|"]
-    lines += [f"| {minutes(p.start)} | {minutes(p.seconds)} | {p.what} | {p.source} |" for p in estimate.phases]
+def _table(found: FirstGpuPod) -> list[str]:
+    """Every phase once: when it starts and how long it takes from `pulumi up` and on a new node, side by side (the
+    first workload's chain holds its node's, so each clock's longest chain is the column)."""
+    columns = [(title, e) for title, e in (("from `pulumi up`", found.deploy_workload or found.deploy),
+                                           ("on a new node", found.new_node_workload or found.new_node)) if e]
+    phases: dict[str, dict[str, Phase]] = {}
+    order: list[str] = []
+    for title, estimate in reversed(columns):  # a new node's chain starts earliest (the autoscaler asks)
+        before = -1
+        for phase in estimate.phases:
+            if phase.what not in order:
+                order.insert(before + 1, phase.what)
+            before = order.index(phase.what)
+            phases.setdefault(phase.what, {})[title] = phase
+    phases = {what: phases[what] for what in order}
+    lines = [f"| phase | {' | '.join(f'{t}: starts + takes' for t, _ in columns)} | why that long |",
+             "|---|" + "---|" * len(columns) + "---|"]
+    for what, by in phases.items():
+        cells = [f"{minutes(by[t].start)} + {minutes(by[t].seconds)}" if t in by else "-" for t, _ in columns]
+        sources = list(dict.fromkeys(p.source for p in by.values()))
+        why = sources[0] if len(sources) == 1 else "; ".join(f"{t}: {p.source}" for t, p in by.items())
+        lines.append(f"| {what} | {' | '.join(cells)} | {why} |")
     return lines
 
 
@@ -362,10 +381,5 @@ def markdown(found: FirstGpuPod, stack: str) -> list[str]:
                  f"counted from the pending pod): GPU ready in **{minutes(found.new_node.ready)}**"
                  + (f", its first workload Ready in {minutes(found.new_node_workload.ready)}."
                     if found.new_node_workload else "."))
-    lines.append("")
-    for title, estimate in (("From `pulumi up`", found.deploy), ("The first workload", found.deploy_workload),
-                            ("A new node", found.new_node), ("A new node's first workload",
-                                                             found.new_node_workload)):
-        if estimate is not None:
-            lines += [f"### {title}", "", *_table(estimate), ""]
+    lines += ["", *_table(found), ""]
     return lines

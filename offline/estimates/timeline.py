@@ -151,11 +151,13 @@ def total_seconds(steps: Mapping[str, Step]) -> float:
 
 
 def gantt(path: Sequence[Step]) -> list[str]:
-    """The critical path as a Mermaid Gantt chart: one bar per step, hours:minutes from the start of `pulumi up`."""
+    """The critical path as a Mermaid Gantt chart: one bar per step, its axis in minutes from the start of `pulumi
+    up` (hours and minutes past the hour)."""
     # Clock times, not epoch seconds: Mermaid reads and draws both in the viewer's time zone, so 00:05:00 shows
-    # as 00:05 everywhere.
-    lines = ["```mermaid", "gantt", "  title Critical path of pulumi up (estimated)", "  dateFormat HH:mm:ss",
-             "  axisFormat %H:%M"]
+    # as 00:05 everywhere. The axis labels say "min" so they do not read as a time of day.
+    long = max((s.finish for s in path), default=0) >= 3600
+    lines = ["```mermaid", "gantt", "  title Critical path of pulumi up (estimated), minutes from its start",
+             "  dateFormat HH:mm:ss", f"  axisFormat {'%H h %M min' if long else '%M min'}"]
     for i, s in enumerate(path):
         label = re.sub(r"[:;#]", " ", s.name)
         start = round(s.start)
