@@ -20,6 +20,9 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.core.pipeline.policies import HeadersPolicy, RetryPolicy, UserAgentPolicy
 from azure.core.rest import HttpRequest
 
+LOCATIONS_API = "2022-12-01"
+"""Subscriptions - List Locations (Microsoft.Resources, learn.microsoft.com/rest/api/resources/subscriptions/
+list-locations)."""
 SPOT_SCORES_API = "2025-06-05"
 """Spot Placement Scores (Microsoft.Compute DiagnosticRP, stable)."""
 SPOT_SCORE_MAX_REGIONS = 8
@@ -146,6 +149,17 @@ class Azure:
             raise AzureReadError(f"Spot Placement Scores for {size}", response.status_code,
                                  _error_message(response))
         return [{**s, "region": s.get("region", "").lower()} for s in response.json().get("placementScores", [])]
+
+    def locations(self) -> list[dict[str, Any]]:
+        """The subscription's locations as Subscriptions - List Locations returns them (its ``value``), through the
+        compute client's pipeline (signed in to the same management endpoint)."""
+        request = HttpRequest("GET", f"/subscriptions/{self.subscription}/locations",
+                              params={"api-version": LOCATIONS_API})
+        response = self.compute.send_request(request)
+        response.read()
+        if response.status_code != 200:
+            raise AzureReadError("locations", response.status_code, _error_message(response))
+        return list(response.json().get("value", []))
 
     def agent_pools(self, resource_group: str, cluster: str) -> dict[str, tuple[str, int, bool]]:
         """The deployed cluster's pools: name → (VM size, nodes, spot); empty when there is no such cluster."""

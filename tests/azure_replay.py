@@ -23,6 +23,7 @@ ROUTES = {
     "spot": r"/placementScores/spot/generate$",
     "pools": r"/managedClusters/[^/]+/agentPools$",
     "prices": r"^/api/retail/prices$",
+    "locations": r"^/subscriptions/[^/]+/locations$",
 }
 """Which recorded file answers a request, by the path it asks for."""
 
