@@ -78,7 +78,8 @@ def test_the_region_list_is_the_subscriptions_physical_locations_with_its_source
     regions, refreshed = load_regions(tmp_path / "regions.yaml")
     assert regions == {"eastus": "East US", "swedencentral": "Sweden Central", "westeurope": "West Europe"}
     assert refreshed == "2026-11-24"  # the geography `europe` is no region
-    assert yaml.safe_load((tmp_path / "regions.yaml").read_text())["source"].startswith("Subscriptions - List Locations")
+    source = yaml.safe_load((tmp_path / "regions.yaml").read_text())["source"]
+    assert source.startswith("Subscriptions - List Locations")
     assert any(url.endswith("/subscriptions/00000000-0000-0000-0000-000000000000/locations?api-version=2022-12-01")
                for _, url, _ in replay.seen)
 

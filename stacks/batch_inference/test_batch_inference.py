@@ -64,6 +64,8 @@ def test_outputs_run_now_and_move_requests_models_and_answers(r):
 @pytest.mark.parametrize("change, key, text", [
     ({"batch": {"schedule": "every night"}}, "aksgpu:batch.schedule", "must be a cron schedule of 5 fields"),
     ({"batch": {"timeZone": "Paris time"}}, "aksgpu:batch.timeZone", "IANA time zone"),
+    # Shaped like a zone, in no tz database: Kubernetes would refuse the CronJob at pulumi up.
+    ({"batch": {"timeZone": "Europe/Pariss"}}, "aksgpu:batch.timeZone", "did you mean Europe/Paris?"),
     ({"batch": {"pool": "a100"}}, "aksgpu:batch.pool", "must name a GPU pool of this stack: t4"),
     ({"gpuPools": [{"name": "t4", "minCount": 1}]}, "aksgpu:gpuPools", "scales from 0"),
     ({"storage": {"accounts": [{"role": "input"}, {"role": "output"}]}}, "aksgpu:storage.accounts",
