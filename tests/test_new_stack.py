@@ -58,3 +58,9 @@ def test_an_existing_stack_or_an_unknown_model_is_refused(project):
         new_stack_file("dev", "gpu-basics", {}, root=project)
     with pytest.raises(ValueError, match="no stack 'nope' to start from"):
         new_stack_file("x1", "nope", {}, root=project)
+
+
+def test_a_value_given_on_the_command_line_is_written_as_given(project):
+    """Unquoted, `team # ml` would be read back as `team` (YAML starts a comment at ` #`)."""
+    path = new_stack_file("gb-two", "gpu-basics", {"owner": "team # ml", "nameRoot": "gb-two"}, root=project)
+    assert stack_config("gb-two", path).owner == "team # ml"
