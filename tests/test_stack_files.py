@@ -203,3 +203,8 @@ def test_the_namespaces_read_are_those_of_the_default_providers_the_stack_uses(r
     defaults = {x.type.split(":")[0] for x in r.resources if x.custom and x.provider is None} - {"pulumi"}
     assert defaults - {"command", "random"} == read_namespaces(r.cfg.build.mode == "local")
 
+
+
+def test_every_committed_stack_name_follows_the_one_pattern_the_commands_take():
+    from program.config.naming import stack_name_error
+    assert [s for s in STACKS if stack_name_error(s)] == []
