@@ -132,7 +132,9 @@ def test_outputs_submit_each_run_from_its_template(render_of, tmp_path):
     for output, name in ((SUBMIT_ALLREDUCE, "nccl-allreduce"), (SUBMIT_TRAINING, "train")):
         command = r.outputs[output]
         assert command.startswith(f"kubectl -n distributed delete jobset {name} --ignore-not-found")
-        assert f"get configmap {name}-jobset -o jsonpath='{{.data.jobset\\.json}}' | kubectl create -f -" in command
+        # The template, its owner (the checkpoint claim, 16fc8e9) filled in, created.
+        assert f"get configmap {name}-jobset -o jsonpath='{{.data.jobset\\.json}}' | sed " in command
+        assert command.endswith(" | kubectl create -f -")
     # The jsonpath the command uses reads the manifest back (kubectl's dotted-key escape).
     (config_map,) = [c for c in r.of_type("kubernetes:core/v1:ConfigMap")
                      if c.revealed["metadata"]["name"] == "train-jobset"]
