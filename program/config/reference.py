@@ -245,6 +245,13 @@ def markdown(scenarios: Mapping[str, ScenarioDoc]) -> str:
         "complete the keys as you type with [the stack file's JSON Schema](stack-file.schema.json) (README: "
         "Editing stack files).",
         "",
+        "Outside this namespace a stack file holds only what a provider the program uses reads: "
+        f"{', '.join(f'`{ns}:`' for ns in PROVIDER_SETTINGS)} settings (Azure's sign-in; Docker's engine for "
+        f"`build.mode: local`), credentials among them encrypted (`pulumi config set --secret`). Any other key is an "
+        "error naming it, with the key that was probably meant: `owner` or `azure-native:location` (never used: "
+        "`location` decides) each ask whether you meant the `aksgpu:` key. `location` must be one of Azure's regions "
+        "(`components/azure/regions.yaml`).",
+        "",
         *_rows(reference()),
         "",
         "Pool defaults differ by kind: `cluster.systemPool` is "
