@@ -97,7 +97,8 @@ def input_file(value: str) -> Path:
     if not path.exists():
         raise argparse.ArgumentTypeError(f"{value!r}: no such file")
     if not path.is_file():
-        raise argparse.ArgumentTypeError(f"{value!r} is a folder; a file is needed")
+        raise argparse.ArgumentTypeError(f"{value!r} is {'a folder' if path.is_dir() else 'not a regular file'}; a "
+                                         "file is needed")
     return path
 
 
@@ -105,7 +106,7 @@ def input_folder(value: str) -> Path:
     """An argument that names a folder to read: it exists and is a folder."""
     path = Path(value)
     if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{value!r} is a file; a folder is needed" if path.exists() else
+        raise argparse.ArgumentTypeError(f"{value!r} is not a folder; a folder is needed" if path.exists() else
                                          f"{value!r}: no such folder")
     return path
 
@@ -115,7 +116,7 @@ def output_folder(value: str) -> Path:
     path = Path(value)
     blocked = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
     if blocked is not None:
-        where = f"{value!r} is a file" if blocked == path else f"{value!r}: {str(blocked)!r} is a file"
+        where = f"{value!r} is not a folder" if blocked == path else f"{value!r}: {str(blocked)!r} is not a folder"
         raise argparse.ArgumentTypeError(f"{where}; a folder is needed")
     return path
 
