@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import re
 import sys
 from collections.abc import Callable
@@ -25,7 +26,7 @@ SETTINGS = ("nameRoot", "owner", "lifetime")
 
 def _set(text: str, key: str, value: str) -> str:
     """``text`` with ``PROJECT:key`` set to ``value``: its line replaced, or one added under ``config:``."""
-    line = f"  {PROJECT}:{key}: {value}"
+    line = f"  {PROJECT}:{key}: {json.dumps(value)}"  # quoted: a '#' or ': ' in a value stays in it
     pattern = re.compile(rf"^  {PROJECT}:{key}:.*$", re.MULTILINE)
     if pattern.search(text):
         return pattern.sub(line, text, count=1)

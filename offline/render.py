@@ -20,7 +20,7 @@ from pulumi.runtime import rpc
 
 from offline.mocks import SUBSCRIPTION, AzureMocks
 from offline.runtime import resolve, root_outputs, run_program, set_all_config
-from offline.stack_files import REPO_ROOT, cli_encoded, stack_files, stack_namespace
+from offline.stack_files import REPO_ROOT, cli_encoded, read_stack_file, stack_files
 from program.config.keys import PROJECT
 from program.config.schema import StackConfig
 from program.pipeline import deploy, load_stack_config, read_stack_config
@@ -248,19 +248,21 @@ def _run_program(stack: str, encoded: dict[str, str], subscription: str
 def check_stack(stack: str, config_file: Path | None = None) -> StackConfig:
     """Validate a stack's config and its scenario's requirements without declaring anything; raises
     ``ConfigError``."""
-    namespace = stack_namespace(config_file or stack_files()[stack])
-    return load_stack_config(namespace, PROJECT, stack, REGISTRY)
+    namespace, others = read_stack_file(config_file or stack_files()[stack])
+    return load_stack_config(namespace, PROJECT, stack, REGISTRY, others)
 
 
 def render_stack(stack: str, config_file: Path | None = None) -> Render:
     """Render one stack in memory; raises ``ConfigError`` before any resource is declared."""
-    return render_namespace(stack, stack_namespace(config_file or stack_files()[stack]))
+    return render_namespace(stack, *read_stack_file(config_file or stack_files()[stack]))
 
 
-def render_namespace(stack: str, namespace: dict[str, Any], subscription: str = SUBSCRIPTION) -> Render:
-    """Render a stack from its config namespace (keys without ``aksgpu:``, Pulumi.yaml defaults applied), as
-    deployed into ``subscription`` (the mocks' by default)."""
-    load_stack_config(namespace, PROJECT, stack, REGISTRY)
-    cfg, monitor, outputs = contextvars.Context().run(_run_program, stack, cli_encoded(namespace), subscription)
+def render_namespace(stack: str, namespace: dict[str, Any], others: dict[str, Any] | None = None,
+                     subscription: str = SUBSCRIPTION) -> Render:
+    """Render a stack from its config namespace (keys without ``aksgpu:``, Pulumi.yaml defaults applied) and its
+    other keys (a provider's), as deployed into ``subscription`` (the mocks' by default)."""
+    load_stack_config(namespace, PROJECT, stack, REGISTRY, others)
+    cfg, monitor, outputs = contextvars.Context().run(_run_program, stack, cli_encoded(namespace, others),
+                                                      subscription)
     resources = sorted(monitor.recorded, key=lambda r: (r.type, r.name))
     return Render(stack, cfg, resources, outputs, sorted(monitor.mocks.invokes))

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from offline.cli import error
+from offline.cli import error, unknown_stack
 from offline.render import check_stack, render_stack
 from offline.report import warnings, write_render
 from offline.stack_files import stack_files
@@ -20,11 +20,9 @@ def render(stack: str | None, config: Path | None, out: Path) -> int:
     if stack is None:
         targets = dict(files)
     else:
-        config = config or files.get(stack)
-        if config is None or not config.exists():
-            print(f"error: no config file for stack {stack!r} (expected Pulumi.{stack}.yaml)", file=sys.stderr)
-            return 2
-        targets = {stack: config}
+        if config is None and (problem := unknown_stack(stack)):
+            return error(problem)
+        targets = {stack: config or files[stack]}
     bad = 0
     for name, path in targets.items():  # every config is checked before anything is written
         try:

@@ -8,8 +8,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from offline.cli import Command, dispatch, no_arguments, stack_argument
+from offline.cli import Command, checked, dispatch, input_file, no_arguments, stack_argument, stack_list, stack_name
 from program.config.keys import PROJECT
+from program.config.naming import key_vault_name_error, storage_account_name_error
 
 
 def _subscription_argument(p: argparse.ArgumentParser) -> None:
@@ -28,10 +29,19 @@ def _capacity_arguments(p: argparse.ArgumentParser) -> None:
                    "(the pull request's comment)")
 
 
+def region_list(value: str) -> str:
+    """Comma-separated Azure region names, each one Azure lists (components/azure/regions.yaml)."""
+    from components.azure.regions import region_error
+    for region in value.split(","):
+        if (problem := region_error(region)) is not None:
+            raise argparse.ArgumentTypeError(f"{region!r} {problem}")
+    return value
+
+
 def _catalogue_arguments(p: argparse.ArgumentParser) -> None:
     _subscription_argument(p)
-    p.add_argument("--regions", help="comma-separated regions to price (default: the stack files' regions and "
-                   "ops.catalogue.DEFAULT_REGIONS)")
+    p.add_argument("--regions", type=region_list, help="comma-separated regions to price (default: the stack "
+                   "files' regions and ops.catalogue.DEFAULT_REGIONS)")
     p.add_argument("--no-prices", action="store_true", help="the catalogue only")
 
 
@@ -42,8 +52,10 @@ def _ci_setup_arguments(p: argparse.ArgumentParser) -> None:
                    "repos/OWNER/NAME/actions/oidc/customization/sub")
     # Required: the workflows log in to this backend (PULUMI_BACKEND_URL, PULUMI_SECRETS_PROVIDER); a script without
     # them sets up an identity whose every workflow run then fails at `pulumi login`.
-    p.add_argument("--state-account", required=True, help="the state backend's storage account (docs/lifecycle.md)")
-    p.add_argument("--key-vault", required=True, help="the secrets provider's Key Vault (docs/lifecycle.md)")
+    p.add_argument("--state-account", required=True, type=checked(storage_account_name_error),
+                   help="the state backend's storage account: its name, not its URL (docs/lifecycle.md)")
+    p.add_argument("--key-vault", required=True, type=checked(key_vault_name_error),
+                   help="the secrets provider's Key Vault: its name, not its URL (docs/lifecycle.md)")
 
 
 def _leftovers_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,7 +64,7 @@ def _leftovers_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _preview_guard_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("preview", type=Path, help="the preview's JSON file")
+    p.add_argument("preview", type=input_file, help="the preview's JSON file")
     p.add_argument("--allow", action="store_true", help="report, but exit 0 (label allow-replace)")
 
 
@@ -74,7 +86,8 @@ COMMANDS = {
                            no_arguments, "ops.image_sizes:image_sizes_command"),
     # The workflows' decisions, from the stack files and what they pipe in
     "stacks": Command("the project's stacks as a JSON list",
-                      lambda p: p.add_argument("--check", metavar="NAME", help="exit 2 unless NAME is a stack"),
+                      lambda p: p.add_argument("--check", metavar="NAME", type=stack_name,
+                                               help="exit 2 unless NAME is a stack"),
                       "ops.runners:stacks_command"),
     "matrix": Command("a workflow job matrix {include: [{stack, runner}]} (private stacks: their own runner)",
                       lambda p: p.add_argument("stacks", nargs="*", help="stack names, or one JSON list of them"),
@@ -83,7 +96,8 @@ COMMANDS = {
                         "ops.lifecycle:lifetime_command"),
     "push-targets": Command("of the changed stacks (a JSON list), those a push deploys: live or long-lived ones, "
                             "from `az group list` JSON on stdin",
-                            lambda p: p.add_argument("stacks", help="the changed stacks, a JSON list"),
+                            lambda p: p.add_argument("stacks", type=stack_list,
+                                                     help="the changed stacks, a JSON list"),
                             "ops.lifecycle:push_targets_command"),
     "expired-stacks": Command("demo stacks past their expiry, from `az group list` JSON on stdin",
                               lambda p: p.add_argument("--project", default=PROJECT, help="Pulumi project name"),

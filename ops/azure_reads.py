@@ -22,6 +22,9 @@ from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, 
 from azure.core.pipeline.policies import HeadersPolicy, RetryPolicy, UserAgentPolicy
 from azure.core.rest import HttpRequest
 
+LOCATIONS_API = "2022-12-01"
+"""Subscriptions - List Locations (Microsoft.Resources, learn.microsoft.com/rest/api/resources/subscriptions/
+list-locations)."""
 SPOT_SCORES_API = "2025-06-05"
 FEATURES_API = "2021-07-01"
 """Microsoft.Features (azure-mgmt-resource 23.3.0 features DEFAULT_API_VERSION; ``properties.state``)."""
@@ -166,6 +169,17 @@ class Azure:
         if response.status_code != 200:
             raise AzureReadError(f"feature {namespace}/{feature}", response.status_code, _error_message(response))
         return response.json().get("properties", {}).get("state", "NotRegistered")
+
+    def locations(self) -> list[dict[str, Any]]:
+        """The subscription's locations as Subscriptions - List Locations returns them (its ``value``), through the
+        compute client's pipeline (signed in to the same management endpoint)."""
+        request = HttpRequest("GET", f"/subscriptions/{self.subscription}/locations",
+                              params={"api-version": LOCATIONS_API})
+        response = self.compute.send_request(request)
+        response.read()
+        if response.status_code != 200:
+            raise AzureReadError("locations", response.status_code, _error_message(response))
+        return list(response.json().get("value", []))
 
     def agent_pools(self, resource_group: str, cluster: str) -> dict[str, tuple[str, int, bool]]:
         """The deployed cluster's pools: name → (VM size, nodes, spot); empty when there is no such cluster."""

@@ -4,6 +4,8 @@
   whose family ``FAMILIES`` in ``components/gpu/sizes.py`` knows (a new family is reported, to be added there with
   its GPU), fractional sizes left out; each with its quota family, vCPUs, memory, GPU count, whether it can run as
   spot, and the zones of each region that offers it. Rows marked ``source: manual`` that Azure did not list are kept.
+- ``components/azure/regions.yaml``: Azure's regions as the subscription's List Locations names them (the physical
+  ones), which a stack's ``location`` is checked against.
 - ``offline/estimates/vm_prices.yaml``: for each region asked, the Linux pay-as-you-go and spot hourly price of every
   catalogue size and every size a stack file uses (Retail Prices API; no sign-in). Regions not asked keep theirs.
 
@@ -20,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from components.azure.regions import REGIONS, physical_regions, write_regions
 from components.gpu.sizes import CATALOGUE, FAMILIES, FRACTIONAL_SIZES
 from offline.cli import error
 from offline.estimates.cost import VM_PRICES
@@ -102,11 +105,14 @@ def write_prices(regions: Mapping[str, Mapping[str, Mapping[str, float | None]]]
 
 def refresh(subscription: str, regions: Iterable[str], sizes_in_stacks: Iterable[str], prices: bool = True,
             transport: Any = None, credential: Any = None, today: dt.date | None = None,
-            catalogue_path: Path = CATALOGUE, prices_path: Path = PRICES) -> list[str]:
-    """Rewrite both files from Azure; returns what the caller should know (new families, regions without prices)."""
-    from ops.azure_reads import Azure, retail_prices
+            catalogue_path: Path = CATALOGUE, prices_path: Path = PRICES, regions_path: Path = REGIONS) -> list[str]:
+    """Rewrite the files from Azure; returns what the caller should know (new families, regions without prices)."""
+    from ops.azure_reads import LOCATIONS_API, Azure, retail_prices
     day = (today or dt.date.today()).isoformat()
-    skus = Azure(subscription, credential, transport).vm_skus()
+    azure = Azure(subscription, credential, transport)
+    write_regions(physical_regions(azure.locations()), f"Subscriptions - List Locations (api-version "
+                  f"{LOCATIONS_API}) of the subscription the refresh signed in to, on {day}", day, regions_path)
+    skus = azure.vm_skus()
     rows, unknown = gpu_rows(skus)
     write_catalogue(rows, f"Resource SKUs API (azure-mgmt-compute), every region, on {day}", day, catalogue_path)
     notes = [f"GPU family {f} has no entry in components.gpu.sizes FAMILIES: add its GPU there to use its sizes"
@@ -135,6 +141,7 @@ def catalogue_command(args: argparse.Namespace) -> int:
     sizes |= {"Standard_D4ds_v5"}  # the system and CPU pools' default size
     for note in refresh(subscription_id, regions, sizes, prices=not args.no_prices):
         print(note)
-    print(f"wrote {CATALOGUE.name}" + ("" if args.no_prices else f" and {PRICES.name} ({len(regions)} regions)")
+    print(f"wrote {REGIONS.name}, {CATALOGUE.name}" +
+          ("" if args.no_prices else f" and {PRICES.name} ({len(regions)} regions)")
           + "; review the diff, run the tests, commit")
     return 0

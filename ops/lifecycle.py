@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from offline.cli import error, unknown_stack
+from offline.cli import error, json_input, unknown_stack
 from offline.stack_files import stack_config, stack_needs
 from program.config.expiry import (
     EXPIRES_AT,
@@ -183,10 +183,9 @@ def leftovers_command(args: argparse.Namespace) -> int:
 
 
 def push_targets_command(args: argparse.Namespace) -> int:
-    names = json.loads(args.stacks)
-    if problems := [p for n in names if (p := unknown_stack(n))]:
-        return error(problems[0])
-    found = push_targets(names, json.load(sys.stdin), dt.datetime.now(dt.UTC), PROJECT,
+    names = args.stacks  # a JSON list of the project's stacks (offline.cli.stack_list)
+    groups = json_input(sys.stdin.read(), "stdin (az group list --output json)")
+    found = push_targets(names, groups, dt.datetime.now(dt.UTC), PROJECT,
                          lambda stack: stack_config(stack).lifetime)
     for stack, why in found.skipped.items():
         print(f"::notice::a push leaves stack {stack} alone: {why}", file=sys.stderr)
@@ -206,5 +205,6 @@ def drain_jobs_command(args: argparse.Namespace) -> int:
 
 
 def expired_stacks_command(args: argparse.Namespace) -> int:
-    print(json.dumps(expired_stacks(json.load(sys.stdin), dt.datetime.now(dt.UTC), args.project)))
+    groups = json_input(sys.stdin.read(), "stdin (az group list --output json)")
+    print(json.dumps(expired_stacks(groups, dt.datetime.now(dt.UTC), args.project)))
     return 0

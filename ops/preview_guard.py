@@ -5,11 +5,11 @@ carries the `allow-replace` label)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from components.vocabulary import HOLDS_DATA
+from offline.cli import json_input
 
 GUARDED_TYPES = ("azure-native:containerservice:ManagedCluster", "azure-native:storage:StorageAccount")
 DESTRUCTIVE_OPS = ("replace", "create-replacement", "delete-replaced", "delete")
@@ -48,7 +48,7 @@ def guarded_steps(preview: dict[str, Any]) -> list[str]:
 
 
 def preview_guard_command(args: argparse.Namespace) -> int:
-    preview = json.loads(args.preview.read_text())
+    preview = json_input(args.preview.read_text(), f"{args.preview} (pulumi preview --json)")
     for pool in replaced_pools(preview):
         print(f"replaces node pool {pool}: its nodes and their pods are recreated (a setting AKS fixes at creation "
               "changed)")

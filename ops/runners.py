@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from offline.cli import error, unknown_stack
+from offline.cli import error, json_input, unknown_stack
 from offline.stack_files import stack_config, stack_files
 
 HOSTED = "ubuntu-24.04"
@@ -55,7 +55,8 @@ def stacks_command(args: argparse.Namespace) -> int:
 
 
 def matrix_command(args: argparse.Namespace) -> int:
-    names = [n for arg in args.stacks for n in (json.loads(arg) if arg.startswith("[") else [arg])]
+    names = [n for arg in args.stacks
+             for n in (json_input(arg, f"argument {arg!r}") if arg.startswith("[") else [arg])]
     if problems := [p for n in names if (p := unknown_stack(n))]:
         return error(problems[0])
     print(json.dumps(matrix(names)))

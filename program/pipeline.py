@@ -15,6 +15,7 @@ from components.training.jobset import JobSetController, JobSetControllerArgs
 from components.vocabulary import SharingMode
 from program import outputs
 from program.config.errors import ConfigError
+from program.config.keys import SECRET
 from program.config.loader import load_config
 from program.config.schema import StackConfig
 from program.layers.azure import azure_outputs, build_azure_layer
@@ -22,21 +23,22 @@ from program.layers.gpu_software import build_gpu_software
 from program.layers.images import build_images
 from program.layers.namespace import build_namespace
 from program.scenario import Platform, Scenario
-from program.sdk import namespace_values
+from program.sdk import namespace_values, other_values
 
 Registry = Mapping[str, Scenario]
 """Scenario name → scenario: what ``aksgpu:scenario`` may name."""
 
 
-def load_stack_config(raw: Mapping[str, Any], project: str, stack: str, scenarios: Registry) -> StackConfig:
-    """Parse ``raw`` (keys without ``project:``) with its scenario's section, needs and rules; raises
-    ``ConfigError`` naming every problem."""
-    return load_config(raw, project, stack, scenarios=scenarios)
+def load_stack_config(raw: Mapping[str, Any], project: str, stack: str, scenarios: Registry,
+                      others: Mapping[str, Any] | None = None) -> StackConfig:
+    """Parse ``raw`` (keys without ``project:``) with its scenario's section, needs and rules, and ``others`` (the
+    stack's keys outside the namespace); raises ``ConfigError`` naming every problem."""
+    return load_config(raw, project, stack, scenarios=scenarios, others=others)
 
 
 def read_stack_config(scenarios: Registry) -> StackConfig:
     project, stack = pulumi.get_project(), pulumi.get_stack()
-    return load_stack_config(namespace_values(project), project, stack, scenarios)
+    return load_stack_config(namespace_values(project), project, stack, scenarios, other_values(project, SECRET))
 
 
 def platform_images(cfg: StackConfig) -> dict[str, str]:

@@ -24,6 +24,7 @@ ROUTES = {
     "pools": r"/managedClusters/[^/]+/agentPools$",
     "features": r"/providers/Microsoft\.Features/providers/[^/]+/features/[^/]+$",
     "prices": r"^/api/retail/prices$",
+    "locations": r"^/subscriptions/[^/]+/locations$",
 }
 """Which recorded file answers a request, by the path it asks for."""
 

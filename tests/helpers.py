@@ -163,7 +163,8 @@ def shape(name: str) -> dict[str, Any]:
 def render_with(stack: str = "t", subscription: str = SUBSCRIPTION, **config: Any) -> Render:
     """Render a stack whose file would hold ``config`` (keys without ``aksgpu:``), Pulumi.yaml defaults first, as
     deployed into ``subscription``. See ``with_api_server_decision``."""
-    return render_namespace(stack, {**project_defaults(), **with_api_server_decision(config)}, subscription)
+    return render_namespace(stack, {**project_defaults(), **with_api_server_decision(config)},
+                            subscription=subscription)
 
 
 def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:

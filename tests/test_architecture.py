@@ -72,7 +72,8 @@ def test_a_package_imports_nothing_above_it(package):
 
 
 def test_the_config_core_imports_no_pulumi_and_of_the_components_only_their_vocabulary():
-    allowed = ("program.config", "components.vocabulary", "components.gpu.sizes")
+    """The vocabulary, and Azure's catalogues the values are checked against: GPU sizes and regions."""
+    allowed = ("program.config", "components.vocabulary", "components.gpu.sizes", "components.azure.regions")
     for module, path in under("program"):
         if module.startswith("program.config"):
             for found in imports(path):
@@ -133,8 +134,9 @@ def test_component_classes_live_in_components_or_a_stacks_workloads():
         assert cls.__module__.startswith("components.") or cls.__module__.endswith(".workloads"), cls.__module__
 
 
-INTERNALS = {"pulumi.runtime.config": ["get_config_env", "CONFIG"], "pulumi.runtime.stack": ["run_pulumi_func"],
-             "pulumi.runtime.sync_await": ["_sync_await"], "pulumi.runtime.settings": ["get_root_resource"],
+INTERNALS = {"pulumi.runtime.config": ["get_config_env", "CONFIG", "is_config_secret"],
+             "pulumi.runtime.stack": ["run_pulumi_func"], "pulumi.runtime.sync_await": ["_sync_await"],
+             "pulumi.runtime.settings": ["get_root_resource"],
              "pulumi.runtime.resource": ["_get_stack_trace"]}
 """The private SDK names the program (program/sdk.py) and the render (offline/runtime.py) use: nothing public does what
 they do (program/sdk.py and offline/runtime.py say why)."""

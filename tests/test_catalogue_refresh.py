@@ -8,12 +8,13 @@ import shutil
 
 import yaml
 
+from components.azure.regions import REGIONS, REGIONS_HEADER, load_regions
 from components.gpu.sizes import CATALOGUE, load_catalogue
 from offline.estimates import cost
 from ops import catalogue
 from tests.azure_replay import Replay, Token
 
-FILES = {"skus": "skus.json", "prices": "prices-eastus.json"}
+FILES = {"skus": "skus.json", "prices": "prices-eastus.json", "locations": "locations.json"}
 
 
 def refresh(tmp_path, **kwargs):
@@ -23,7 +24,7 @@ def refresh(tmp_path, **kwargs):
     notes = catalogue.refresh("00000000-0000-0000-0000-000000000000", ["eastus"], ["Standard_D4ds_v5"],
                               transport=replay, credential=Token(), today=dt.date(2026, 11, 24),
                               catalogue_path=tmp_path / "catalogue.yaml", prices_path=tmp_path / "vm_prices.yaml",
-                              **kwargs)
+                              regions_path=tmp_path / "regions.yaml", **kwargs)
     return notes, replay
 
 
@@ -72,6 +73,25 @@ def test_a_refreshed_price_table_prices_h200_in_the_stacks_region(tmp_path):
     assert cost.node_hour(region, "Standard_NC4as_T4_v3", spot=True, discount=0.8) == cost.NodeHour(0.1)
 
 
+def test_the_region_list_is_the_subscriptions_physical_locations_with_its_source_and_date(tmp_path):
+    _, replay = refresh(tmp_path)
+    regions, refreshed = load_regions(tmp_path / "regions.yaml")
+    assert regions == {"eastus": "East US", "swedencentral": "Sweden Central", "westeurope": "West Europe"}
+    assert refreshed == "2026-11-24"  # the geography `europe` is no region
+    source = yaml.safe_load((tmp_path / "regions.yaml").read_text())["source"]
+    assert source.startswith("Subscriptions - List Locations")
+    assert any(url.endswith("/subscriptions/00000000-0000-0000-0000-000000000000/locations?api-version=2022-12-01")
+               for _, url, _ in replay.seen)
+
+
+def test_the_committed_region_list_says_where_and_when_it_was_taken():
+    data = yaml.safe_load(REGIONS.read_text())
+    assert REGIONS.read_text() == REGIONS_HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+    assert data["refreshed"] and "List Locations" in data["source"]
+    assert {"eastus", "eastus2", "westus2", "westus3", "southcentralus", "westeurope", "swedencentral", "uksouth",
+            "japaneast"} <= set(data["regions"])
+
+
 def test_regions_not_refreshed_keep_their_prices(tmp_path):
     path = tmp_path / "vm_prices.yaml"
     catalogue.write_prices({"westeurope": {"Standard_D4ds_v5": {"on_demand": 0.25, "spot": None}}}, "by hand", None,
@@ -100,6 +120,6 @@ def test_the_command_prices_the_stacks_regions_and_sizes(monkeypatch, capsys):
     assert main(["catalogue", "--subscription", "s"]) == 0
     assert set(catalogue.DEFAULT_REGIONS) <= set(asked["regions"]) and asked["prices"]
     assert {"Standard_NC4as_T4_v3", "Standard_D4ds_v5"} <= asked["sizes"]
-    assert capsys.readouterr().out.startswith("a note\nwrote catalogue.yaml and vm_prices.yaml")
+    assert capsys.readouterr().out.startswith("a note\nwrote regions.yaml, catalogue.yaml and vm_prices.yaml")
     assert main(["catalogue", "--subscription", "s", "--regions", "westus3", "--no-prices"]) == 0
     assert asked["regions"] == ["westus3"] and not asked["prices"]

@@ -123,6 +123,8 @@ BAD_CONFIGS = [
     ({"nameRoot": "My_Root"}, "aksgpu:nameRoot", "2-20 lowercase"),
     ({"location": "East US"}, "aksgpu:location", "Azure region name"),
     ({"gpupools": []}, "aksgpu:gpupools", "unknown key; did you mean gpuPools? allowed here:"),
+    ({"gpuPools": [{**T4, "provisioning": "nap", "count": 1}], "cluster": {"systemPool": {"maxCount": 2}}},
+     "aksgpu:gpuPools[0].count", "NAP starts no nodes of its own"),  # refused like its sibling minCount
     ({"scenario": "av-resim"}, "aksgpu:storage.accounts", "needs storage accounts with roles input, output"),
     ({"scenario": "training-autoscale", "gpuPools": [{**T4, "minCount": 1}],
       "storage": {"accounts": [{"role": "ckpt"}]}, "cpuPools": [{"name": "cpu"}]},

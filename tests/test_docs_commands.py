@@ -115,6 +115,11 @@ def project_commands(page: Path) -> list[tuple[str, str, str]]:
             PROJECT_CLI.findall(text)]
 
 
+PLACEHOLDERS = {"NAME": "my-stack", "STACK": "dev", "OWNER/NAME": "acme/infra", "ACCOUNT": "stacme",
+                "VAULT": "kv-acme", "TEAM": "ml-team"}
+"""What a page's placeholders stand for when its command is parsed: values the arguments' checks accept."""
+
+
 class _AnyCommand:
     """A stand-in for every command module: parsing is what is tested, not running."""
 
@@ -140,7 +145,7 @@ def test_every_project_command_in_the_docs_runs_through_the_projects_venv_and_pa
             where = f"{page.relative_to(REPO_ROOT)}: {runner}python -m {package} {rest}"
             if runner != ".venv/bin/":
                 wrong.append(where)
-            words = shlex.split(rest)
+            words = [PLACEHOLDERS.get(w, w) for w in shlex.split(rest)]
             if len(words) < 2:
                 continue  # the tool, or a command named in prose: no command line to run
             try:

@@ -96,3 +96,9 @@ def test_the_command_says_what_it_copied_and_what_was_set(project):
     line = copied(stack_config("gb-eu", path), "gpu-basics")
     assert line.startswith("copied from Pulumi.gpu-basics.yaml: scenario gpu-basics, region eastus, GPU pools t4 "
                            "Standard_NC4as_T4_v3 spot 0–2; set: owner ml-team, lifetime demo")
+
+
+def test_a_value_given_on_the_command_line_is_written_as_given(project):
+    """Unquoted, `team # ml` would be read back as `team` (YAML starts a comment at ` #`)."""
+    path = new_stack_file("gb-two", "gpu-basics", {"owner": "team # ml", "nameRoot": "gb-two"}, root=project)
+    assert stack_config("gb-two", path).owner == "team # ml"

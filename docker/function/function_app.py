@@ -5,6 +5,9 @@ Routes (anonymous, as in the seed; the LoadBalancer Service is the front door):
   GET  /api/status?format=json   GPU name, count, memory, torch/CUDA versions
   GET  /api/health           200 once the model is loaded (probes), 503 before
   POST /api/answer           {"question", "context"} -> best sentence with score
+
+Every answer is JSON: a bad body is a 400 naming what is wrong, a model that cannot load a 503, as the health
+route says; the cause goes to the log, never to the caller.
 """
 
 from __future__ import annotations
@@ -51,5 +54,10 @@ def answer(req: func.HttpRequest) -> func.HttpResponse:
         queries, is_batch = parse_queries(req.get_body())
     except BadRequest as error:
         return _json({"error": str(error)}, status_code=400)
-    answers = shared_reader().answer(queries)
+    try:
+        reader = shared_reader()
+    except Exception:  # a broken or missing model: the same 503 the probe gets, not an unhandled error
+        logging.exception("model failed to load")
+        return _json({"error": "model not loaded"}, status_code=503)
+    answers = reader.answer(queries)
     return _json(answers if is_batch else answers[0])

@@ -21,21 +21,25 @@ import time
 import torch
 import torch.distributed as dist
 
+from jobio import ArgumentParser, device_name, non_negative_int, positive_float, positive_int
 from process_group import World, join
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--min-bytes", type=int, default=1 << 20)
-    parser.add_argument("--max-bytes", type=int, default=1 << 30)
-    parser.add_argument("--iterations", type=int, default=20, help="timed all-reduces per size")
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--expect-busbw", type=float, default=None, help="GB/s a healthy interconnect gives")
-    parser.add_argument("--warn-below", type=float, default=None,
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--min-bytes", type=positive_int, default=1 << 20)
+    parser.add_argument("--max-bytes", type=positive_int, default=1 << 30)
+    parser.add_argument("--iterations", type=positive_int, default=20, help="timed all-reduces per size")
+    parser.add_argument("--warmup", type=non_negative_int, default=5)
+    parser.add_argument("--expect-busbw", type=positive_float, default=None, help="GB/s a healthy interconnect gives")
+    parser.add_argument("--warn-below", type=positive_float, default=None,
                         help="GB/s below which the run is slow (default: the whole --expect-busbw)")
-    parser.add_argument("--faulty-below", type=float, default=None, help="GB/s below which a node is faulty")
-    parser.add_argument("--device", default="auto", help="auto, cuda or cpu")
-    return parser.parse_args(argv)
+    parser.add_argument("--faulty-below", type=positive_float, default=None, help="GB/s below which a node is faulty")
+    parser.add_argument("--device", type=device_name, default="auto", help="auto, cuda or cpu")
+    args = parser.parse_args(argv)
+    if args.min_bytes > args.max_bytes:
+        parser.error(f"--min-bytes {args.min_bytes} is above --max-bytes {args.max_bytes}")
+    return args
 
 
 def sizes(smallest: int, largest: int) -> list[int]:

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
+
+T = TypeVar("T")
 
 _NAME = re.compile(r"^ckpt-(\d{8})\.pt$")
 
@@ -40,13 +44,23 @@ def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
-def load_newest(folder: Path, map_location: str | torch.device = "cpu") -> tuple[int, dict] | None:
-    """The newest checkpoint that loads; a damaged one is skipped for the next older."""
+def load_newest(folder: Path, map_location: str | torch.device = "cpu",
+                use: Callable[[dict], T] | None = None) -> tuple[int, dict] | tuple[int, T] | None:
+    """The newest checkpoint that loads (and that ``use`` accepts: what it returns instead of the checkpoint); a
+    damaged one, or one ``use`` refuses with ``ValueError`` (another layout), is skipped for the next older, one
+    line each."""
     for step, path in list_checkpoints(folder):
         try:
-            return step, torch.load(path, map_location=map_location, weights_only=False)
+            state = torch.load(path, map_location=map_location, weights_only=False)
         except Exception as error:  # noqa: BLE001 - any unreadable file means "try the older one"
             print(f"skipping unreadable checkpoint {path.name}: {error}", flush=True)
+            continue
+        if use is None:
+            return step, state
+        try:
+            return step, use(state)
+        except ValueError as error:
+            print(f"skipping checkpoint {path.name}: {error}", flush=True)
     return None
 
 

@@ -19,19 +19,23 @@ from pathlib import Path
 
 import torch
 
+from jobio import ArgumentParser, fraction, non_negative_float, non_negative_int, positive_int
+
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpus", type=int, required=True, help="GPUs the node must show")
-    parser.add_argument("--min-tflops", type=float, required=True, help="matrix multiply rate each GPU must reach")
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=positive_int, required=True, help="GPUs the node must show")
+    parser.add_argument("--min-tflops", type=non_negative_float, required=True,
+                        help="matrix multiply rate each GPU must reach")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
-    parser.add_argument("--size", type=int, default=8192, help="square matrices of this size")
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--memory-fraction", type=float, default=0.9, help="share of free memory to test")
-    parser.add_argument("--ib-ports", type=int, default=0, help="ACTIVE InfiniBand ports the node must have")
-    parser.add_argument("--ib-rate-gbps", type=int, default=0, help="each port's rate; 0: not checked")
+    parser.add_argument("--size", type=positive_int, default=8192, help="square matrices of this size")
+    parser.add_argument("--iterations", type=positive_int, default=20)
+    parser.add_argument("--memory-fraction", type=fraction, default=0.9, help="share of free memory to test")
+    parser.add_argument("--ib-ports", type=non_negative_int, default=0,
+                        help="ACTIVE InfiniBand ports the node must have")
+    parser.add_argument("--ib-rate-gbps", type=non_negative_int, default=0, help="each port's rate; 0: not checked")
     parser.add_argument("--sysfs", type=Path, default=Path("/sys"), help="where sysfs is mounted")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     return parser.parse_args(argv)

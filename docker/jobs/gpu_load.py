@@ -8,12 +8,13 @@ non-root client reaches an MPS server).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 
 import torch
+
+from jobio import ArgumentParser, positive_float, positive_int
 
 
 def load(seconds: float, size: int, device: torch.device) -> dict:
@@ -35,9 +36,9 @@ def load(seconds: float, size: int, device: torch.device) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--size", type=int, default=4096)
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=positive_float, default=60)
+    parser.add_argument("--size", type=positive_int, default=4096)
     parser.add_argument("--require-cuda", action="store_true", help="fail without a usable GPU")
     args = parser.parse_args()
     if args.require_cuda and not torch.cuda.is_available():

@@ -11,14 +11,16 @@ tokens per second is a request's generated tokens after the first over the time 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
+import sys
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+from jobio import ArgumentParser, http_url, non_negative_float, positive_float, positive_int, shown_url
 
 PROMPTS = [
     "Explain in three sentences what a GPU node pool in Kubernetes is for.",
@@ -100,7 +102,8 @@ def wait_until_ready(url: str, timeout: float) -> None:
         except (urllib.error.URLError, OSError):
             pass
         if time.monotonic() > deadline:
-            raise SystemExit(f"{url} did not answer /models within {timeout:.0f} s")
+            print(f"error: {shown_url(url)} did not answer /models within {timeout:.0f} s", file=sys.stderr)
+            raise SystemExit(1)
         time.sleep(5)
 
 
@@ -128,14 +131,15 @@ def run(url: str, model: str, concurrency: int, requests: int, max_tokens: int, 
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", required=True, help="the OpenAI-compatible base URL, ending in /v1")
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", type=http_url, required=True, help="the OpenAI-compatible base URL, ending in /v1")
     parser.add_argument("--model", required=True, help="the served model name")
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--requests", type=int, default=64)
-    parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--timeout", type=float, default=300.0, help="per request, seconds")
-    parser.add_argument("--ready-timeout", type=float, default=900.0, help="waiting for the server, seconds")
+    parser.add_argument("--concurrency", type=positive_int, default=16)
+    parser.add_argument("--requests", type=positive_int, default=64)
+    parser.add_argument("--max-tokens", type=positive_int, default=128)
+    parser.add_argument("--timeout", type=positive_float, default=300.0, help="per request, seconds")
+    parser.add_argument("--ready-timeout", type=non_negative_float, default=900.0,
+                        help="waiting for the server, seconds")
     args = parser.parse_args()
     wait_until_ready(args.url, args.ready_timeout)
     report = run(args.url, args.model, args.concurrency, args.requests, args.max_tokens, args.timeout)

@@ -4,6 +4,7 @@ images arrive in (the prediction service's /predict body, a batch job's request 
 from __future__ import annotations
 
 import json
+import re
 
 import torch
 from torch import nn
@@ -32,12 +33,40 @@ class BadRequest(ValueError):
     pass
 
 
+class BadCheckpoint(ValueError):
+    """A checkpoint that loads but holds no DigitNet (another model's, another layout)."""
+
+
+def digitnet_from(state: object) -> DigitNet:
+    """The model a checkpoint holds (``{"model": state_dict, ...}``, as train.py writes it), in eval mode, or
+    ``BadCheckpoint`` saying what it holds instead."""
+    weights = state.get("model") if isinstance(state, dict) else None
+    if not isinstance(weights, dict):
+        found = sorted(map(str, state))[:5] if isinstance(state, dict) else type(state).__name__
+        raise BadCheckpoint(f"holds no DigitNet weights under 'model' (found {found}), not what train.py writes")
+    model = DigitNet()
+    try:
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+    except RuntimeError as error:
+        mismatch = re.search(r"size mismatch for [^:]+", str(error))
+        raise BadCheckpoint(f"its weights are not DigitNet's: {mismatch[0] if mismatch else 'unreadable'}") from None
+    if missing or unexpected:
+        raise BadCheckpoint(f"its weights are not DigitNet's: {len(missing)} missing ({', '.join(missing[:3])}), "
+                            f"{len(unexpected)} unexpected ({', '.join(unexpected[:3])})")
+    return model.eval()
+
+
+def _not_a_number(constant: str) -> float:
+    """Python's JSON reader takes NaN and Infinity, which JSON has not (RFC 8259): refused, so no answer holds them."""
+    raise BadRequest(f"body holds {constant}, which is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
 def parse_images(body: bytes) -> torch.Tensor:
     """(N, 1, 28, 28) float tensor from a /predict body, or BadRequest naming what is wrong."""
     if len(body) > MAX_BODY_BYTES:
         raise BadRequest(f"body has {len(body)} bytes; the limit is {MAX_BODY_BYTES}")
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_constant=_not_a_number)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BadRequest(f"body is not valid JSON: {error}") from None
     if not isinstance(data, dict) or not isinstance(data.get("images"), list) or not data["images"]:
@@ -52,6 +81,8 @@ def parse_images(body: bytes) -> torch.Tensor:
         images = images.view(-1, 28, 28)
     if images.shape[1:] != (28, 28):
         raise BadRequest(f"each image must be 784 numbers or 28x28, got shape {list(images.shape[1:])}")
+    if not torch.isfinite(images).all():  # 1e999 reads as infinity
+        raise BadRequest("pixel values must be finite numbers in 0..1")
     if images.min() < 0 or images.max() > 1:
         raise BadRequest("pixel values must lie in 0..1")
     return images.unsqueeze(1)

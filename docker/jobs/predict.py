@@ -10,7 +10,6 @@ The service polls the folder and swaps in a newer checkpoint as training writes 
 
 from __future__ import annotations
 
-import argparse
 import json
 import threading
 import time
@@ -21,7 +20,8 @@ from pathlib import Path
 import torch
 
 from checkpoints import list_checkpoints, load_newest
-from model import MAX_BODY_BYTES, BadRequest, DigitNet, parse_images
+from jobio import ArgumentParser, port, positive_float
+from model import MAX_BODY_BYTES, BadRequest, DigitNet, digitnet_from, parse_images
 
 
 class Predictor:
@@ -42,13 +42,10 @@ class Predictor:
             newest = list_checkpoints(self.folder)
             if not newest or newest[0][0] == self.step:
                 return
-            loaded = load_newest(self.folder)
+            loaded = load_newest(self.folder, use=digitnet_from)  # another layout: the next older one
             if loaded is None:
                 return
-            model = DigitNet()
-            model.load_state_dict(loaded[1]["model"])
-            model.eval()
-            self.model, self.step = model, loaded[0]
+            self.step, self.model = loaded
             print(f"serving checkpoint step {self.step}", flush=True)
 
     def predict(self, images: torch.Tensor) -> list[dict]:
@@ -84,9 +81,12 @@ def make_handler(predictor: Predictor) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802
             if self.path != "/predict":
                 return self._send(HTTPStatus.NOT_FOUND, {"error": "routes: GET /healthz, POST /predict"})
-            length = int(self.headers.get("Content-Length") or 0)
+            length = self.headers.get("Content-Length") or "0"
+            if not length.isdigit():
+                return self._send(HTTPStatus.BAD_REQUEST, {"error": f"Content-Length {length[:20]!r} is not a "
+                                                                    "byte count"})
             try:
-                images = parse_images(self.rfile.read(min(length, MAX_BODY_BYTES + 1)))
+                images = parse_images(self.rfile.read(min(int(length), MAX_BODY_BYTES + 1)))
                 predictions = predictor.predict(images)
             except BadRequest as error:
                 return self._send(HTTPStatus.BAD_REQUEST, {"error": str(error)})
@@ -107,10 +107,10 @@ def serve(folder: Path, port: int, poll_seconds: float = 30.0) -> ThreadingHTTPS
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", type=Path, required=True)
-    parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--poll-seconds", type=float, default=30.0)
+    parser.add_argument("--port", type=port, default=8080)
+    parser.add_argument("--poll-seconds", type=positive_float, default=30.0)
     args = parser.parse_args()
     torch.set_num_threads(2)
     serve(args.checkpoints, args.port, args.poll_seconds).serve_forever()

@@ -3,26 +3,36 @@
 Run as an Indexed Job: pod i of N (``JOB_COMPLETION_INDEX``, ``--shards N``) takes every N-th input
 file in sorted order. Each result is written to a temporary file and renamed, and a file whose
 result exists is skipped. So a pod evicted from a spot node and retried loses nothing and
-duplicates nothing.
+duplicates nothing. A recording that cannot be read is refused with one line and the shard goes on; a missing
+input folder or a bad index ends it with one line and exit status 2, which the Job does not retry.
 
     python resim.py --input /mnt/input --output /mnt/output --shards 20 [--index 3]
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-from jobio import input_files, remove_partials, write_atomic
+from jobio import (
+    EXIT_BAD_INPUT,
+    ArgumentParser,
+    device_name,
+    fail,
+    input_files,
+    input_folder,
+    non_negative_int,
+    positive_int,
+    remove_partials,
+    write_atomic,
+)
 
-EXIT_USAGE = 2
+EXIT_USAGE = EXIT_BAD_INPUT
 """Nothing to retry: missing input folder or a bad index. The Job's pod failure policy fails fast on it."""
 FEATURES = 256
 
@@ -50,21 +60,23 @@ def simulate(data: bytes, device: torch.device, rounds: int = 8) -> dict:
 
 def run(input_dir: Path, output: Path, index: int, shards: int, device: torch.device,
         fail_after: int | None = None) -> dict:
-    if not input_dir.is_dir():
-        print(f"input folder {input_dir} does not exist (is the input volume mounted?)", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
+    input_folder(input_dir, "input folder")
     if not 0 <= index < shards:
-        print(f"index {index} is outside 0..{shards - 1}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
+        fail(f"index {index} (--index or JOB_COMPLETION_INDEX) is outside 0..{shards - 1} (--shards {shards})")
     mine = shard(input_files(input_dir), index, shards)
     cleaned = remove_partials([result_path(output, name) for name in mine])
-    done = skipped = 0
+    done = skipped = refused = 0
     for name in mine:
         target = result_path(output, name)
         if target.exists():
             skipped += 1
             continue
-        data = (input_dir / name).read_bytes()
+        try:
+            data = (input_dir / name).read_bytes()
+        except OSError as error:  # this recording only: the shard's others are still simulated
+            print(f"shard {index}: refused {name}: {error.strerror or error}", flush=True)
+            refused += 1
+            continue
         began = time.perf_counter()
         result = simulate(data, device)
         write_atomic(target, {"input": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
@@ -74,21 +86,26 @@ def run(input_dir: Path, output: Path, index: int, shards: int, device: torch.de
         if fail_after is not None and done >= fail_after:
             raise RuntimeError(f"simulated crash after {done} file(s)")
     summary = {"shard": index, "shards": shards, "files": len(mine), "processed": done, "skipped": skipped,
-               "partials_removed": cleaned, "device": device.type}
+               "refused": refused, "partials_removed": cleaned, "device": device.type}
     print(json.dumps(summary), flush=True)
     return summary
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--input", type=Path, required=True)
     parser.add_argument("--output", type=Path, required=True)
-    parser.add_argument("--shards", type=int, required=True)
-    parser.add_argument("--index", type=int, default=None, help="default: $JOB_COMPLETION_INDEX")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--fail-after", type=int, default=None, help="crash after N files (tests retries)")
+    parser.add_argument("--shards", type=positive_int, required=True)
+    parser.add_argument("--index", type=non_negative_int, default=None, help="default: $JOB_COMPLETION_INDEX")
+    parser.add_argument("--device", type=device_name, default="auto")
+    parser.add_argument("--fail-after", type=positive_int, default=None, help="crash after N files (tests retries)")
     args = parser.parse_args(argv)
-    index = args.index if args.index is not None else int(os.environ.get("JOB_COMPLETION_INDEX", "-1"))
+    index = args.index
+    if index is None:
+        given = os.environ.get("JOB_COMPLETION_INDEX", "")
+        if not given.isdigit():
+            fail(f"JOB_COMPLETION_INDEX={given!r} is not a shard index; run as an Indexed Job or pass --index")
+        index = int(given)
     device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
     return run(args.input, args.output, index, args.shards, device, args.fail_after)
 

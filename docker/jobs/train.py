@@ -26,6 +26,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from checkpoints import checkpoint_path, load_newest, prune, remove_partials, save_atomic
 from digits import batch_for_step, load_dataset
+from jobio import ArgumentParser, device_name, fail, non_negative_int, positive_float, positive_int
 from model import DigitNet
 from process_group import World, join
 
@@ -36,18 +37,20 @@ TORCH_RESTART_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", type=Path, required=True, help="folder on the checkpoint volume")
-    parser.add_argument("--steps", type=int, default=2000, help="total optimisation steps")
-    parser.add_argument("--batch-size", type=int, default=256, help="global batch, split evenly over the processes")
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--checkpoint-every", type=int, default=200)
-    parser.add_argument("--keep", type=int, default=3, help="checkpoints kept")
+    parser.add_argument("--steps", type=positive_int, default=2000, help="total optimisation steps")
+    parser.add_argument("--batch-size", type=positive_int, default=256,
+                        help="global batch, split evenly over the processes")
+    parser.add_argument("--lr", type=positive_float, default=1e-3)
+    parser.add_argument("--checkpoint-every", type=positive_int, default=200)
+    parser.add_argument("--keep", type=positive_int, default=3, help="checkpoints kept")
     parser.add_argument("--data", choices=("auto", "mnist", "synthetic"), default="auto")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="auto", help="auto, cuda or cpu")
-    parser.add_argument("--stop-after", type=int, default=None, help="exit after this many steps (tests a kill)")
-    parser.add_argument("--fail-at-step", type=int, default=None,
+    parser.add_argument("--seed", type=non_negative_int, default=0)
+    parser.add_argument("--device", type=device_name, default="auto", help="auto, cuda or cpu")
+    parser.add_argument("--stop-after", type=non_negative_int, default=None,
+                        help="exit after this many steps (tests a kill)")
+    parser.add_argument("--fail-at-step", type=non_negative_int, default=None,
                         help="the last rank dies at this step on torchrun's first attempt (tests losing a node)")
     return parser.parse_args(argv)
 
@@ -98,8 +101,8 @@ def train(args: argparse.Namespace) -> dict:
 def _train(args: argparse.Namespace, world: World) -> dict:
     device = world.device
     if args.batch_size % world.size:
-        raise SystemExit(f"--batch-size {args.batch_size} does not split over {world.size} processes: "
-                         f"use a multiple of {world.size}")
+        fail(f"argument --batch-size: {args.batch_size} does not split over {world.size} processes: use a "
+             f"multiple of {world.size}")
     data_name, images, labels = _dataset(args, world)
     torch.manual_seed(args.seed)
     net = DigitNet().to(device)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from program.config import naming, rules
 from program.config.errors import ConfigError, did_you_mean
+from program.config.foreign import foreign_keys, misplaced_project_keys
 from program.config.keys import KEY_PREFIX
 from program.config.model import ConfigModel, is_text
 from program.config.schema import StackConfig
@@ -105,12 +106,24 @@ def _root_problems(cfg: StackConfig, stack: str) -> list[ConfigError]:
     return []
 
 
+def _local_build(data: Mapping[str, Any]) -> bool:
+    build = data.get("build")
+    return isinstance(build, dict) and build.get("mode") == "local"
+
+
 def load_config(raw: Mapping[str, Any], project: str, stack: str,
-                scenarios: Mapping[str, ScenarioConfig]) -> StackConfig:
+                scenarios: Mapping[str, ScenarioConfig], others: Mapping[str, Any] | None = None) -> StackConfig:
     """The ``project:`` namespace of a stack (keys without the prefix), parsed and checked; ``scenarios`` are the
-    registered ones. Raises ``ConfigError`` naming every problem."""
+    registered ones; ``others``, where given, are the stack's keys outside the namespace (written in full), each a
+    provider setting the program reads or an error. Raises ``ConfigError`` naming every problem; a project key
+    written outside the namespace is reported alone, since the rest of the file reads differently without it."""
     data = {key: decode(value, key in _TEXT_KEYS) for key, value in raw.items()}
     found: list[ConfigError] = []
+    if others:
+        project_keys = _PLATFORM_KEYS | {s.settings.section for s in scenarios.values() if s.settings is not None}
+        found = foreign_keys(others, project_keys, _local_build(data))
+        if misplaced := misplaced_project_keys(found):
+            raise ConfigError.several(misplaced)
     name = data.get("scenario", StackConfig.model_fields["scenario"].default)
     scenario = scenarios.get(name) if isinstance(name, str) else None
     if scenario is None:

@@ -15,6 +15,7 @@ _ACR = re.compile(r"^[a-zA-Z0-9]{5,50}$")
 _STORAGE_ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
 _BLOB_CONTAINER = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
 _ROOT = re.compile(r"^[a-z](?!.*--)[a-z0-9-]{0,18}[a-z0-9]$")
+_KEY_VAULT = re.compile(r"^[A-Za-z](?!.*--)[A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
 
 
 def agent_pool_name_error(name: str) -> str | None:
@@ -29,6 +30,13 @@ def acr_name_error(name: str) -> str | None:
 
 def storage_account_name_error(name: str) -> str | None:
     return None if _STORAGE_ACCOUNT.match(name) else "must be 3-24 lowercase letters and digits"
+
+
+def key_vault_name_error(name: str) -> str | None:
+    if _KEY_VAULT.match(name):
+        return None
+    return ("must be a Key Vault name: 3-24 letters, digits and single hyphens, starting with a letter and ending "
+            "with a letter or digit")
 
 
 def blob_container_name_error(name: str) -> str | None:
@@ -60,6 +68,18 @@ def capacity_reservation_group_id_error(value: str) -> str | None:
         return ("must be a capacity reservation group's resource id: /subscriptions/<id>/resourceGroups/<group>/"
                 "providers/Microsoft.Compute/capacityReservationGroups/<name>")
     return None
+
+
+STACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+"""A stack name: Pulumi's (``^[A-Za-z0-9_.-]{1,100}$``, pkg/backend/diy validateStackName), starting with a letter or
+digit, so no name reads as a flag or a hidden file, and ``Pulumi.<stack>.yaml`` stays one file of the project."""
+
+
+def stack_name_error(name: str) -> str | None:
+    if STACK_NAME.fullmatch(name):
+        return None
+    return ("a stack name is 1-100 letters, digits, '_', '.' and '-', starting with a letter or digit "
+            f"({STACK_NAME.pattern})")
 
 
 def name_root_error(root: str) -> str | None:

@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from components.azure.regions import load_regions
+from program.config.foreign import LOCAL_BUILD, OVERRIDDEN, PROVIDER_SETTINGS, SECRET_SETTINGS
 from program.config.keys import KEY_PREFIX, PROJECT
 from program.config.model import ConfigModel
 from program.config.schema import CPU_POOL_DEFAULTS, GPU_POOL_DEFAULTS, SYSTEM_POOL_DEFAULTS, StackConfig
@@ -58,12 +60,36 @@ def _scenario_is(name: str, default: bool) -> dict[str, Any]:
     return {"anyOf": [named, {"not": {"required": [f"{KEY_PREFIX}scenario"]}}]} if default else named
 
 
+_SECURE = {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"],
+           "additionalProperties": False}
+"""An encrypted value, as `pulumi config set --secret` writes it."""
+
+
+def _provider_settings() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The provider settings the program reads, as properties, and the condition that keeps Docker's to stacks
+    that build with the local engine (``program.config.foreign`` says why)."""
+    properties = {}
+    for namespace, names in PROVIDER_SETTINGS.items():
+        for name in sorted(names):
+            key = f"{namespace}:{name}"
+            properties[key] = {**_SECURE, "description": "A credential: `pulumi config set --secret`."} \
+                if key in SECRET_SETTINGS else {"description": f"The {namespace} provider's setting."}
+    local = {"required": [f"{KEY_PREFIX}build"],
+             "properties": {f"{KEY_PREFIX}build": {"required": ["mode"], "properties": {"mode": {"const": "local"}}}}}
+    docker_only_local = {"if": {"not": local},
+                         "then": {"propertyNames": {"not": {"pattern": f"^{LOCAL_BUILD}:"}}}}
+    return properties, docker_only_local
+
+
 def stack_file_schema(scenarios: Mapping[str, ScenarioDoc]) -> dict[str, Any]:
-    """The JSON Schema of ``Pulumi.<stack>.yaml``: the platform's keys, the scenario names, and each scenario's
-    section allowed only on that scenario's stacks."""
+    """The JSON Schema of ``Pulumi.<stack>.yaml``: the platform's keys, the scenario names, each scenario's section
+    allowed only on that scenario's stacks, Azure's region names, and the provider settings the program reads."""
     platform, defs = _model_schema(StackConfig, "")
     properties = {f"{KEY_PREFIX}{key}": _cli_string(body) for key, body in platform["properties"].items()}
     properties[f"{KEY_PREFIX}scenario"] = {**properties[f"{KEY_PREFIX}scenario"], "enum": list(scenarios)}
+    properties[f"{KEY_PREFIX}location"] = {**properties[f"{KEY_PREFIX}location"], "enum": list(load_regions()[0])}
+    providers, docker_only_local = _provider_settings()
+    overridden = {key: {"not": {}, "description": f"Never used: {meant} decides."} for key, meant in OVERRIDDEN.items()}
     default = StackConfig.model_fields["scenario"].default
     sections: dict[str, list[str]] = {}
     conditions = []
@@ -92,11 +118,9 @@ def stack_file_schema(scenarios: Mapping[str, ScenarioDoc]) -> dict[str, Any]:
         "properties": {
             "config": {
                 "type": "object",
-                "properties": properties,
-                # Other namespaces (a provider's, pulumi:) are not this program's to check.
-                "patternProperties": {f"^(?!{KEY_PREFIX})[^:]+:": {}},
+                "properties": {**properties, **providers, **overridden},
                 "additionalProperties": False,
-                "allOf": conditions,
+                "allOf": [*conditions, docker_only_local],
             },
             "secretsprovider": {"type": "string"},
             "encryptedkey": {"type": "string"},
@@ -220,6 +244,13 @@ def markdown(scenarios: Mapping[str, ScenarioDoc]) -> str:
         "reported at once, one line each, naming the key, the value and what is allowed. Editors check and "
         "complete the keys as you type with [the stack file's JSON Schema](stack-file.schema.json) (README: "
         "Editing stack files).",
+        "",
+        "Outside this namespace a stack file holds only what a provider the program uses reads: "
+        f"{', '.join(f'`{ns}:`' for ns in PROVIDER_SETTINGS)} settings (Azure's sign-in; Docker's engine for "
+        f"`build.mode: local`), credentials among them encrypted (`pulumi config set --secret`). Any other key is an "
+        "error naming it, with the key that was probably meant: `owner` or `azure-native:location` (never used: "
+        "`location` decides) each ask whether you meant the `aksgpu:` key. `location` must be one of Azure's regions "
+        "(`components/azure/regions.yaml`).",
         "",
         *_rows(reference()),
         "",

@@ -148,6 +148,9 @@ def node_auto_provisioning(cfg: StackConfig) -> Problems:
         if g.min_count:
             yield ConfigError(at + "minCount", g.min_count, f"pool '{g.name}': NAP creates nodes for pending pods "
                               "only; use 0, or provisioning autoscaler for nodes that stay")
+        if g.count is not None:
+            yield ConfigError(at + "count", g.count, f"pool '{g.name}': NAP starts no nodes of its own, it creates "
+                              "them for pending pods; remove count, or use provisioning autoscaler")
         for size in g.alternative_vm_sizes:
             other = lookup_gpu_size(size)
             if (other.gpu_model, other.gpus) != (g.size.gpu_model, g.size.gpus):

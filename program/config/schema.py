@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr
 
+from components.azure.regions import region_error
 from components.gpu.sizes import GpuSize, lookup_gpu_size
 from components.vocabulary import (
     MIG_INSTANCES_PER_GPU,
@@ -473,7 +474,7 @@ class BuildConfig(ConfigModel):
     the Docker engine where `pulumi up` runs builds, and pushes with an Entra token the deploy fetches."""
 
 
-_region = matching(r"[a-z][a-z0-9]+", "must be an Azure region name such as eastus")
+_region = valid(region_error)
 
 
 def _name_root(value: str) -> str:
@@ -502,7 +503,8 @@ class StackConfig(ConfigModel):
     """Hours a demo stack lives after its latest `pulumi up`, rounded up to midnight UTC; tagged `expires-at` on the
     resource group. Longer lives: `lifetime: long-lived`."""
     location: Annotated[str, _region] = "eastus"
-    """Azure region of every resource. Pick one with quota for the GPU sizes in `gpuPools`."""
+    """Azure region of every resource, by its name in Azure's API (`eastus`, not `East US`). Pick one with quota for
+    the GPU sizes in `gpuPools`."""
     name_root: Annotated[str, AfterValidator(_name_root)] = Field(
         "", json_schema_extra={"defaultText": "the stack name"})
     """Root of every Azure name (`rg-ROOT`, `aks-ROOT`, ...): 2-20 lowercase letters, digits, hyphens."""

@@ -4,16 +4,17 @@ needs of the platform (two storage accounts, an identity of its own, a Kueue que
 from __future__ import annotations
 
 import re
+import zoneinfo
 from collections.abc import Iterator
 from typing import Annotated, ClassVar
 
 from pydantic import AfterValidator
 
 from components.vocabulary import StorageAuth
-from program.config.errors import ConfigError
+from program.config.errors import ConfigError, did_you_mean
 from program.config.model import ConfigModel, derived
 from program.config.rules import unknown_gpu_pool
-from program.config.schema import GpuPool, StackConfig, matching
+from program.config.schema import GpuPool, StackConfig, valid
 from program.needs import Needs
 
 INPUT, OUTPUT = "input", "output"
@@ -33,8 +34,22 @@ def _schedule(value: str) -> str:
     return value
 
 
-_time_zone = matching(r"[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*",
-                      "must be an IANA time zone name such as Etc/UTC or Europe/Paris")
+def _time_zone_error(name: str) -> str | None:
+    """Why ``name`` is not a tz database zone, which a CronJob's ``timeZone`` must be (Kubernetes refuses others at
+    apply); None for one. Checked with the standard library's tz database (zoneinfo, the system's or tzdata's);
+    where the machine has none, only the shape is."""
+    try:
+        zoneinfo.ZoneInfo(name)
+        return None
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        pass
+    zones = zoneinfo.available_timezones()
+    if not zones and re.fullmatch(r"[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*", name):
+        return None
+    return f"{did_you_mean(name, zones)}must be an IANA time zone name such as Etc/UTC or Europe/Paris"
+
+
+_time_zone = valid(_time_zone_error)
 
 
 class BatchSettings(ConfigModel):

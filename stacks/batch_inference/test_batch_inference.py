@@ -64,6 +64,8 @@ def test_outputs_run_now_and_move_requests_models_and_answers(r):
 @pytest.mark.parametrize("change, key, text", [
     ({"batch": {"schedule": "every night"}}, "aksgpu:batch.schedule", "must be a cron schedule of 5 fields"),
     ({"batch": {"timeZone": "Paris time"}}, "aksgpu:batch.timeZone", "IANA time zone"),
+    # Shaped like a zone, in no tz database: Kubernetes would refuse the CronJob at pulumi up.
+    ({"batch": {"timeZone": "Europe/Pariss"}}, "aksgpu:batch.timeZone", "did you mean Europe/Paris?"),
     ({"batch": {"pool": "a100"}}, "aksgpu:batch.pool", "must name a GPU pool of this stack: t4"),
     ({"gpuPools": [{"name": "t4", "minCount": 1}]}, "aksgpu:gpuPools", "scales from 0"),
     ({"storage": {"accounts": [{"role": "input"}, {"role": "output"}]}}, "aksgpu:storage.accounts",
@@ -123,5 +125,36 @@ def test_without_a_checkpoint_the_run_stops_with_the_code_the_job_does_not_retry
         batch.main(["--requests", str(tmp_path / "requests"), "--models", str(tmp_path / "none"),
                     "--answers", str(tmp_path / "answers"), "--device", "cpu"])
     assert e.value.code == batch.NO_MODEL_EXIT_CODE and "uploadModel" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
     assert batch.main(["--requests", str(tmp_path / "empty"), "--models", str(tmp_path / "none"),
                        "--answers", str(tmp_path / "answers"), "--device", "cpu"])["pending"] == 0
+
+
+def test_a_bad_checkpoint_or_request_is_refused_with_one_line_and_the_good_ones_answered(tmp_path, models, capsys):
+    """A checkpoint in another layout used to stop the run before any answer; a NaN request was answered with NaN,
+    which made its answer file invalid JSON."""
+    import shutil
+    shutil.copytree(models, tmp_path / "models")
+    batch.torch.save({"weights": {}}, tmp_path / "models" / "ckpt-00000100.pt")
+    requests, answers = tmp_path / "requests", tmp_path / "answers"
+    write_requests(requests, 2)
+    (requests / "night/nan.json").write_text('{"images": [[NaN' + ", 0.5" * 783 + "]]}")
+    summary = batch.run(requests, tmp_path / "models", answers, batch.torch.device("cpu"))
+    assert (summary["answered"], summary["refused"], summary["step"]) == (2, 1, 80)
+    out = capsys.readouterr().out.splitlines()
+    assert "skipping checkpoint ckpt-00000100.pt: holds no DigitNet weights under 'model' (found ['weights']), not " \
+           "what train.py writes" in out
+    assert "refused night/nan.json: body holds NaN, which is not JSON (RFC 8259 has no NaN or Infinity)" in out
+
+    def strict(constant):
+        raise AssertionError(f"{constant} in an answer file")
+    for path in answers.rglob("*.answers.json"):
+        json.loads(path.read_text(), parse_constant=strict)
+
+
+def test_a_missing_requests_folder_means_what_a_missing_input_means_in_every_script(tmp_path, capsys):
+    """Its volume is not mounted: one line, exit status 2, which the Job does not retry (resim's missing input too)."""
+    with pytest.raises(SystemExit) as e:
+        batch.run(tmp_path / "requests", tmp_path / "models", tmp_path / "answers", batch.torch.device("cpu"))
+    assert e.value.code == 2 and capsys.readouterr().err == (
+        f"error: requests folder {tmp_path / 'requests'} does not exist (is its volume mounted?)\n")

@@ -62,7 +62,7 @@ class DistributedSettings(ConfigModel):
 
     nodes: int = Field(2, ge=1, le=64)
     """Nodes of one run: a pod per node, all started together (JobSet), admitted whole (Kueue)."""
-    gpus_per_node: int | None = derived("every GPU of the pool's size")
+    gpus_per_node: int | None = derived("every GPU of the pool's size", ge=1)
     """Processes (one per GPU) each node's pod runs."""
     steps: int = Field(2000, ge=1, le=1_000_000)
     """Optimisation steps of a run."""

@@ -226,6 +226,7 @@ def test_a_pool_without_infiniband_runs_over_the_pod_network_without_rdma():
 REFUSED = [
     ({"distributed": {"nodes": 3}}, r'distributed\.nodes=3: pool .ndh100. has at most 2 nodes'),
     ({"distributed": {"gpusPerNode": 16}}, r'distributed\.gpusPerNode=16: Standard_ND96isr_H100_v5 has 8 GPU'),
+    ({"distributed": {"gpusPerNode": -1}}, r'distributed\.gpusPerNode=-1: must be >= 1'),  # never reaches torchrun
     ({"distributed": {"batchSize": 1000}}, r'distributed\.batchSize=1000: must split evenly over 16 processes'),
     ({"addons": {}}, r'addons\.networkOperator=false: .* only with the Network Operator'),
     ({"gpuPools": [{"name": "ndh100", "vmSize": "Standard_ND96isr_H100_v5", "priority": "regular", "minCount": 0,

@@ -7,6 +7,8 @@ import json
 import pytest
 import torch
 
+from tests.function.conftest import import_function_module
+
 SEED_STATUS_CPU = "Status - Torch device is set to cpu ."
 
 QA = [
@@ -157,3 +159,15 @@ def test_context_limit_follows_the_deployment_setting(call, monkeypatch):
     response = call("answer", "POST", json.dumps({"question": "Why?", "context": "Eleven char"}).encode())
     assert response.status_code == 400
     assert "the limit is 10" in json.loads(response.get_body())["error"]
+
+
+def test_answer_says_503_in_json_when_the_model_folder_is_empty(call, function_app, monkeypatch, tmp_path):
+    """The health route said 503 while the answer route raised: both now say the model is not loaded."""
+    reader = import_function_module("reader")
+    monkeypatch.setenv("MRC_MODEL_DIR", str(tmp_path))
+    monkeypatch.setattr(reader, "_reader", None)
+    body = json.dumps({"question": "Which city?", "context": "Paris is the capital of France."}).encode()
+    for name, method, data in (("answer", "POST", body), ("health", "GET", b"")):
+        response = call(name, method, data)
+        assert response.status_code == 503 and response.mimetype == "application/json"
+        assert "not loaded" in json.dumps(json.loads(response.get_body()))

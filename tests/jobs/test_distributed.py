@@ -75,11 +75,13 @@ def test_a_run_without_restarts_fails_when_a_process_is_lost(tmp_path):
     assert [step for step, _ in checkpoints.list_checkpoints(tmp_path)] == [10]
 
 
-def test_a_batch_that_does_not_split_over_the_processes_is_refused(tmp_path):
+def test_a_batch_that_does_not_split_over_the_processes_is_refused(tmp_path, capsys):
     process_group = import_from("jobs", "process_group")
     two = process_group.World(rank=0, size=2, device=torch.device("cpu"))  # refused before any collective
-    with pytest.raises(SystemExit, match="--batch-size 33 does not split over 2 processes: use a multiple of 2"):
+    with pytest.raises(SystemExit) as e:
         train._train(train.parse_args(["--checkpoints", str(tmp_path), *STEPS, "--batch-size", "33"]), two)
+    assert e.value.code == 2 and capsys.readouterr().err == (
+        "error: argument --batch-size: 33 does not split over 2 processes: use a multiple of 2\n")
 
 
 def test_the_allreduce_check_sums_right_and_reports_bus_bandwidth():

@@ -87,9 +87,38 @@ def test_service_swaps_in_a_newer_checkpoint(service):
         (json.dumps({"images": [["a"] * 784]}).encode(), "lists of numbers"),
         (json.dumps({"images": [[2.0] * 784]}).encode(), "0..1"),
         (json.dumps({"images": [[0.0] * 784] * 65}).encode(), "the limit is 64"),
+        # Python's JSON reader takes NaN and 1e999 (infinity); an answer computed from them would not be JSON.
+        (b'{"images": [[NaN' + b", 0.5" * 783 + b"]]}", "body holds NaN, which is not JSON"),
+        (b'{"images": [[1e999' + b", 0.5" * 783 + b"]]}", "pixel values must be finite"),
     ],
-    ids=["not-json", "wrong-key", "wrong-shape", "not-numbers", "out-of-range", "too-many"],
+    ids=["not-json", "wrong-key", "wrong-shape", "not-numbers", "out-of-range", "too-many", "nan", "infinity"],
 )
 def test_bad_predict_requests_get_400(ready_url, body, message):
     status, answer = post(f"{ready_url}/predict", body)
     assert status == 400 and message in answer["error"]
+
+
+def test_a_content_length_that_is_not_a_byte_count_is_a_400_with_json(ready_url):
+    import http.client
+    from urllib.parse import urlsplit
+    where = urlsplit(ready_url)
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=10)
+    connection.putrequest("POST", "/predict")
+    connection.putheader("Content-Length", "lots")
+    connection.endheaders()
+    response = connection.getresponse()
+    assert response.status == 400 and json.loads(response.read()) == {"error": "Content-Length 'lots' is not a byte "
+                                                                               "count"}
+
+
+def test_a_checkpoint_of_another_layout_is_skipped_for_the_older_one(service, capsys):
+    folder, url = service
+    train_to(folder, 20)
+    checkpoints = import_from("jobs", "checkpoints")
+    checkpoints.save_atomic({"state_dict": {}}, checkpoints.checkpoint_path(folder, 30))
+    predict.torch.save({"model": {"conv.weight": predict.torch.zeros(2)}}, checkpoints.checkpoint_path(folder, 40))
+    assert get(f"{url}/healthz") == (200, {"status": "ok", "step": 20})
+    out = capsys.readouterr().out
+    assert ("skipping checkpoint ckpt-00000040.pt: its weights are not DigitNet's: 6 missing (features.0.weight, "
+            "features.0.bias, features.3.weight), 1 unexpected (conv.weight)") in out
+    assert "skipping checkpoint ckpt-00000030.pt: holds no DigitNet weights under 'model' (found ['state_dict'])" in out

@@ -1,0 +1,93 @@
+"""The job scripts as their containers run them, on the CPU: a bad argument is one line and exit status 2 (which the
+Jobs' pod failure policies do not retry), a bad item is refused with one line while the others go on, and a service
+that refuses connections is one line naming it, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.docker_modules import DOCKER_DIR, import_from
+
+resim = import_from("jobs", "resim")
+loadtest = import_from("jobs", "loadtest")
+
+
+def script(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=DOCKER_DIR / "jobs",
+                          timeout=120, env={"CUDA_VISIBLE_DEVICES": "", **(env or {})})
+
+
+BAD_ARGUMENTS = [
+    (["batch_predict.py", "--requests", "r", "--models", "m", "--answers", "a", "--device", "tpu"],
+     "argument --device: 'tpu': allowed: auto, cpu, cuda, cuda:N"),
+    (["resim.py", "--input", "i", "--output", "o", "--shards", "0"],
+     "argument --shards: '0' is not a whole number >= 1"),
+    (["train.py", "--checkpoints", "c", "--steps", "-5"], "argument --steps: '-5' is not a whole number >= 1"),
+    (["train.py", "--checkpoints", "c", "--lr", "nan"], "argument --lr: 'nan' is not a number > 0"),
+    (["gpu_check.py", "--gpus", "1", "--min-tflops", "1", "--memory-fraction", "1.5"],
+     "argument --memory-fraction: '1.5' is not a fraction in (0, 1]"),
+    (["allreduce.py", "--min-bytes", "4096", "--max-bytes", "1024"], "--min-bytes 4096 is above --max-bytes 1024"),
+    (["gpu_load.py", "--size", "0"], "argument --size: '0' is not a whole number >= 1"),
+    (["loadtest.py", "--targets", "infer-1/api/answer"], "argument --targets: 'infer-1/api/answer' is not an http"),
+    (["llm_loadtest.py", "--url", "http://llm/v1", "--model", "m", "--concurrency", "0"],
+     "argument --concurrency: '0' is not a whole number >= 1"),
+    (["predict.py", "--checkpoints", "c", "--port", "70000"], "argument --port: '70000' is not a TCP port"),
+    (["resim.py", "--input", "i", "--output", "o", "--shards", "2"],
+     "JOB_COMPLETION_INDEX='' is not a shard index; run as an Indexed Job or pass --index"),
+]
+
+
+@pytest.mark.parametrize("argv, text", BAD_ARGUMENTS, ids=[" ".join(a[:1] + a[-2:]) for a, _ in BAD_ARGUMENTS])
+def test_a_bad_argument_is_one_line_and_exit_status_2(argv, text):
+    result = script(*argv)
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: ") and text in line
+
+
+def test_a_recording_that_cannot_be_read_is_refused_and_the_shard_goes_on(tmp_path, monkeypatch, capsys):
+    source = tmp_path / "input"
+    source.mkdir()
+    for name in ("a.bin", "b.bin", "c.bin"):
+        (source / name).write_bytes(b"\x01" * 300)
+    read = type(source).read_bytes
+
+    def flaky(path):
+        if path.name == "b.bin":
+            raise PermissionError(13, "Permission denied", str(path))
+        return read(path)
+    monkeypatch.setattr(type(source), "read_bytes", flaky)
+    summary = resim.run(source, tmp_path / "out", 0, 1, torch.device("cpu"))
+    assert (summary["processed"], summary["refused"]) == (2, 1)
+    assert "shard 0: refused b.bin: Permission denied" in capsys.readouterr().out.splitlines()
+    # Run again: b.bin is still unanswered, the others are skipped, nothing is repeated.
+    monkeypatch.undo()
+    assert resim.run(source, tmp_path / "out", 0, 1, torch.device("cpu"))["processed"] == 1
+
+
+def test_an_empty_input_folder_is_nothing_to_do(tmp_path):
+    (tmp_path / "input").mkdir()
+    assert resim.run(tmp_path / "input", tmp_path / "out", 0, 1, torch.device("cpu"))["files"] == 0
+
+
+def test_a_service_that_refuses_connections_is_one_line_naming_it(capsys):
+    """The load test printed a traceback per thread; a key in a target's query is not printed either."""
+    dead = "http://127.0.0.1:9/api/answer?code=function-key"
+    report = loadtest.run([dead, "http://127.0.0.1:9/other"], 2, timeout=2)
+    captured = capsys.readouterr()
+    assert report["failed"] and "Traceback" not in captured.err and "function-key" not in captured.err + captured.out
+    (line,) = captured.err.splitlines()  # the first service failed: nothing else was timed
+    assert line.startswith("error: http://127.0.0.1:9/api/answer?<hidden>: ") and "refused" in line
+    assert json.loads(captured.out) == report
+
+
+def test_the_load_test_exits_1_with_its_report_when_a_service_fails():
+    result = script("loadtest.py", "--targets", "http://127.0.0.1:9/api/answer", "--requests", "1",
+                    "--timeout", "2")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert json.loads(result.stdout)["failed"] == [result.stderr.strip().removeprefix("error: ")]
