@@ -40,11 +40,18 @@ def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
+def load(path: Path, map_location: str | torch.device = "cpu") -> dict:
+    """One checkpoint, unpickled by torch's restricted loader: tensors, containers and plain values only. Anyone who
+    can write the checkpoint volume could otherwise run code in every pod that reads it (the prediction service,
+    the batch job); torch refuses any other object with an UnpicklingError (torch.load, weights_only)."""
+    return torch.load(path, map_location=map_location, weights_only=True)
+
+
 def load_newest(folder: Path, map_location: str | torch.device = "cpu") -> tuple[int, dict] | None:
-    """The newest checkpoint that loads; a damaged one is skipped for the next older."""
+    """The newest checkpoint that loads; a damaged or refused one is skipped for the next older."""
     for step, path in list_checkpoints(folder):
         try:
-            return step, torch.load(path, map_location=map_location, weights_only=False)
+            return step, load(path, map_location)
         except Exception as error:  # noqa: BLE001 - any unreadable file means "try the older one"
             print(f"skipping unreadable checkpoint {path.name}: {error}", flush=True)
     return None

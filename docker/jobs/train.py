@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from checkpoints import checkpoint_path, load_newest, prune, remove_partials, save_atomic
+from checkpoints import checkpoint_path, load, load_newest, prune, remove_partials, save_atomic
 from digits import batch_for_step, load_dataset
 from model import DigitNet
 from process_group import World, join
@@ -70,7 +70,7 @@ def _resume_point(args: argparse.Namespace, world: World) -> tuple[int, dict] | 
     step = world.broadcast(newest[0] if newest else None)
     if step is None or newest is not None:
         return newest
-    return step, torch.load(checkpoint_path(args.checkpoints, step), map_location="cpu", weights_only=False)
+    return step, load(checkpoint_path(args.checkpoints, step))
 
 
 def first_attempt() -> bool:
