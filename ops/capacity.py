@@ -27,6 +27,7 @@ from components.gpu.sizes import GPU_SIZES, vcpus_of
 from offline.cli import error, unknown_stack
 from offline.stack_files import stack_config
 from ops.azure_reads import NEEDS_SUBSCRIPTION, SPOT_SCORE_MAX_REGIONS, Azure, AzureReadError, Sku, subscription
+from program.markdown import table
 
 if TYPE_CHECKING:
     from program.config.schema import StackConfig
@@ -332,11 +333,9 @@ def worst(checks: Iterable[PoolCheck]) -> Verdict:
 def markdown(stack: str, region: str, checks: list[PoolCheck]) -> str:
     """The job summary and pull-request comment: a table, then each pool's line."""
     lines = [f"### Capacity for stack `{stack}` in `{region}`: {worst(checks).label}", "",
-             "| pool | VM size | nodes | verdict | why | fix |", "|---|---|---|---|---|---|"]
-    for c in checks:
-        cells = [c.need.pool, f"`{c.need.vm_size}`", c.need.nodes, f"**{c.verdict.label}**",
-                 "; ".join(c.why + c.notes) or "-", "; or ".join(c.fixes) or "-"]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+             *table(["pool", "VM size", "nodes", "verdict", "why", "fix"],
+                    [(c.need.pool, f"`{c.need.vm_size}`", c.need.nodes, f"**{c.verdict.label}**",
+                      "; ".join(c.why + c.notes) or "-", "; or ".join(c.fixes) or "-") for c in checks])]
     lines += ["", "Quota and placement scores are no promise of capacity: Azure can still refuse an allocation "
               "(AllocationFailed), spot most of all. Checked by `python -m ops capacity`."]
     return "\n".join(lines) + "\n"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from components.images.pull_ahead import COMPONENT as PULL_AHEAD
 from components.vocabulary import GpuDriver
 from offline.estimates import Step, minutes
+from program.markdown import table
 
 if TYPE_CHECKING:
     from offline.render import Render, Resource
@@ -316,9 +317,8 @@ def _endpoint(render: Render, steps: Mapping[str, Step], workload: Estimate | No
 
 
 def _table(estimate: Estimate) -> list[str]:
-    lines = ["| starts | takes | phase | why that long |", "|---|---|---|---|"]
-    lines += [f"| {minutes(p.start)} | {minutes(p.seconds)} | {p.what} | {p.source} |" for p in estimate.phases]
-    return lines
+    return table(["starts", "takes", "phase", "why that long"],
+                 [(minutes(p.start), minutes(p.seconds), p.what, p.source) for p in estimate.phases])
 
 
 def target_minutes(stack: str) -> float:
