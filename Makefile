@@ -56,8 +56,9 @@ render: install  ## install, then render every stack offline into $(OUT)/
 docs: install  ## regenerate the generated docs
 	$(BIN)/python -m offline docs
 
-test: install-dev install-checkov install-policy  ## install, lint, then run the test suites
+test: install-dev install-checkov install-policy  ## install, lint, type-check, then run the test suites
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n auto --dist loadgroup
 	$(POLICY_VENV)/bin/python -m pytest -q policy/tests
 

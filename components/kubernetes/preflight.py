@@ -31,6 +31,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -173,11 +174,11 @@ def _call(credentials: Credentials, path: str, body: Mapping[str, Any] | None = 
         headers["Authorization"] = f"Bearer {credentials.token}"
     if body is not None:
         headers["Content-Type"] = "application/json"
-    request = urllib.request.Request(f"{credentials.server}{path}", headers=headers,
+    request = urllib.request.Request(f"{credentials.server}{path}", headers=headers,  # noqa: S310 (the kubeconfig's API server)
                                      data=None if body is None else json.dumps(body).encode(),
                                      method="GET" if body is None else "POST")
     context = _tls(credentials) if credentials.server.startswith("https:") else None
-    with urllib.request.urlopen(request, context=context, timeout=CALL_TIMEOUT_SECONDS) as response:
+    with urllib.request.urlopen(request, context=context, timeout=CALL_TIMEOUT_SECONDS) as response:  # noqa: S310 (the same request)
         return json.loads(response.read())
 
 
@@ -254,8 +255,12 @@ def wait_for_crds(kubeconfig: str, names: Sequence[str], timeout: float = CRD_TI
     user = login(kubeconfig)
     deadline = clock() + timeout
     missing = list(names)
+
+    def still_missing(pending: list[str]) -> list[str]:
+        return [n for n in pending if not established(user, n)]
+
     while True:
-        answer, problem = _ask(lambda pending=missing: [n for n in pending if not established(user, n)],
+        answer, problem = _ask(partial(still_missing, missing),
                                f"a read of CustomResourceDefinitions {', '.join(missing)}")
         missing = missing if answer is None else answer
         if not missing:

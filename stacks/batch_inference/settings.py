@@ -27,8 +27,9 @@ _MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight",
 _MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
                                       "dec"), start=1)}
 _DAYS = {d: i for i, d in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
-_FIELDS = (("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {}), ("month", 1, 12, _MONTHS),
-           ("day of week", 0, 6, _DAYS))
+_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
+    ("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {}), ("month", 1, 12, _MONTHS),
+    ("day of week", 0, 6, _DAYS))
 """The five fields of the standard cron spec the CronJob controller parses (robfig/cron v3 ParseStandard, as
 Kubernetes validates spec.schedule): their names, bounds and the names each accepts."""
 
