@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import json
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -330,6 +331,13 @@ def worst(checks: Iterable[PoolCheck]) -> Verdict:
     return max((c.verdict for c in checks), default=Verdict.FITS)
 
 
+def as_json(stack: str, region: str, checks: list[PoolCheck]) -> dict:
+    """``--json``: the stack's verdict and one object per pool, as the lines and the table say them."""
+    return {"stack": stack, "region": region, "verdict": worst(checks).label,
+            "pools": [{"pool": c.need.pool, "vmSize": c.need.vm_size, "nodes": c.need.nodes, "verdict": c.verdict.label,
+                       "why": c.why, "notes": c.notes, "fixes": c.fixes} for c in checks]}
+
+
 def markdown(stack: str, region: str, checks: list[PoolCheck]) -> str:
     """The job summary and pull-request comment: a table, then each pool's line."""
     lines = [f"### Capacity for stack `{stack}` in `{region}`: {worst(checks).label}", "",
@@ -363,13 +371,19 @@ def capacity_command(args: argparse.Namespace) -> int:
     try:
         checks = check(needs, read(connect(subscription_id), cfg, needs))
     except (AzureReadError, ClientAuthenticationError) as e:
+        if args.json:
+            print(json.dumps({"stack": args.stack, "region": cfg.location, "verdict": Verdict.UNCHECKED.label,
+                              "error": str(e), "pools": []}))
         print(f"capacity of {args.stack}: not checked: {e}", file=sys.stderr)
         if args.markdown:
             with args.markdown.open("a") as out:
                 out.write(f"### Capacity for stack `{args.stack}`: not checked\n\n{e}\n")
         return exit_code(Verdict.UNCHECKED, args.fail_on)
-    for found in checks:
-        print(found.line())
+    if args.json:
+        print(json.dumps(as_json(args.stack, cfg.location, checks)))
+    else:
+        for found in checks:
+            print(found.line())
     table = markdown(args.stack, cfg.location, checks)
     if args.markdown:
         with args.markdown.open("a") as out:
