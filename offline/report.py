@@ -16,6 +16,7 @@ from offline import urns
 from offline.estimates.cost import Totals, cost_markdown, load_prices, spot_unsold, totals
 from offline.estimates.timeline import plan, timeline_markdown, total_seconds
 from offline.render import Render, Resource
+from program.markdown import table
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 AGENT_POOL = "azure-native:containerservice:AgentPool"
@@ -183,16 +184,13 @@ def summary(render: Render, cost: Totals, up_minutes: float) -> str:
                   "CIDRs, or `cluster.private`, where you can.", ""]
 
     rows = node_pool_rows(render)
-    lines += ["## Node pools", "",
-              "| pool | mode | VM size | GPU model × count | spot | min–max | taints | GPU driver installed by "
-              "| sharing | schedulable nvidia.com/gpu per node |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for row in rows:
-        taints = "<br>".join(f"`{t}`" for t in row["taints"]) or "-"
-        lines.append(f"| {row['name']} | {row['mode']} | {row['vmSize']} | {row['gpu']} | "
-                     f"{('spot first' if row['mode'] == 'NAP' else 'yes') if row['spot'] else 'no'} | "
-                     f"{row['min']}–{row['max']} | {taints} | "
-                     f"{row['driver']} | {row['sharing']} | {row['gpusPerNode'] or '-'} |")
+    lines += ["## Node pools", ""]
+    lines += table(["pool", "mode", "VM size", "GPU model × count", "spot", "min–max", "taints",
+                    "GPU driver installed by", "sharing", "schedulable nvidia.com/gpu per node"],
+                   [(row["name"], row["mode"], row["vmSize"], row["gpu"],
+                     ("spot first" if row["mode"] == "NAP" else "yes") if row["spot"] else "no",
+                     f"{row['min']}–{row['max']}", "\n".join(f"`{t}`" for t in row["taints"]) or "-", row["driver"],
+                     row["sharing"], row["gpusPerNode"] or "-") for row in rows])
     idle_gpu = [r["name"] for r in rows if r["gpu"] != "-" and (r["min"] or 0) > 0]
     lines += ["", ("GPU nodes stay up when idle (min > 0) in pools: " + ", ".join(idle_gpu) +
                    f"; idle GPU cost is above zero ({cost.text(cost.idle_gpu)}/h estimated).") if idle_gpu else
@@ -215,15 +213,16 @@ def summary(render: Render, cost: Totals, up_minutes: float) -> str:
               "```mermaid", graph(render).rstrip("\n"), "```", ""]
 
     counts = Counter(r.type for r in render.resources)
-    lines += ["<details><summary>Resources by type</summary>", "", "| type | count |", "|---|---|"]
-    lines += [f"| `{t}` | {n} |" for t, n in sorted(counts.items())]
-    lines += [f"| **total** | {sum(counts.values())} |", "", "</details>", ""]
+    lines += ["<details><summary>Resources by type</summary>", ""]
+    lines += table(["type", "count"], [*((f"`{t}`", n) for t, n in sorted(counts.items())),
+                                       ("**total**", sum(counts.values()))])
+    lines += ["", "</details>", ""]
 
     lines += ["## Outputs", "", "Rendered under mocks: ids, digests, addresses and host names are stand-ins of the "
-              "shape Azure gives; a real `pulumi up` prints its own.", "", "| output | value |", "|---|---|"]
-    for key, value in render.outputs.items():
-        shown = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
-        lines.append(f"| `{key}` | `{shown}` |")
+              "shape Azure gives; a real `pulumi up` prints its own.", ""]
+    lines += table(["output", "value"], [
+        (f"`{key}`", f"`{json.dumps(value, sort_keys=True) if not isinstance(value, str) else value}`")
+        for key, value in render.outputs.items()])
     return "\n".join(lines) + "\n"
 
 

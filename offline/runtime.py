@@ -39,4 +39,5 @@ def resolve(output: pulumi.Output[Any]) -> tuple[Any, bool]:
 
 def root_outputs() -> dict[str, Any]:
     """What the program exported (``pulumi.export``)."""
-    return dict(settings.get_root_resource().outputs)
+    root = settings.get_root_resource()
+    return dict(root.outputs) if root is not None else {}

@@ -86,7 +86,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except OSError as error:
         raise StackFileError(str(path), error.strerror or "cannot be read") from None
     try:
-        data = yaml.load(text, Loader=UniqueKeyLoader)
+        data = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path.name}:{mark.line + 1}:{mark.column + 1}" if mark else path.name

@@ -18,9 +18,15 @@ def _subscription_argument(p: argparse.ArgumentParser) -> None:
                    help="default: AZURE_SUBSCRIPTION_ID or ARM_SUBSCRIPTION_ID, else the one `az account show` names")
 
 
+def _json_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of lines, for scripts and "
+                   "dashboards (the exit code is the same)")
+
+
 def _capacity_arguments(p: argparse.ArgumentParser) -> None:
     stack_argument(p)
     _subscription_argument(p)
+    _json_argument(p)
     p.add_argument("--markdown", type=Path, help="append the summary table to this file (the workflows' "
                    "$GITHUB_STEP_SUMMARY)")
     p.add_argument("--fail-on", choices=("no-fit", "min-only", "never"),
@@ -43,6 +49,7 @@ def _catalogue_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--regions", type=region_list, help="comma-separated regions to price (default: the stack "
                    "files' regions and ops.catalogue.DEFAULT_REGIONS)")
     p.add_argument("--no-prices", action="store_true", help="the catalogue only")
+    _json_argument(p)
 
 
 def _ci_setup_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,11 +68,13 @@ def _ci_setup_arguments(p: argparse.ArgumentParser) -> None:
 def _leftovers_arguments(p: argparse.ArgumentParser) -> None:
     stack_argument(p)
     p.add_argument("--retain", action="store_true", help="mark the group kept for protected data lifetime: retained")
+    _json_argument(p)
 
 
 def _preview_guard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("preview", type=input_file, help="the preview's JSON file")
     p.add_argument("--allow", action="store_true", help="report, but exit 0 (label allow-replace)")
+    _json_argument(p)
 
 
 COMMANDS = {

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import json
 import logging
 import sys
 from collections.abc import Iterable, Mapping
@@ -38,6 +39,7 @@ from ops.azure_reads import (
     subscription,
 )
 from ops.ci_setup import INFINIBAND_FEATURE
+from program.markdown import table
 
 if TYPE_CHECKING:
     from program.config.schema import StackConfig
@@ -366,14 +368,19 @@ def worst(checks: Iterable[PoolCheck]) -> Verdict:
     return max((c.verdict for c in checks), default=Verdict.FITS)
 
 
+def as_json(stack: str, region: str, checks: list[PoolCheck]) -> dict:
+    """``--json``: the stack's verdict and one object per pool, as the lines and the table say them."""
+    return {"stack": stack, "region": region, "verdict": worst(checks).label,
+            "pools": [{"pool": c.need.pool, "vmSize": c.need.vm_size, "nodes": c.need.nodes, "verdict": c.verdict.label,
+                       "why": c.why, "notes": c.notes, "fixes": c.fixes} for c in checks]}
+
+
 def markdown(stack: str, region: str, checks: list[PoolCheck]) -> str:
     """The job summary and pull-request comment: a table, then each pool's line."""
     lines = [f"### Capacity for stack `{stack}` in `{region}`: {worst(checks).label}", "",
-             "| pool | VM size | nodes | verdict | why | fix |", "|---|---|---|---|---|---|"]
-    for c in checks:
-        cells = [c.need.pool, f"`{c.need.vm_size}`", c.need.nodes, f"**{c.verdict.label}**",
-                 "; ".join(c.why + c.notes) or "-", "; or ".join(c.fixes) or "-"]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+             *table(["pool", "VM size", "nodes", "verdict", "why", "fix"],
+                    [(c.need.pool, f"`{c.need.vm_size}`", c.need.nodes, f"**{c.verdict.label}**",
+                      "; ".join(c.why + c.notes) or "-", "; or ".join(c.fixes) or "-") for c in checks])]
     lines += ["", "Quota and placement scores are no promise of capacity: Azure can still refuse an allocation "
               "(AllocationFailed), spot most of all. Checked by `python -m ops capacity`."]
     return "\n".join(lines) + "\n"
@@ -390,8 +397,12 @@ def exit_code(verdict: Verdict, fail_on: str | None) -> int:
     return 1 if verdict >= FAIL_ON[fail_on] and verdict != Verdict.UNCHECKED else 0
 
 
-def _not_checked(args: argparse.Namespace, why: str, first: str | None = None) -> int:
-    """Say why nothing was checked (``first`` alone on the first line, before any detail) and exit as not checked."""
+def _not_checked(args: argparse.Namespace, why: str, first: str | None = None, region: str | None = None) -> int:
+    """Say why nothing was checked (``first`` alone on the first line, before any detail) and exit as not checked;
+    with ``--json`` the same verdict as JSON on stdout too."""
+    if args.json:
+        print(json.dumps({"stack": args.stack, "region": region, "verdict": Verdict.UNCHECKED.label,
+                          "error": why, "pools": []}))
     if first:
         print(first, file=sys.stderr)
     print(f"capacity of {args.stack}: not checked: {why}", file=sys.stderr)
@@ -418,15 +429,18 @@ def capacity_command(args: argparse.Namespace) -> int:
         checks = check(needs, read(connect(subscription_id), cfg, needs))
     except ClientAuthenticationError:
         return _not_checked(args, "no Azure credential (az login here; the workflows sign in with OIDC)",
-                            NOT_SIGNED_IN)
+                            NOT_SIGNED_IN, region=cfg.location)
     except AzureReadError as e:
-        return _not_checked(args, str(e))
-    for found in checks:
-        print(found.line())
-    table = markdown(args.stack, cfg.location, checks)
+        return _not_checked(args, str(e), region=cfg.location)
+    if args.json:
+        print(json.dumps(as_json(args.stack, cfg.location, checks)))
+    else:
+        for found in checks:
+            print(found.line())
+    report = markdown(args.stack, cfg.location, checks)
     if args.markdown:
         with args.markdown.open("a") as out:
-            out.write(table)
+            out.write(report)
     if args.comment and worst(checks) != Verdict.FITS:
-        args.comment.write_text(table)
+        args.comment.write_text(report)
     return exit_code(worst(checks), args.fail_on)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,12 @@ def catalogue_command(args: argparse.Namespace) -> int:
              for p in [*(r.get("gpuPools") or []), *(r.get("cpuPools") or []),
                        (r.get("cluster") or {}).get("systemPool") or {}]} - {None}
     sizes |= {"Standard_D4ds_v5"}  # the system and CPU pools' default size
-    for note in refresh(subscription_id, regions, sizes, prices=not args.no_prices):
+    notes = refresh(subscription_id, regions, sizes, prices=not args.no_prices)
+    if args.json:
+        print(json.dumps({"catalogue": CATALOGUE.name, "prices": None if args.no_prices else PRICES.name,
+                          "regions": [] if args.no_prices else regions, "notes": notes}))
+        return 0
+    for note in notes:
         print(note)
     print(f"wrote {REGIONS.name}, {CATALOGUE.name}" +
           ("" if args.no_prices else f" and {PRICES.name} ({len(regions)} regions)")

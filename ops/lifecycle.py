@@ -170,10 +170,17 @@ def leftovers_command(args: argparse.Namespace) -> int:
     if problem := unknown_stack(args.stack):
         return error(problem)
     found = remains(deployed(stack_config(args.stack)))
+    group = found.kept_group if args.retain and not found.leftovers else None
+    retained = group is not None
+    if group is not None:
+        retain(group)
+    if args.json:
+        print(json.dumps({"stack": args.stack, "kept": found.kept, "leftovers": found.leftovers,
+                          "keptGroup": found.kept_group, "retained": retained}))
+        return 1 if found.leftovers else 0
     for item in found.kept:
         print(f"kept after destroy of {args.stack}: {item}")
-    if args.retain and found.kept_group and not found.leftovers:
-        retain(found.kept_group)
+    if retained:
         print(f"marked resource group {found.kept_group} lifetime: retained (no expiry; a push does not redeploy it)")
     for item in found.leftovers:
         print(f"LEFT OVER after destroy of {args.stack}: {item}", file=sys.stderr)

@@ -5,6 +5,7 @@ carries the `allow-replace` label)."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -49,6 +50,11 @@ def guarded_steps(preview: dict[str, Any]) -> list[str]:
 
 def preview_guard_command(args: argparse.Namespace) -> int:
     preview = json_input(args.preview.read_text(), f"{args.preview} (pulumi preview --json)")
+    if args.json:
+        steps = guarded_steps(preview)
+        print(json.dumps({"destructive": steps, "replacedPools": replaced_pools(preview), "allowed": args.allow,
+                          "blocked": bool(steps) and not args.allow}))
+        return 1 if steps and not args.allow else 0
     for pool in replaced_pools(preview):
         print(f"replaces node pool {pool}: its nodes and their pods are recreated (a setting AKS fixes at creation "
               "changed)")

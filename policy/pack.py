@@ -32,7 +32,7 @@ def plain(value: Any) -> Any:
         return {key: plain(target[key]) for key in target}
     if isinstance(value, Sequence) and not isinstance(value, str):
         try:
-            target = value["__target"]  # a proxied list answers its target by this key
+            target = value["__target"]  # type: ignore[call-overload]  # a proxied list answers its target by this key
         except (TypeError, KeyError, IndexError):
             target = value
         return [plain(item) for item in target]

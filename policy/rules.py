@@ -99,7 +99,7 @@ def is_unknown(value: Any) -> bool:
 def at(value: Any, *path: str | int, default: Any = None) -> Any:
     """``value[path[0]][path[1]]...``: ``default`` where a key is missing, ``Unknown`` where a value is unknown,
     ``Malformed`` where an object or list is something else."""
-    where = []
+    where: list[str | int] = []
     for key in path:
         if is_unknown(value):
             raise Unknown(".".join(map(str, where)))
@@ -652,7 +652,8 @@ def gpu_pods_fit_their_pools(resources: list[Resource]) -> Iterator[tuple[str, s
     all_taints = {t for ts in taints.values() for t in ts}
     for release in _of(resources, RELEASE):
         values = at(release.props, "values", default={})
-        paths = {"gpu-operator": [("daemonsets", "tolerations")], "node-feature-discovery": [("worker", "tolerations")]}
+        paths: dict[str, list[tuple[str, ...]]] = {"gpu-operator": [("daemonsets", "tolerations")],
+                                                   "node-feature-discovery": [("worker", "tolerations")]}
         if _chart(release) == "gpu-operator" and at(values, "nfd", "enabled", default=True) is not False:
             paths["gpu-operator"].append(("node-feature-discovery", "worker", "tolerations"))
         for path in paths.get(_chart(release), []):

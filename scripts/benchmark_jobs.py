@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docker" / "jobs"))
-import resim  # noqa: E402
-import train  # noqa: E402
+import resim
+import train
 
 
 def bench_training(device: str, steps: int, batch: int) -> dict:

@@ -31,10 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.gpu.sizes import GPU_SIZES  # noqa: E402
-from offline.estimates import load_table  # noqa: E402
-from offline.estimates.cost import VM_PRICES  # noqa: E402
-from ops.catalogue import DEFAULT_REGIONS, write_prices  # noqa: E402
+from components.gpu.sizes import GPU_SIZES
+from offline.estimates import load_table
+from offline.estimates.cost import VM_PRICES
+from ops.catalogue import DEFAULT_REGIONS, write_prices
 
 ON_DEMAND = ("github.com/Azure/karpenter-provider-azure@2b431da pkg/providers/pricing/zz_generated.pricing.go "
              "(generated 2026-06-18)")

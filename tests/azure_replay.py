@@ -49,7 +49,7 @@ class Replay(HttpTransport):
     def close(self) -> None:
         pass
 
-    def send(self, request, **kwargs):  # noqa: ANN001 - azure-core's transport signature
+    def send(self, request, **kwargs):
         url = urlsplit(request.url)
         body = json.loads(request.content) if request.content else None
         self.seen.append((request.method, request.url, body))

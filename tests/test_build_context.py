@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from components.images.context import ignore_rules, is_excluded, load_context
+from components.images.context import PROJECT_ROOT, DockerIgnore, load_context, read_ignore
 
 
 def folder(tmp_path, files: dict[str, str], ignore: str | None = None):
@@ -17,19 +20,46 @@ def folder(tmp_path, files: dict[str, str], ignore: str | None = None):
     return tmp_path
 
 
-@pytest.mark.parametrize(
-    "path, ignore, excluded",
-    [
-        ("app.py", "*\n!app.py\n", False),
-        ("notes.md", "*\n!app.py\n", True),
-        ("tests/test_app.py", "tests\n", True),
-        ("src/__pycache__/app.pyc", "**/__pycache__\n", True),
-        ("app.py", "# comment\n\n*.py\n!app.py\n", False),
-        ("app.py", "!app.py\n*.py\n", True),  # the last matching rule wins
-    ],
-)
-def test_dockerignore_rules_decide_like_docker(path, ignore, excluded):
-    assert is_excluded(path, ignore_rules(ignore)) is excluded
+CASES = json.loads((Path(__file__).parent / "fixtures" / "dockerignore" / "cases.json").read_text())
+"""moby/patternmatcher's own answers (scripts/derive_dockerignore_cases.py)."""
+
+
+def test_every_path_is_excluded_or_sent_as_docker_decides():
+    wrong = [(case["source"], case["patterns"], answer["path"], answer["excluded"])
+             for case in CASES["match"] if not case.get("error")
+             for answer in case["answers"]
+             if DockerIgnore(case["patterns"]).excludes(answer["path"]) is not answer["excluded"]]
+    assert not wrong, f"Docker answers otherwise (source, patterns, path, Docker's answer): {wrong}"
+    assert sum(len(case.get("answers") or []) for case in CASES["match"]) > 200
+
+
+def test_a_pattern_docker_refuses_is_refused():
+    refused = [case["patterns"] for case in CASES["match"] if case.get("error")]
+    assert len(refused) > 10
+    for patterns in refused:
+        with pytest.raises(ValueError, match="pattern"):
+            DockerIgnore(patterns).excludes("x")
+
+
+def test_dockerignore_files_are_read_into_the_patterns_docker_reads():
+    project = [{"text": c["text"], "patterns": c["patterns"]} for c in CASES["match"] if c.get("text")]
+    for ignore in [*CASES["ignore"], *project]:
+        assert read_ignore(ignore["text"]) == ignore["patterns"], ignore["text"]
+
+
+@pytest.mark.parametrize("ignore", sorted(PROJECT_ROOT.glob("docker/*/.dockerignore")), ids=lambda p: p.parent.name)
+def test_the_project_dockerignore_files_are_the_ones_docker_was_asked_about(ignore):
+    asked = {c["source"]: c["text"] for c in CASES["match"] if c.get("text")}
+    assert asked.get(ignore.relative_to(PROJECT_ROOT).as_posix()) == ignore.read_text(), \
+        "regenerate tests/fixtures/dockerignore/cases.json (scripts/derive_dockerignore_cases.py)"
+
+
+def test_a_star_does_not_cross_folders_so_a_nested_file_changes_the_digest(tmp_path):
+    root = folder(tmp_path, {"Dockerfile": "FROM scratch\n", "top.tmp": "", "sub/a.tmp": "1"}, ignore="*.tmp\n")
+    first = load_context(str(root))
+    assert "sub/a.tmp" in first.files and "top.tmp" not in first.files
+    (root / "sub" / "a.tmp").write_text("2")
+    assert load_context(str(root)).digest != first.digest
 
 
 def test_function_context_holds_exactly_what_the_dockerfile_copies():

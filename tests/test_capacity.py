@@ -3,6 +3,8 @@ with its fix, through the real SDK calls."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ops import capacity
@@ -149,6 +151,17 @@ def test_the_command_prints_one_line_per_pool_and_appends_the_summary(monkeypatc
     assert code == 0 and out[0].startswith("system (Standard_D4ds_v5, 2–3 nodes): fits")
     assert any(line.startswith("t4 (Standard_NC4as_T4_v3, 0–2 spot nodes): fits") for line in out)
     assert summary.read_text().startswith("earlier steps\n### Capacity for stack `gpu-basics` in `eastus`: fits")
+
+
+def test_json_gives_the_verdict_and_one_object_per_pool_with_the_same_exit_code(monkeypatch, capsys):
+    low = {**ENOUGH, "spot": "spot-low.json"}
+    monkeypatch.setattr(capacity, "connect", lambda subscription: Azure(subscription, Token(), Replay(low)))
+    code = main(["capacity", "--stack", "gpu-basics", "--subscription", SUBSCRIPTION, "--json"])
+    found = json.loads(capsys.readouterr().out)
+    assert code == capacity.Verdict.MIN_ONLY and found["verdict"] == "fits at min only"
+    assert (found["stack"], found["region"]) == ("gpu-basics", "eastus")
+    t4 = next(p for p in found["pools"] if p["pool"] == "t4")
+    assert t4["vmSize"] == "Standard_NC4as_T4_v3" and t4["verdict"] == "fits at min only" and t4["why"]
 
 
 def test_the_pull_request_comment_is_written_only_when_a_pool_does_not_fit_in_full(monkeypatch, tmp_path):

@@ -4,6 +4,7 @@ writes read back by the platform and the cost estimate."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 
 import yaml
@@ -123,3 +124,7 @@ def test_the_command_prices_the_stacks_regions_and_sizes(monkeypatch, capsys):
     assert capsys.readouterr().out.startswith("a note\nwrote regions.yaml, catalogue.yaml and vm_prices.yaml")
     assert main(["catalogue", "--subscription", "s", "--regions", "westus3", "--no-prices"]) == 0
     assert asked["regions"] == ["westus3"] and not asked["prices"]
+    capsys.readouterr()
+    assert main(["catalogue", "--subscription", "s", "--regions", "westus3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"catalogue": "catalogue.yaml", "prices": "vm_prices.yaml",
+                                                   "regions": ["westus3"], "notes": ["a note"]}

@@ -293,6 +293,21 @@ def test_image_sizes_sum_the_locked_wheels_that_linux_amd64_python_312_installs(
         image_sizes.wheel_bytes(lock.replace("c" * 64, "e" * 64), index.__getitem__)
 
 
+def test_of_several_compatible_wheels_the_one_pip_prefers_is_counted():
+    """pip takes the most specific tag the platform accepts (packaging.tags order), not the largest file: a wheel
+    for a newer glibc than the locks' manylinux_2_28, or for musl, is not installable at all."""
+    wheels = {"cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64": 5, "cp312-cp312-manylinux_2_28_x86_64": 7,
+              "cp312-abi3-manylinux_2_28_x86_64": 9, "py3-none-any": 10, "cp312-cp312-musllinux_1_2_x86_64": 99,
+              "cp312-cp312-manylinux_2_34_x86_64": 100}
+    files = [{"filename": f"numpy-2.3.0-{tags}.whl", "hashes": {"sha256": f"{i:064x}"}, "size": size}
+             for i, (tags, size) in enumerate(wheels.items())] + [
+        {"filename": "numpy-2.3.0.tar.gz", "hashes": {"sha256": "f" * 64}, "size": 1000}]
+    lock = "numpy==2.3.0" + "".join(f" \\\n    --hash=sha256:{f['hashes']['sha256']}" for f in files) + "\n"
+    assert image_sizes.wheel_bytes(lock, {"numpy": {"files": files}}.__getitem__) == {"numpy==2.3.0": 7}
+    without_28 = [f for f in files if f["size"] != 7]
+    assert image_sizes.wheel_bytes(lock, {"numpy": {"files": without_28}}.__getitem__) == {"numpy==2.3.0": 5}
+
+
 def test_the_committed_image_sizes_are_the_locks_of_today():
     """estimates/image_sizes.json is regenerated with `python -m ops image-sizes` when a lock changes."""
     sizes = json.loads(image_sizes.SIZES.read_text())

@@ -152,7 +152,7 @@ def test_model_bytes_that_differ_from_the_pin_fail_the_build(tmp_path):
     served = {f"/{fetch.REPO}/resolve/{fetch.REVISION}/{name}": b"not the model" for name in fetch.FILES}
 
     class Hub(QuietHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             self.reply(200, served[self.path], "application/octet-stream")
 
     with serving(Hub) as hub, pytest.raises(SystemExit, match=r"config\.json: sha256 .*expected 953f9c0d.*refusing"):

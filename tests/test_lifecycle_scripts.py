@@ -70,6 +70,17 @@ def test_the_guard_fails_unless_allowed(tmp_path):
     assert ops("preview-guard", preview).returncode == 0
 
 
+def test_the_guard_in_json_names_the_steps_and_pools_with_the_same_exit_code(tmp_path):
+    preview = tmp_path / "preview.json"
+    preview.write_text(json.dumps({"steps": [step("replace", CLUSTER, "aks-aks"),
+                                             step("replace", "azure-native:containerservice:AgentPool", "gpu")]}))
+    refused = ops("preview-guard", preview, "--json")
+    assert refused.returncode == 1 and json.loads(refused.stdout) == {
+        "destructive": [f"replace {CLUSTER} aks-aks"], "replacedPools": ["gpu"], "allowed": False, "blocked": True}
+    allowed = ops("preview-guard", preview, "--json", "--allow")
+    assert allowed.returncode == 0 and json.loads(allowed.stdout)["blocked"] is False
+
+
 def tree(root, stack, summary, manifest):
     (root / stack / "manifests").mkdir(parents=True)
     (root / stack / "summary.md").write_text(summary)
@@ -154,6 +165,10 @@ def test_leftover_check_fails_loudly_for_groups_and_public_ips(fake_az):
     assert result.returncode == 1
     assert "LEFT OVER after destroy of function-gpu: resource group rg-function-gpu-nodes" in result.stderr
     assert "public IP /subscriptions/s/ip/kubernetes-a1" in result.stderr
+    as_json = ops("leftovers", "--stack", "function-gpu", "--json", env=env)
+    assert as_json.returncode == 1 and json.loads(as_json.stdout) == {
+        "stack": "function-gpu", "kept": [], "retained": False, "keptGroup": None,
+        "leftovers": ["resource group rg-function-gpu-nodes", "public IP /subscriptions/s/ip/kubernetes-a1"]}
 
 
 KEPT_GROUP_TAGS = {"pulumi-project": "aksgpu", "pulumi-stack": "av-resim", "lifetime": "demo",

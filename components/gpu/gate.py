@@ -107,7 +107,7 @@ class GpuNodeGateArgs:
 
 
 class GpuNodeGate(pulumi.ComponentResource):
-    deployment: pulumi.Resource
+    deployment: pulumi.CustomResource
     """What GPU workloads wait for: the controller, ready to hold a new node before its GPUs are advertised."""
 
     def __init__(self, name: str, args: GpuNodeGateArgs, opts: pulumi.ResourceOptions | None = None):

@@ -89,7 +89,7 @@ class NetworkOperatorArgs:
 
 
 class NetworkOperator(pulumi.ComponentResource):
-    release: pulumi.Resource
+    release: pulumi.CustomResource
     policy: pulumi.Resource
     """The NicClusterPolicy: driver and RDMA device plugin on InfiniBand nodes."""
 

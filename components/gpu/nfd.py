@@ -38,7 +38,7 @@ class NodeFeatureDiscoveryArgs:
 
 
 class NodeFeatureDiscovery(pulumi.ComponentResource):
-    release: pulumi.Resource
+    release: pulumi.CustomResource
     rule: pulumi.Resource
 
     def __init__(self, name: str, args: NodeFeatureDiscoveryArgs, opts: pulumi.ResourceOptions | None = None):

@@ -43,7 +43,7 @@ from typing import Any
 try:
     from components.gpu.kube_api import Api
 except ImportError:  # the CronJob runs this file with kube_api.py beside it
-    from kube_api import Api
+    from kube_api import Api  # type: ignore[import-not-found,no-redef]
 
 ANNOTATION = "aksgpu.io/gpu-repair"
 """Set on the nodes this job cordoned: why, and since when (``<reason> at <time>``)."""

@@ -141,7 +141,7 @@ class GpuOperatorArgs:
 
 
 class GpuOperator(pulumi.ComponentResource):
-    release: pulumi.Resource
+    release: pulumi.CustomResource
     drivers: list[pulumi.Resource]
     """The NVIDIADriver resources, where the operator installs some pool's driver."""
     namespace: pulumi.Output[str]

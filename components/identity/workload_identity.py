@@ -19,7 +19,7 @@ from pulumi_kubernetes import core
 
 from components.azure import roles
 
-TOKEN_AUDIENCE = "api://AzureADTokenExchange"
+TOKEN_AUDIENCE = "api://AzureADTokenExchange"  # noqa: S105 (a name, not a secret)
 """The audience Entra ID accepts for federated Kubernetes tokens (and the Blob CSI driver requests)."""
 CLIENT_ID_ANNOTATION = "azure.workload.identity/client-id"
 

@@ -34,7 +34,7 @@ BUILD_TIMEOUT_SECONDS = 3600
 GPU_TOOLS_IMAGE = ("jobs", "docker/jobs")
 """The project's image with torch (repository, folder): scenarios' Jobs run it, and so does the platform's CUDA
 client check on MPS pools."""
-TOKEN_USER = "00000000-0000-0000-0000-000000000000"
+TOKEN_USER = "00000000-0000-0000-0000-000000000000"  # noqa: S105 (a name, not a secret)
 """The user name ACR takes with an Entra access token (container-registry-authentication, "az acr login
 --expose-token")."""
 

@@ -1,42 +1,189 @@
 """A Docker build context as files and one content digest.
 
-The digest names the image tag, so an unchanged folder never rebuilds
-and any changed byte does. `.dockerignore` is honoured the way Docker reads it: patterns in
-order, the last one that matches a path (or one of its parent folders) decides, `!` re-includes.
+The digest names the image tag, so an unchanged folder never rebuilds and any changed byte does: a file Docker
+sends must be in it. `.dockerignore` is therefore read the way Docker reads it, in moby/patternmatcher's
+semantics (v0.6.1; BuildKit's context walker, tonistiigi/fsutil filter.go, asks it per path with its parent's
+results): ``*`` and ``?`` stay within one path segment, ``**`` spans any number of them, ``[...]`` is a character
+class, ``\\`` escapes; a leading ``/`` is dropped; patterns apply in order and a ``!`` pattern re-includes. A
+pattern matching a folder matches everything under it. tests/fixtures/dockerignore/cases.json holds the answers of
+moby/patternmatcher itself (scripts/derive_dockerignore_cases.py), and tests/test_build_context.py holds this port
+to them.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
+import posixpath
+import re
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def ignore_rules(text: str) -> list[tuple[bool, str]]:
-    """(excluded?, pattern) per meaningful line of a .dockerignore."""
-    rules = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
+def read_ignore(text: str) -> list[str]:
+    """The patterns of a .dockerignore, as moby/patternmatcher's ignorefile.ReadAll returns them: a BOM dropped,
+    ``#`` lines skipped, each line trimmed and cleaned (Go's path.Clean), a leading ``/`` dropped, ``!`` kept."""
+    patterns = []
+    for line in text.removeprefix("\ufeff").splitlines():
+        if line.startswith("#") or not (line := line.strip()):
             continue
-        negated = line.startswith("!")
-        pattern = line[1:].strip() if negated else line
-        rules.append((not negated, str(PurePosixPath(pattern.lstrip("/")))))
-    return rules
+        invert = line.startswith("!")
+        pattern = line[1:].strip() if invert else line
+        if pattern:
+            pattern = _clean(pattern)
+            pattern = pattern[1:] if len(pattern) > 1 and pattern.startswith("/") else pattern
+        patterns.append("!" + pattern if invert else pattern)
+    return patterns
 
 
-def is_excluded(path: str, rules: list[tuple[bool, str]]) -> bool:
-    """Whether ``path`` (relative, POSIX) stays out of the context."""
-    parts = PurePosixPath(path).parts
-    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    excluded = False
-    for exclude, pattern in rules:
-        if any(fnmatch.fnmatchcase(candidate, pattern) for candidate in candidates):
-            excluded = exclude
-    return excluded
+def _clean(path: str) -> str:
+    """Go's path.Clean: POSIX normpath, except that Go folds a leading ``//`` into ``/`` as well."""
+    return posixpath.normpath("/" + path.lstrip("/") if path.startswith("/") else path)
+
+
+def _check_syntax(pattern: str) -> None:
+    """Refuse what Go's filepath.Match refuses (ErrBadPattern): an unclosed or empty ``[...]``, a ``-`` without
+    both ends, a trailing ``\\``. Docker refuses such a .dockerignore; so does this."""
+    i, n = 0, len(pattern)
+
+    def char(at: int) -> int:  # one class character (escaped or not); the index after it
+        if at >= n or pattern[at] in "-]":
+            raise ValueError
+        if pattern[at] == "\\":
+            at += 1
+            if at >= n:
+                raise ValueError
+        return at + 1
+
+    try:
+        while i < n:
+            if pattern[i] == "\\":
+                if i + 1 >= n:
+                    raise ValueError
+                i += 2
+            elif pattern[i] == "[":
+                i += 1
+                if i < n and pattern[i] == "^":
+                    i += 1
+                first = True
+                while first or (i < n and pattern[i] != "]"):
+                    first = False
+                    i = char(i)
+                    if i < n and pattern[i] == "-":
+                        i = char(i + 1)
+                if i >= n:
+                    raise ValueError
+                i += 1
+            else:
+                i += 1
+    except ValueError:
+        raise ValueError(f".dockerignore pattern {pattern!r} is malformed (Go's filepath.Match syntax)") from None
+
+
+_REGEX_SPECIAL = set(".+()|{}$")
+"""Characters escaped in the translated regexp: special there, plain in a pattern (patternmatcher's shouldEscape)."""
+
+
+class _Pattern:
+    """One pattern, translated as patternmatcher's Pattern.compile does: an exact, prefix (``dir/**``) or suffix
+    (``**/name``) comparison where that suffices, a regular expression otherwise."""
+
+    def __init__(self, pattern: str):
+        self.exclusion = pattern.startswith("!")
+        self.text = pattern[1:] if self.exclusion else pattern
+        _check_syntax(self.text)
+        regex, kind, i, text = "^", "exact", 0, self.text
+        while i < len(text):
+            ch = text[i]
+            if ch == "*" and text[i + 1:i + 2] == "*":
+                start, i = i, i + 2
+                if text[i:i + 1] == "/":  # "**/" is "**"
+                    i += 1
+                if i >= len(text):  # "**" at the end: everything
+                    kind, regex = ("prefix", regex) if kind == "exact" else ("regex", regex + ".*")
+                else:
+                    kind, regex = "regex", regex + "(.*/)?"
+                if start == 0:
+                    kind = "suffix"
+                continue
+            if ch == "*":
+                kind, regex = "regex", regex + "[^/]*"
+            elif ch == "?":
+                kind, regex = "regex", regex + "[^/]"
+            elif ch in _REGEX_SPECIAL:
+                regex += "\\" + ch
+            elif ch == "\\":
+                if i + 1 < len(text):
+                    i += 1
+                    kind, regex = "regex", regex + "\\" + text[i]
+                else:
+                    regex += "\\"
+            elif ch in "[]":
+                kind, regex = "regex", regex + ch
+            else:
+                regex += ch
+            i += 1
+        self.kind = kind
+        try:
+            self.regex = re.compile(regex + "$") if kind == "regex" else None
+        except re.error as error:  # e.g. a reversed range [z-a], which Docker refuses when it first matches
+            raise ValueError(f".dockerignore pattern {self.text!r} is malformed ({error})") from None
+
+    def matches(self, path: str) -> bool:
+        if self.kind == "exact":
+            return path == self.text
+        if self.kind == "prefix":
+            return path.startswith(self.text[:-2])
+        if self.kind == "suffix":
+            suffix = self.text[2:]
+            return path.endswith(suffix) or (suffix.startswith("/") and path == suffix[1:])
+        assert self.regex is not None
+        return self.regex.fullmatch(path) is not None
+
+
+class DockerIgnore:
+    """A .dockerignore's patterns, deciding which paths stay out of the context."""
+
+    def __init__(self, patterns: list[str]):
+        self.patterns = []
+        for pattern in (p.strip() for p in patterns):
+            if not pattern:
+                continue
+            pattern = _clean(pattern)
+            if pattern == "!":
+                raise ValueError('.dockerignore pattern "!" excludes nothing: name what to re-include')
+            self.patterns.append(_Pattern(pattern))
+
+    @classmethod
+    def read(cls, text: str) -> DockerIgnore:
+        return cls(read_ignore(text))
+
+    def _step(self, path: str, parent: list[bool] | None) -> tuple[bool, list[bool]]:
+        """patternmatcher's MatchesUsingParentResults: whether ``path`` is excluded, and which patterns matched it
+        (a pattern that matched the parent folder matches the path)."""
+        excluded, matched = False, []
+        for i, pattern in enumerate(self.patterns):
+            hit = bool(parent and parent[i])
+            if not hit:
+                if pattern.exclusion != excluded:
+                    matched.append(False)
+                    continue
+                hit = pattern.matches(path)
+            matched.append(hit)
+            if hit:
+                excluded = not pattern.exclusion
+        return excluded, matched
+
+    def excludes(self, path: str) -> bool:
+        """Whether ``path`` (relative, POSIX) stays out of the context, deciding each of its folders first as the
+        walk into it does."""
+        parts = _clean(path).split("/")
+        parent: list[bool] | None = None
+        excluded = False
+        for depth in range(1, len(parts) + 1):
+            excluded, parent = self._step("/".join(parts[:depth]), parent)
+        return excluded
 
 
 @dataclass(frozen=True)
@@ -63,12 +210,12 @@ def load_context(directory: str) -> BuildContext:
     root = PROJECT_ROOT / directory
     if not (root / "Dockerfile").is_file():
         raise FileNotFoundError(f"build context {directory}: no Dockerfile")
-    ignore = root / ".dockerignore"
-    rules = ignore_rules(ignore.read_text()) if ignore.is_file() else []
+    ignore_file = root / ".dockerignore"
+    ignore = DockerIgnore.read(ignore_file.read_text(encoding="utf-8") if ignore_file.is_file() else "")
     files = tuple(sorted(
         path.relative_to(root).as_posix()
         for path in root.rglob("*")
-        if path.is_file() and not is_excluded(path.relative_to(root).as_posix(), rules)
+        if path.is_file() and not ignore.excludes(path.relative_to(root).as_posix())
     ))
     digest = hashlib.sha256()
     for name in files:

@@ -21,7 +21,7 @@ class RegistryAccess:
     """The registry's name (an output: a build or import waits for the registry)."""
     login_server: pulumi.Input[str]
     """``<name>.azurecr.io``, for the reference pods pull."""
-    pull_access: pulumi.Resource | None = None
+    pull_access: pulumi.CustomResource | None = None
     """The kubelet identity's AcrPull assignment: pods get the image reference only once it exists."""
     reachable_after: Sequence[pulumi.Resource] = ()
     """What this machine needs before it reaches a private registry: the registry's private endpoint, the runner's

@@ -17,7 +17,7 @@ from pulumi_command import local
 
 from components.images.digest import RegistryAccess, by_digest, digest_command
 
-DOCKER_HUB_TOKEN_ENV = "DOCKERHUB_TOKEN"
+DOCKER_HUB_TOKEN_ENV = "DOCKERHUB_TOKEN"  # noqa: S105 (a name, not a secret)
 """Where a Docker Hub access token is read from (the deploy workflow sets it from the repository secret)."""
 
 

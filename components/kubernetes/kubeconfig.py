@@ -31,7 +31,7 @@ def kubelogin_kubeconfig(kubeconfig: str, login_mode: LoginMode) -> str:
     """
     login_mode = LoginMode(login_mode)
     # libyaml's safe loader where the wheel has it (the same document, faster).
-    config: dict[str, Any] = yaml.load(kubeconfig, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    config: dict[str, Any] = yaml.load(kubeconfig, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 (a safe loader)
     for user in config.get("users") or []:
         exec_ = (user.get("user") or {}).get("exec")
         if not exec_:

@@ -20,7 +20,7 @@ from components.kubernetes.security import NONROOT_UID, container_security_conte
 
 NEVER = "0 0 31 2 *"
 """February 31st: a CronJob schedule that never fires, for templates."""
-TMP_MOUNT = {"name": "tmp", "mountPath": "/tmp"}
+TMP_MOUNT = {"name": "tmp", "mountPath": "/tmp"}  # noqa: S108 (a mount path in the container)
 """The jobs image keeps HOME and caches in /tmp, so the root filesystem can be read-only."""
 GPU_START_SECONDS = 1800
 """How long a GPU pod may take to start on a pool scaled to zero: a node (about 5 min), the operator's driver
@@ -65,7 +65,7 @@ def container(name: str, image: pulumi.Input[str], command: Sequence[str] | None
     }
     if command is not None:
         spec["command"] = list(command)
-    variables = [{"name": k, "value": v} for k, v in (env or {}).items()]
+    variables: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in (env or {}).items()]
     variables += [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": path}}}
                   for k, path in (env_from_fields or {}).items()]
     if variables:

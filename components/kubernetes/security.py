@@ -191,8 +191,11 @@ def rdma_admission_policy(name: str, namespace_name: str, parent: pulumi.Resourc
               # As Pod Security: a pod is judged when it is created and when a container is added to it, not on
               # the metadata updates of a pod admitted earlier (a controller's finalizer, a label), which a pod
               # admitted under older rules would otherwise fail for good.
+              # request.subResource is absent on a request for the pod itself: has() first, or CEL errs and the
+              # failure policy refuses every update (found on the test control plane).
               "matchConditions": [{"name": "create-or-add-container", "expression":
-                                   "request.operation == 'CREATE' || request.subResource == 'ephemeralcontainers'"}],
+                                   "request.operation == 'CREATE' || (has(request.subResource) && "
+                                   "request.subResource == 'ephemeralcontainers')"}],
               "validations": [{"expression": rule, "message": message} for rule, message in RDMA_POD_RULES]},
         opts=child)
     admissionregistration.v1.ValidatingAdmissionPolicyBinding(

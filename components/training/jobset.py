@@ -51,7 +51,7 @@ class JobSetControllerArgs:
 class JobSetController(pulumi.ComponentResource):
     """The JobSet controller and its CRD, in its own restricted namespace."""
 
-    release: pulumi.Resource
+    release: pulumi.CustomResource
 
     def __init__(self, name: str, args: JobSetControllerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:training:JobSetController", name, None, opts)  # frozen: components/__init__.py
@@ -153,7 +153,7 @@ class RunTemplateArgs:
 class RunTemplate(pulumi.ComponentResource):
     """A JobSet kept as a ConfigMap manifest, created on demand by ``submit_command``."""
 
-    submit_command: str
+    submit_command: pulumi.Input[str]
     """Deletes the previous run of the name (its checkpoints stay) and creates the JobSet."""
 
     def __init__(self, name: str, args: RunTemplateArgs, opts: pulumi.ResourceOptions | None = None):

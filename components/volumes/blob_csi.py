@@ -29,7 +29,7 @@ class BlobCsiDriverArgs:
 
 
 class BlobCsiDriver(pulumi.ComponentResource):
-    release: pulumi.Resource
+    release: pulumi.CustomResource
 
     def __init__(self, name: str, args: BlobCsiDriverArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:storage:BlobCsiDriver", name, None, opts)  # frozen: components/__init__.py

@@ -40,7 +40,7 @@ MOUNT_OPTIONS = ["-o allow_other", "--file-cache-timeout-in-seconds=120"]
 revalidated after two minutes (the driver's own example uses 120)."""
 
 
-WORKLOAD_IDENTITY_TOKEN = "mountWithWorkloadIdentityToken"
+WORKLOAD_IDENTITY_TOKEN = "mountWithWorkloadIdentityToken"  # noqa: S105 (a name, not a secret)
 """Volume attribute: mount with the workload identity's token, never fetching the account key."""
 
 
@@ -122,6 +122,7 @@ class BlobVolume(pulumi.ComponentResource):
                      "volumeAttributes": attributes}
         if args.auth == StorageAuth.IDENTITY:
             # No AzureStorageAuthType: the driver would pass MSI to blobfuse2 beside the workload identity token.
+            assert args.identity_client_id is not None  # refused above without one
             attributes["clientID"] = args.identity_client_id
             attributes[WORKLOAD_IDENTITY_TOKEN] = "true"
         else:

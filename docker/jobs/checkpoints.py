@@ -44,14 +44,21 @@ def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
+def load(path: Path, map_location: str | torch.device = "cpu") -> dict:
+    """One checkpoint, unpickled by torch's restricted loader: tensors, containers and plain values only. Anyone who
+    can write the checkpoint volume could otherwise run code in every pod that reads it (the prediction service,
+    the batch job); torch refuses any other object with an UnpicklingError (torch.load, weights_only)."""
+    return torch.load(path, map_location=map_location, weights_only=True)
+
+
 def load_newest(folder: Path, map_location: str | torch.device = "cpu",
                 use: Callable[[dict], T] | None = None) -> tuple[int, dict] | tuple[int, T] | None:
     """The newest checkpoint that loads (and that ``use`` accepts: what it returns instead of the checkpoint); a
-    damaged one, or one ``use`` refuses with ``ValueError`` (another layout), is skipped for the next older, one
-    line each."""
+    damaged or refused one, or one ``use`` refuses with ``ValueError`` (another layout), is skipped for the next
+    older, one line each."""
     for step, path in list_checkpoints(folder):
         try:
-            state = torch.load(path, map_location=map_location, weights_only=False)
+            state = load(path, map_location)
         except Exception as error:  # noqa: BLE001 - any unreadable file means "try the older one"
             print(f"skipping unreadable checkpoint {path.name}: {error}", flush=True)
             continue

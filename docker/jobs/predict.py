@@ -70,7 +70,7 @@ def make_handler(predictor: Predictor) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:
             if self.path != "/healthz":
                 return self._send(HTTPStatus.NOT_FOUND, {"error": "routes: GET /healthz, POST /predict"})
             predictor.refresh()
@@ -78,7 +78,7 @@ def make_handler(predictor: Predictor) -> type[BaseHTTPRequestHandler]:
                 return self._send(HTTPStatus.SERVICE_UNAVAILABLE, {"status": "no checkpoint yet"})
             return self._send(HTTPStatus.OK, {"status": "ok", "step": predictor.step})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             if self.path != "/predict":
                 return self._send(HTTPStatus.NOT_FOUND, {"error": "routes: GET /healthz, POST /predict"})
             length = self.headers.get("Content-Length") or "0"

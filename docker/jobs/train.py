@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from checkpoints import checkpoint_path, load_newest, prune, remove_partials, save_atomic
+from checkpoints import checkpoint_path, load, load_newest, prune, remove_partials, save_atomic
 from digits import batch_for_step, load_dataset
 from jobio import ArgumentParser, device_name, fail, non_negative_int, positive_float, positive_int
 from model import DigitNet
@@ -73,7 +73,7 @@ def _resume_point(args: argparse.Namespace, world: World) -> tuple[int, dict] | 
     step = world.broadcast(newest[0] if newest else None)
     if step is None or newest is not None:
         return newest
-    return step, torch.load(checkpoint_path(args.checkpoints, step), map_location="cpu", weights_only=False)
+    return step, load(checkpoint_path(args.checkpoints, step))
 
 
 def first_attempt() -> bool:

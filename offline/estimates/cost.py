@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from offline.estimates import load_table
+from program.markdown import table
 
 if TYPE_CHECKING:
     from offline.render import Render
@@ -252,9 +253,9 @@ def _monitoring_lines(cfg: StackConfig, prices: dict[str, Any],
         return []
     assume = prices["assumptions"]
     series = [f"{metric_series(prices, s):,}" for s in scales(cfg)]
-    lines = ["", "| monitoring (usage, estimated) | idle | full scale |", "|---|---|---|"]
-    lines += [f"| {item} | {_money(idle)} | {_money(full)} |"
-              for (item, idle), (_, full) in zip(idle_rows, full_rows, strict=True)]
+    lines = ["", *table(["monitoring (usage, estimated)", "idle", "full scale"],
+                        [(item, _money(idle), _money(full))
+                         for (item, idle), (_, full) in zip(idle_rows, full_rows, strict=True)])]
     lines += ["", f"Metric series: {series[0]} idle, {series[1]} at full scale. Usage assumes "
                   f"{assume['prometheus_series_per_node']:,} metric series per node and "
                   f"{assume['dcgm_series_per_gpu']} per GPU scraped every {assume['prometheus_scrape_seconds']} s, "
@@ -284,19 +285,17 @@ def cost_markdown(render: Render, prices: dict[str, Any] | None = None) -> str:
         "(marked *assumed*) where the table has none; real spot prices move hourly. Storage, egress and OS disks "
         "(ephemeral on these sizes) are not counted.",
         "",
-        "| pool | VM size | on-demand node-hour | spot node-hour | this pool buys | min–max nodes | idle (min) "
-        "| full scale (max) |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    rows = []
     for p in pools:
         on_demand = node_hour(region, p.vm_size, False, prices["spot_discount"])
         spot = node_hour(region, p.vm_size, True, prices["spot_discount"])
-        spot_text = _money(spot.price) + (" *assumed*" if spot.assumed else "")
-        lines.append(f"| {p.pool} | {p.vm_size} | {_money(on_demand.price)} | {spot_text} | "
-                     f"{p.bought} | {p.min_nodes}–{p.max_nodes} | {_money(p.idle)} | "
-                     f"{_money(p.full)} |")
-    lines += ["", "| fixed | per hour |", "|---|---|"]
-    lines += [f"| {item} | {_money(value)} |" for item, value in fixed]
+        rows.append((p.pool, p.vm_size, _money(on_demand.price),
+                     _money(spot.price) + (" *assumed*" if spot.assumed else ""), p.bought,
+                     f"{p.min_nodes}–{p.max_nodes}", _money(p.idle), _money(p.full)))
+    lines += table(["pool", "VM size", "on-demand node-hour", "spot node-hour", "this pool buys", "min–max nodes",
+                    "idle (min)", "full scale (max)"], rows)
+    lines += ["", *table(["fixed", "per hour"], [(item, _money(value)) for item, value in fixed])]
     lines += _monitoring_lines(cfg, prices, usage)
     lines += ["", f"**Idle: {total.text(total.idle)}/h (about {total.text(total.idle * 24 * 30, 0)} a month). "
                   f"Full scale: {total.text(total.full)}/h.**"]

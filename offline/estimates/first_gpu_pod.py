@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from components.images.pull_ahead import COMPONENT as PULL_AHEAD
 from components.vocabulary import GpuDriver
 from offline.estimates import Step, minutes
+from program.markdown import table
 
 if TYPE_CHECKING:
     from offline.render import Render, Resource
@@ -335,15 +336,14 @@ def _table(found: FirstGpuPod) -> list[str]:
                 order.insert(before + 1, phase.what)
             before = order.index(phase.what)
             phases.setdefault(phase.what, {})[title] = phase
-    phases = {what: phases[what] for what in order}
-    lines = [f"| phase | {' | '.join(f'{t}: starts + takes' for t, _ in columns)} | why that long |",
-             "|---|" + "---|" * len(columns) + "---|"]
-    for what, by in phases.items():
+    rows = []
+    for what in order:
+        by = phases[what]
         cells = [f"{minutes(by[t].start)} + {minutes(by[t].seconds)}" if t in by else "-" for t, _ in columns]
         sources = list(dict.fromkeys(p.source for p in by.values()))
         why = sources[0] if len(sources) == 1 else "; ".join(f"{t}: {p.source}" for t, p in by.items())
-        lines.append(f"| {what} | {' | '.join(cells)} | {why} |")
-    return lines
+        rows.append((what, *cells, why))
+    return table(["phase", *(f"{t}: starts + takes" for t, _ in columns), "why that long"], rows)
 
 
 def target_minutes(stack: str) -> float:

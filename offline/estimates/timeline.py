@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from offline.estimates import Step, load_table, minutes
 from offline.estimates.first_gpu_pod import FirstGpuPod, first_gpu_pod, repository
 from offline.estimates.first_gpu_pod import markdown as first_gpu_pod_markdown
+from program.markdown import table
 
 if TYPE_CHECKING:
     from offline.render import Render, Resource
@@ -187,9 +188,7 @@ def timeline_markdown(render: Render, planned: tuple[Mapping[str, Step], FirstGp
         "",
         "## Critical path",
         "",
-        "| start | takes | resource | type | why that long |",
-        "|---|---|---|---|---|",
+        *table(["start", "takes", "resource", "type", "why that long"],
+               [(minutes(s.start), minutes(s.seconds), f"`{s.name}`", f"`{s.type}`", s.source) for s in path]),
     ]
-    for s in path:
-        lines.append(f"| {minutes(s.start)} | {minutes(s.seconds)} | `{s.name}` | `{s.type}` | {s.source} |")
     return "\n".join(lines) + "\n"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import types
 import typing
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar
 
 import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -28,6 +28,8 @@ class ConfigModel(BaseModel):
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
                               use_attribute_docstrings=True, allow_inf_nan=False)
+    section: ClassVar[str]
+    """The top-level key of a scenario's own section (its settings model sets it)."""
 
     @classmethod
     def parse(cls, data: Any, prefix: str, context: dict[str, Any] | None = None):
@@ -123,7 +125,7 @@ _TYPES = {"int_type": "an integer", "int_from_float": "an integer", "bool_type":
           "finite_number": "a finite number"}
 
 
-def _message(error: dict[str, Any], model: type[BaseModel]) -> str:
+def _message(error: Mapping[str, Any], model: type[BaseModel]) -> str:
     kind, loc = error["type"], error["loc"]
     if kind == "extra_forbidden":
         allowed = keys_of(model_at(model, loc[:-1]))

@@ -15,6 +15,7 @@ from program.config.foreign import LOCAL_BUILD, OVERRIDDEN, PROVIDER_SETTINGS, S
 from program.config.keys import KEY_PREFIX, PROJECT
 from program.config.model import ConfigModel
 from program.config.schema import CPU_POOL_DEFAULTS, GPU_POOL_DEFAULTS, SYSTEM_POOL_DEFAULTS, StackConfig
+from program.markdown import table
 
 SCHEMA_ID = "https://aksgpu.example/stack-file.schema.json"
 
@@ -157,7 +158,7 @@ def _resolve(node: dict[str, Any], defs: Mapping[str, Any]) -> dict[str, Any]:
 def _type(node: dict[str, Any], defs: Mapping[str, Any]) -> str:
     node = _resolve(node, defs)
     if "enum" in node:
-        return " \\| ".join(f"`{v}`" for v in node["enum"])
+        return " | ".join(f"`{v}`" for v in node["enum"])
     if "const" in node:
         return f"`{node['const']}`"
     kind = node.get("type")
@@ -195,7 +196,7 @@ def _default(node: dict[str, Any]) -> str:
 def _walk(properties: Mapping[str, Any], defs: Mapping[str, Any], prefix: str) -> Iterator[KeyDoc]:
     for key, raw in properties.items():
         node = _resolve(raw, defs)
-        doc = " ".join((node.get("description") or "").split()).replace("|", "\\|")
+        doc = " ".join((node.get("description") or "").split())
         item = _resolve(node.get("items", {}), defs) if node.get("type") == "array" else {}
         nested = node if node.get("type") == "object" and "properties" in node else \
             item if item.get("type") == "object" else None
@@ -224,10 +225,8 @@ def scenario_sections(scenarios: Mapping[str, ScenarioDoc]) -> dict[str, list[Ke
 
 
 def _rows(keys: list[KeyDoc]) -> list[str]:
-    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
-    for k in keys:
-        rows.append(f"| {f'**`{k.key}`**' if k.section else f'`{k.key}`'} | {k.type} | {k.default} | {k.doc} |")
-    return rows
+    return table(["key", "type", "default", "meaning"],
+                 [(f"**`{k.key}`**" if k.section else f"`{k.key}`", k.type, k.default, k.doc) for k in keys])
 
 
 def markdown(scenarios: Mapping[str, ScenarioDoc]) -> str:

@@ -66,6 +66,18 @@ def test_outputs_run_now_and_move_requests_models_and_answers(r):
     ({"batch": {"timeZone": "Paris time"}}, "aksgpu:batch.timeZone", "IANA time zone"),
     # Shaped like a zone, in no tz database: Kubernetes would refuse the CronJob at pulumi up.
     ({"batch": {"timeZone": "Europe/Pariss"}}, "aksgpu:batch.timeZone", "did you mean Europe/Paris?"),
+    ({"batch": {"timeZone": "Europe/Pari"}}, "aksgpu:batch.timeZone", "IANA time zone"),
+    ({"batch": {"timeZone": "Mars/Base"}}, "aksgpu:batch.timeZone", "IANA time zone"),
+    ({"batch": {"timeZone": "Local"}}, "aksgpu:batch.timeZone", "IANA time zone"),
+    ({"batch": {"schedule": "99 99 99 99 99"}}, "aksgpu:batch.schedule", "minute '99' is outside 0-59"),
+    ({"batch": {"schedule": "0 24 * * *"}}, "aksgpu:batch.schedule", "hour '24' is outside 0-23"),
+    ({"batch": {"schedule": "0 2 0 * *"}}, "aksgpu:batch.schedule", "day of month '0' is outside 1-31"),
+    ({"batch": {"schedule": "0 2 * 13 *"}}, "aksgpu:batch.schedule", "month '13' is outside 1-12"),
+    ({"batch": {"schedule": "0 2 * * 7"}}, "aksgpu:batch.schedule", "day of week '7' is outside 0-6"),
+    ({"batch": {"schedule": "*/0 2 * * *"}}, "aksgpu:batch.schedule", "a zero step"),
+    ({"batch": {"schedule": "0 5-2 * * *"}}, "aksgpu:batch.schedule", "an empty range"),
+    ({"batch": {"schedule": "0 2 * * funday"}}, "aksgpu:batch.schedule", "'funday' is not a number or a name"),
+    ({"batch": {"schedule": "CRON_TZ=Europe/Paris 0 2 * * *"}}, "aksgpu:batch.schedule", "batch.timeZone"),
     ({"batch": {"pool": "a100"}}, "aksgpu:batch.pool", "must name a GPU pool of this stack: t4"),
     ({"gpuPools": [{"name": "t4", "minCount": 1}]}, "aksgpu:gpuPools", "scales from 0"),
     ({"storage": {"accounts": [{"role": "input"}, {"role": "output"}]}}, "aksgpu:storage.accounts",
@@ -75,6 +87,14 @@ def test_a_schedule_pool_or_storage_the_run_cannot_use_is_one_line(change, key, 
     with pytest.raises(ConfigError) as e:
         load({**stack_config_of(STACK), **change})
     assert [p.key for p in e.value.problems] == [key] and text in str(e.value)
+
+
+@pytest.mark.parametrize("schedule, zone", [
+    ("30 2 * * 1-5", "Europe/Paris"), ("*/15 0-6,22,23 1,15 jan-mar,DEC sun,sat", "America/New_York"),
+    ("5/10 ? * * ?", "Asia/Kolkata"), ("@weekly", "Etc/UTC"), ("0  2 * * *", "UTC")])
+def test_a_schedule_and_zone_the_cronjob_controller_reads_are_taken(schedule, zone):
+    cfg = load({**stack_config_of(STACK), "batch": {"schedule": schedule, "timeZone": zone}})
+    assert (cfg.settings.schedule, cfg.settings.time_zone) == (schedule, zone)
 
 
 # The script, on the CPU -------------------------------------------------------------------------------------------

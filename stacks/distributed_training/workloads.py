@@ -177,7 +177,7 @@ class DistributedTraining(pulumi.ComponentResource):
         layout_mounts = ({"name": "nccl-topology", "mountPath": TOPOLOGY_MOUNT, "readOnly": True},) \
             if topology is not None else ()
         worker = container(name, args.jobs_image, command, limits,
-                           mounts=[*mounts, *layout_mounts, {"name": "shm", "mountPath": "/dev/shm"}],
+                           mounts=[*mounts, *layout_mounts, {"name": "shm", "mountPath": "/dev/shm"}],  # noqa: S108 (the pod's shared memory)
                            env={**TORCH_RESTART_ENV, **nccl_env(args.rdma, topology is not None)})
         if args.rdma:
             worker["securityContext"] = rdma_container_security_context()

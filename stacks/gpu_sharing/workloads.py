@@ -39,7 +39,7 @@ NOTEBOOK_UID, NOTEBOOK_GID = GPU_CLIENT_UID, 100
 UID) and the image's ``users`` group, which owns what jovyan may write."""
 NOTEBOOK_HOME = "/home/jovyan"
 NOTEBOOK_PORT = 8888
-TOKEN_DIR = "/etc/jupyter-token"
+TOKEN_DIR = "/etc/jupyter-token"  # noqa: S105 (a mount path, not a secret)
 """Where the token Secret is mounted: Jupyter Server reads ``JUPYTER_TOKEN_FILE``, so no secret in the env."""
 SERVICE_CPU, SERVICE_MEMORY = "700m", "5Gi"
 """Each inference service's share of a Standard_NC4as_T4_v3 (4 vCPU, 28 GiB): three services and the notebook

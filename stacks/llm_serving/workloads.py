@@ -167,10 +167,10 @@ class LlmServing(pulumi.ComponentResource):
             {"name": "cache", "emptyDir": {"sizeLimit": f"{cache_gib}Gi"}},
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
         ]
-        mounts = [{"name": "cache", "mountPath": CACHE_MOUNT}, {"name": "shm", "mountPath": "/dev/shm"}]
+        mounts = [{"name": "cache", "mountPath": CACHE_MOUNT}, {"name": "shm", "mountPath": "/dev/shm"}]  # noqa: S108 (the pod's shared memory)
         flags = ["--served-model-name", st.served_model_name, "--max-model-len", str(st.max_model_len),
                  "--gpu-memory-utilization", f"{st.gpu_memory_utilization:g}", "--dtype", st.dtype,
-                 "--tensor-parallel-size", str(gpus), "--host", "0.0.0.0", "--port", str(VLLM_PORT)]
+                 "--tensor-parallel-size", str(gpus), "--host", "0.0.0.0", "--port", str(VLLM_PORT)]  # noqa: S104 (vLLM serves its pod's Service)
         init: list[dict[str, Any]] = []
         if st.blob_folder is not None:
             assert args.weights is not None, "blob weights need the server's claim"

@@ -21,10 +21,10 @@ class StreamingChat(QuietHandler):
 
     seen: list = []
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         self.reply(200, b'{"data": [{"id": "tiny"}]}' if self.path == "/v1/models" else b"{}")
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.seen.append((self.path, body))
         if body["model"] != "tiny":

@@ -39,7 +39,7 @@ class SlowAnswer(QuietHandler):
     lock = None
     seen: list = []
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         with self.lock:
             time.sleep(0.01)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import pickle
 import struct
+from pathlib import Path
 
 import pytest
 import torch
@@ -56,6 +58,30 @@ def test_a_damaged_newest_checkpoint_is_skipped_for_the_one_before(tmp_path):
     run(tmp_path, "--stop-after", "30")
     checkpoints.checkpoint_path(tmp_path, 30).write_bytes(b"truncated by an eviction")
     assert run(tmp_path)["resumed_from"] == 20
+
+
+class Planted:
+    """What someone with write access to the checkpoint volume could leave there: unpickling it calls a function of
+    their choice (here ``Path.touch`` on a marker file)."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return Path.touch, (self.marker,)
+
+
+def test_a_planted_pickle_payload_is_refused_and_the_checkpoint_before_it_loads(tmp_path):
+    run(tmp_path, "--stop-after", "10")
+    marker = tmp_path / "code-ran"
+    planted = checkpoints.checkpoint_path(tmp_path, 20)
+    torch.save({"model": Planted(marker), "step": 20}, planted)
+    with pytest.raises(pickle.UnpicklingError):
+        checkpoints.load(planted)
+    step, state = checkpoints.load_newest(tmp_path)
+    assert step == 10 and set(state) >= {"model", "optimizer", "rng"}
+    assert run(tmp_path)["resumed_from"] == 10
+    assert not marker.exists()
 
 
 def test_a_half_written_checkpoint_is_cleaned_up_and_never_read(tmp_path):
