@@ -29,8 +29,8 @@ def render(stack: str | None, config: Path | None, out: Path) -> int:
             check_stack(name, path)
         except ConfigError as e:
             bad += 1
-            for problem in e.problems:
-                print(f"error: stack {name}: {problem}", file=sys.stderr)
+            for found in e.problems:
+                print(f"error: stack {name}: {found}", file=sys.stderr)
     if bad:
         return 2
     for name, path in targets.items():

@@ -285,7 +285,8 @@ def _change_job_templates(admin: cs.Admin, waves) -> dict[str, str]:
 
 
 def _privileged(pod: dict) -> None:
-    pod["containers"][0]["securityContext"]["privileged"] = True
+    # The API server itself refuses privileged without privilege escalation (an invalid pair), before admission.
+    pod["containers"][0]["securityContext"].update(privileged=True, allowPrivilegeEscalation=True)
 
 
 def _set(path: str, value: Any):
@@ -302,7 +303,7 @@ PAST_THE_EXCEPTION = {
     "privileged container": _privileged,
     "privileged init container": lambda pod: pod.setdefault("initContainers", []).append(
         {**pod["containers"][0], "name": "init", "securityContext": {
-            **pod["containers"][0]["securityContext"], "privileged": True}}),
+            **pod["containers"][0]["securityContext"], "privileged": True, "allowPrivilegeEscalation": True}}),
     "SYS_ADMIN": _set("containers.0.securityContext.capabilities.add", ["IPC_LOCK", "SYS_ADMIN"]),
     "privilege escalation": _set("containers.0.securityContext.allowPrivilegeEscalation", True),
     "host network": _set("hostNetwork", True),

@@ -80,8 +80,9 @@ def synchronize(world: World) -> None:
 
 def row(size: int, seconds: float, processes: int) -> dict:
     algbw = size / seconds / 1e9
-    return {"bytes": size, "time_us": round(seconds * 1e6, 1), "algbw_gbps": round(algbw, 2),
-            "busbw_gbps": round(algbw * 2 * (processes - 1) / processes, 2)}
+    # Four decimals: a slow link (gloo on a busy CPU) still reads above zero.
+    return {"bytes": size, "time_us": round(seconds * 1e6, 1), "algbw_gbps": round(algbw, 4),
+            "busbw_gbps": round(algbw * 2 * (processes - 1) / processes, 4)}
 
 
 def verdict(rows: list[dict], expect: float | None, warn_below: float | None, faulty_below: float | None,

@@ -104,7 +104,7 @@ class BatchSettings(ConfigModel):
 
     schedule: Annotated[str, AfterValidator(_schedule)] = "0 2 * * *"
     """When the run fires (cron): the default is every night at 02:00 in `timeZone`."""
-    time_zone: Annotated[str, AfterValidator(_time_zone)] = "Etc/UTC"
+    time_zone: Annotated[str, _time_zone] = "Etc/UTC"
     """The schedule's time zone (the CronJob's `timeZone`, an IANA name)."""
     pool: str | None = derived("the first GPU pool that scales from zero")
     """GPU pool the run's pod goes to: a node exists only while a run needs it."""
