@@ -129,14 +129,43 @@ def api_server():
 
 def test_the_access_review_asks_for_everything_with_the_token(api_server):
     config, handler, seen = api_server
-    assert preflight.may_do_everything(config, "good") is False
+    assert preflight.may(config, "good") is False
     handler.allowed = True
-    assert preflight.may_do_everything(config, "good") is True
-    assert preflight.may_do_everything(config, "expired") is False
+    assert preflight.may(config, "good") is True
+    assert preflight.may(config, "expired") is False
     path, auth, body = seen[0]
     assert path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and auth == "Bearer good"
     assert body["kind"] == "SelfSubjectAccessReview"
     assert body["spec"]["resourceAttributes"] == {"verb": "*", "group": "*", "resource": "*"}
+
+
+def test_a_preview_waits_only_for_read_access_and_a_deploy_for_everything():
+    """Issue 33b audit #1: the preflight asked every run, previews too, for a SelfSubjectAccessReview of `*`, so the
+    preview app needed AKS RBAC Cluster Admin. A preview writes nothing in the cluster (pulumi-kubernetes
+    provider/pkg/provider/provider.go: a Forbidden server-side dry run falls back to a client-side preview), so it
+    asks to read (list namespaces: AKS RBAC Reader's namespaces/read) and a deploy still asks for everything."""
+    asked = []
+
+    def allowed(_kubeconfig, _token, attributes):
+        asked.append(attributes)
+        return attributes == preflight.PREVIEW_ACCESS  # what AKS RBAC Reader answers
+    assert preflight.wait_for_access(AKS, preview=True, token=lambda _: "t", allowed=allowed) == AKS
+    assert asked == [{"verb": "list", "group": "", "resource": "namespaces"}]
+    clock = Clock()
+    with pytest.raises(pulumi.RunError, match="may not manage Kubernetes objects"):
+        preflight.wait_for_access(AKS, token=lambda _: "t", allowed=allowed, timeout=30, sleep=clock.sleep,
+                                  clock=clock)
+    assert asked[-1] == {"verb": "*", "group": "*", "resource": "*"}
+
+
+def test_a_preview_without_read_access_stops_with_one_line_naming_the_role():
+    clock = Clock()
+    with pytest.raises(pulumi.RunError) as error:
+        preflight.wait_for_access(AKS, preview=True, timeout=30, interval=15, token=lambda _: "t",
+                                  allowed=lambda *_: False, sleep=clock.sleep, clock=clock)
+    message = str(error.value)
+    assert "pulumi preview still may not read Kubernetes objects after 30s" in message
+    assert "Azure Kubernetes Service RBAC Reader" in message and "\n" not in message
 
 
 def test_add_on_kinds_are_polled_until_the_cluster_serves_them():
