@@ -111,6 +111,9 @@ COMMANDS = {
     "expired-stacks": Command("demo stacks past their expiry, from `az group list` JSON on stdin",
                               lambda p: p.add_argument("--project", default=PROJECT, help="Pulumi project name"),
                               "ops.lifecycle:expired_stacks_command"),
+    "preview-backend": Command("where a pull request previews the stack: shared (the backend holds it) or local "
+                               "(a stack the pull request adds), from `pulumi stack ls --json` on stdin",
+                               stack_argument, "ops.lifecycle:preview_backend_command"),
     "preview-guard": Command("fail on a `pulumi preview --json` that replaces the cluster or data storage",
                              _preview_guard_arguments, "ops.preview_guard:preview_guard_command"),
     "ci-setup": Command("print the Azure setup the workflows need (a deploy and a preview app, their federated "

@@ -26,9 +26,9 @@ LOCATIONS_API = "2022-12-01"
 """Subscriptions - List Locations (Microsoft.Resources, learn.microsoft.com/rest/api/resources/subscriptions/
 list-locations)."""
 SPOT_SCORES_API = "2025-06-05"
+"""Spot Placement Scores (Microsoft.Compute DiagnosticRP, stable)."""
 FEATURES_API = "2021-07-01"
 """Microsoft.Features (azure-mgmt-resource 23.3.0 features DEFAULT_API_VERSION; ``properties.state``)."""
-"""Spot Placement Scores (Microsoft.Compute DiagnosticRP, stable)."""
 SPOT_SCORE_MAX_REGIONS = 8
 """Regions one Spot Placement Scores request may name (learn.microsoft.com/azure/virtual-machine-scale-sets/
 spot-placement-score: up to 8 regions and 5 sizes)."""

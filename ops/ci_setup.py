@@ -22,10 +22,18 @@ credentials grow with the scenarios (code), not with the stack files (Entra ID a
 The subscription must also have the resource providers registered (a fresh one does not: MissingSubscription
 Registration, pulumi/pulumi-azure-native#3479) and, for InfiniBand pools, the ``AKSInfinibandSupport`` feature.
 
-The printed script is safe to run again: every step looks before it creates, and role assignments name the
-principal by object id with its type, so a service principal created seconds earlier is not refused while Entra
-ID replicates it (learn.microsoft.com/azure/role-based-access-control/troubleshooting: "Assigning a role to a new
-principal sometimes fails").
+An environment's token subject names no branch, so only the environment itself can keep a branch's code from
+signing in as ``deploy``; GitHub creates an environment a workflow names, without protection, on its first run
+("Managing environments for deployment"). The script creates each scenario's environment and lets only main deploy
+from it (a custom deployment branch policy naming main).
+
+The printed script is safe to run again, and converges a repository set up by an earlier version: every step looks
+before it creates; the apps' federated credentials that the workflows no longer produce (an earlier ``pull-request``
+credential on ``deploy``, one environment per stack) are deleted; an RBAC Administrator assignment whose condition
+is not the current one is replaced. Role assignments name the principal by object id with its type, so a service
+principal created seconds earlier is not refused while Entra ID replicates it
+(learn.microsoft.com/azure/role-based-access-control/troubleshooting: "Assigning a role to a new principal sometimes
+fails").
 """
 
 from __future__ import annotations
@@ -64,17 +72,23 @@ DEPLOY_ROLES = ("Contributor", "Role Based Access Control Administrator")
 """Create every resource; assign the roles the program grants (constrained by ``assignable_condition``)."""
 PROGRAM_ROLES = tuple(sorted(v for k, v in vars(roles).items() if k.isupper() and re.fullmatch(r"[0-9a-f-]{36}", v)))
 """Every built-in role id the program assigns (components/azure/roles.py; a test holds the renders to them)."""
-PREVIEW_ROLES = (
+PREVIEW_ROLES = {
     # Also the capacity preflight's reads; its Spot Placement Scores need more, and a preview's preflight says so
     # in a note instead (ops/capacity.py), as the deploy's, run as Contributor, gets them.
-    "Reader",
+    "Reader": "acdd72a7-3385-48ef-bd42-f606fba81ae7",
     # listClusterUserCredential: the kubeconfig the Kubernetes provider uses.
-    "Azure Kubernetes Service Cluster User Role",
-    # Inside the clusters only: pulumi-kubernetes previews by server-side dry run, which Kubernetes authorizes
-    # exactly as the write itself (kubernetes.io/docs/reference/using-api/api-concepts: dry-run authorization).
-    "Azure Kubernetes Service RBAC Cluster Admin",
-)
-"""Read Azure, reach the stacks' clusters; no Azure write and no role assignment."""
+    "Azure Kubernetes Service Cluster User Role": "4abbcc35-e782-43d8-92c5-2d3f1bd2253f",
+    # Inside the clusters, read only, Secrets excluded. A preview writes nothing there: pulumi-kubernetes previews a
+    # create or update by server-side dry run and, where that is Forbidden, by its own client-side diff
+    # (provider/pkg/provider/provider.go: "defaulting to client-side"), and the program's preflight asks a preview
+    # for read access only (components/kubernetes/preflight.py).
+    "Azure Kubernetes Service RBAC Reader": "7f6c6a51-bcf8-42ba-9220-52d62157d7db",
+}
+"""Read Azure and the stacks' clusters; no Azure write, no Kubernetes write, no role assignment. Name → built-in
+role id (learn.microsoft.com/azure/role-based-access-control/built-in-roles: general, containers). Assigned on the
+subscription: a stack's resource group exists only while the stack is up (a destroy deletes it unless it keeps
+protected data, the next deploy makes it again), and the script runs before the first deploy: no narrower scope
+outlives the stacks."""
 STATE_ROLES = {"deploy": "Storage Blob Data Contributor", "preview": "Storage Blob Data Reader"}
 """A preview reads state (pulumi/pulumi pkg/backend/diy/backend.go: Preview takes no lock and writes nothing)."""
 RESOURCE_PROVIDERS = (
@@ -185,21 +199,52 @@ def github_prefix(repo: str, gh_api: GhApi = _gh_api) -> str:
     return prefix
 
 
-def assignable_condition(role_ids: Iterable[str] = PROGRAM_ROLES) -> str:
-    """An RBAC Administrator condition: it may create and delete assignments of ``role_ids`` only
-    (learn.microsoft.com/azure/role-based-access-control/delegate-role-assignments-examples: "Constrain roles";
-    conditions-authorization-actions-attributes: RoleDefinitionId, a request attribute of write, a resource
-    attribute of delete)."""
+ASSIGNEE_TYPES = ("ServicePrincipal",)
+"""Principal types the program assigns roles to when the workflows deploy: managed identities, and the deploy app
+itself (they set ``cluster.deployerPrincipalType: ServicePrincipal``). ``cluster.adminGroupObjectIds`` go to the
+cluster's Entra ID profile, not to role assignments, so no group is ever assigned one."""
+
+
+def assignable_condition(role_ids: Iterable[str] = PROGRAM_ROLES, principal_types: Iterable[str] = ASSIGNEE_TYPES
+                         ) -> str:
+    """An RBAC Administrator condition: it may create and delete assignments of ``role_ids`` to principals of
+    ``principal_types`` only (learn.microsoft.com/azure/role-based-access-control/delegate-role-assignments-examples:
+    "Constrain roles and principal types"; conditions-authorization-actions-attributes: RoleDefinitionId and
+    PrincipalType, request attributes of write, resource attributes of delete)."""
     ids = "{" + ", ".join(sorted(role_ids)) + "}"
-    attribute = "[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals"
-    return (f"((!(ActionMatches{{'Microsoft.Authorization/roleAssignments/write'}})) OR (@Request{attribute} {ids}))"
+    types = "{" + ", ".join(f"'{t}'" for t in principal_types) + "}"
+
+    def allowed(source: str) -> str:
+        return (f"{source}[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals "
+                f"{ids} AND {source}[Microsoft.Authorization/roleAssignments:PrincipalType] "
+                f"ForAnyOfAnyValues:StringEqualsIgnoreCase {types}")
+    return (f"((!(ActionMatches{{'Microsoft.Authorization/roleAssignments/write'}})) OR ({allowed('@Request')}))"
             f" AND ((!(ActionMatches{{'Microsoft.Authorization/roleAssignments/delete'}})) OR "
-            f"(@Resource{attribute} {ids}))")
+            f"({allowed('@Resource')}))")
+
+
+BRANCH_POLICY = {"protected_branches": False, "custom_branch_policies": True}
+"""An environment's deployment branch policy: only the branches its custom policies name (REST "Create or update an
+environment": ``deployment_branch_policy``; only ``custom_branch_policies: true`` lets the deployment branch
+policies endpoints name branches, docs.github.com/rest/deployments/branch-policies)."""
+FEATURE_WAIT_MINUTES = 20
+"""How long the script waits for a feature registration before it stops, saying the state."""
+
+
+def app_name(repo: str, role: str) -> str:
+    """An app's display name: the deploy app keeps the name of the single app of earlier setups."""
+    return f"aksgpu-ci-{repo.replace('/', '-')}" + ("-preview" if role == "preview" else "")
+
+
+def environments_of(identities: Iterable[Identity]) -> list[str]:
+    """The GitHub environments the apps' credentials trust."""
+    return sorted({subject.split(":environment:", 1)[1] for identity in identities
+                   for subject in identity.credentials.values() if ":environment:" in subject})
 
 
 def _app_lines(repo: str, identity: Identity) -> list[str]:
     q = shlex.quote
-    name = f"aksgpu-ci-{repo.replace('/', '-')}" + ("-preview" if identity.role == "preview" else "")
+    name = app_name(repo, identity.role)
     var = identity.role
     lines = [
         f"# {identity.role}: {len(identity.credentials)} of {MAX_CREDENTIALS} federated credentials.",
@@ -211,6 +256,7 @@ def _app_lines(repo: str, identity: Identity) -> list[str]:
     for cred, subject in identity.credentials.items():
         body = q(json.dumps({"name": cred, "issuer": ISSUER, "subject": subject, "audiences": [AUDIENCE]}))
         lines.append(f'credential "${var}" {q(cred)} {body}')
+    lines.append(f'keep_only "${var}" ' + " ".join(q(c) for c in identity.credentials))
     return lines
 
 
@@ -219,9 +265,81 @@ def _grant(var: str, role: str, scope: str, condition: str | None = None) -> str
     return f'grant "${var}_sp" {q(role)} "{scope}"' + (f" {q(condition)}" if condition else "")
 
 
+FUNCTIONS = r"""# A federated credential: created, or its subject updated where it changed (a repository renamed, moved
+# to GitHub's immutable subjects).
+credential() {
+  if [ -n "$(az ad app federated-credential list --id "$1" --query "[?name=='$2'].name" --output tsv)" ]; then
+    az ad app federated-credential update --id "$1" --federated-credential-id "$2" --parameters "$3" --output none
+  else
+    az ad app federated-credential create --id "$1" --parameters "$3" --output none
+  fi
+}
+# The app's federated credentials but those named after it go: each is a way to sign in as the app that the
+# workflows no longer use (an earlier setup's pull-request credential on the deploy app, one environment per stack).
+keep_only() {
+  local app=$1 names name
+  shift
+  names=$(az ad app federated-credential list --id "$app" --query "[].name" --output tsv)
+  for name in $names; do
+    case " $* " in
+      *" $name "*) ;;
+      *) az ad app federated-credential delete --id "$app" --federated-credential-id "$name" --output none ;;
+    esac
+  done
+}
+# A role assignment, unless the principal already has it there; by object id with the principal type, so a
+# service principal created seconds ago is not refused while Entra ID replicates it. With a condition, an
+# assignment whose condition differs (none, or one from before the program's roles changed) is replaced; conditions
+# are compared without their whitespace.
+grant() {
+  local assignments line kept=""
+  # A principal Entra ID has not replicated yet is not found by --assignee (a CLIError): nothing to keep then.
+  assignments=$(az role assignment list --assignee "$1" --role "$2" --scope "$3" \
+    --query "[].join('|', [id, condition || ''])" --output tsv) || assignments=""
+  while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    if [ -z "${4:-}" ] || [ "$(tr -d '[:space:]' <<< "${line#*|}")" = "$(tr -d '[:space:]' <<< "$4")" ]; then
+      kept=yes
+    else
+      az role assignment delete --ids "${line%%|*}" --output none
+    fi
+  done <<< "$assignments"
+  if [ -n "$kept" ]; then
+    return
+  fi
+  if [ -n "${4:-}" ]; then
+    az role assignment create --assignee-object-id "$1" --assignee-principal-type ServicePrincipal --role "$2" \
+      --scope "$3" --condition "$4" --condition-version 2.0 --output none
+  else
+    az role assignment create --assignee-object-id "$1" --assignee-principal-type ServicePrincipal --role "$2" \
+      --scope "$3" --output none
+  fi
+}
+# A GitHub environment that only main may deploy from: created, or its branch policy set, where it is not; other
+# branches' and tags' policies go. The token subject of a job in an environment names no branch, so this is what
+# keeps a branch's code from signing in as the deploy app.
+environment() {
+  local path="repos/$repo/environments/$1" policies id kind name
+  if [ "$(gh api "$path" --jq .deployment_branch_policy.custom_branch_policies 2>/dev/null || true)" != true ]; then
+    gh api --method PUT "$path" --input - <<< '{BODY}' > /dev/null
+  fi
+  policies=$(gh api "$path/deployment-branch-policies" --jq '.branch_policies[] | "\(.id) \(.type) \(.name)"')
+  while read -r id kind name; do
+    if [ -n "$id" ] && [ "$kind $name" != "branch main" ]; then
+      gh api --method DELETE "$path/deployment-branch-policies/$id"
+    fi
+  done <<< "$policies"
+  if ! grep -q ' branch main$' <<< "$policies"; then
+    gh api --method POST "$path/deployment-branch-policies" -f name=main -f type=branch > /dev/null
+  fi
+}""".replace("{BODY}", json.dumps({"deployment_branch_policy": BRANCH_POLICY}))
+"""The script's shell functions, each looking before it changes anything."""
+
+
 def script(repo: str, prefix: str, identities: Iterable[Identity], state_account: str | None = None,
            key_vault: str | None = None, infiniband: bool = False) -> str:
-    """The Azure CLI (and gh) commands that set up the workflows' apps, as a bash script to review and run."""
+    """The Azure CLI (and gh) commands that set up the workflows' apps and environments, as a bash script to review
+    and run."""
     q = shlex.quote
     identities = list(identities)
     lines = [
@@ -229,35 +347,13 @@ def script(repo: str, prefix: str, identities: Iterable[Identity], state_account
         f"# Azure setup for the workflows of {repo} (generated by: python -m ops ci-setup --repo {repo}).",
         f"# Token subjects start {prefix} (GitHub's prefix for this repository).",
         "# Run it signed in (az login) to the subscription the stacks deploy into, as someone who may create Entra",
-        "# apps and assign roles on it. Review before running; it is safe to run again (each step looks first).",
+        "# apps and assign roles on it, and to gh as an administrator of the repository. Review before running; it is",
+        "# safe to run again (each step looks first) and brings an earlier setup to this one.",
         "set -euo pipefail",
+        f"repo={q(repo)}",
         'subscription=$(az account show --query id --output tsv)',
         "",
-        "# A federated credential: created, or its subject updated where it changed (a repository renamed, moved to",
-        "# GitHub's immutable subjects).",
-        "credential() {",
-        '  if [ -n "$(az ad app federated-credential list --id "$1" --query "[?name==\'$2\'].name" --output tsv)" ]; '
-        "then",
-        '    az ad app federated-credential update --id "$1" --federated-credential-id "$2" --parameters "$3" '
-        "--output none",
-        "  else",
-        '    az ad app federated-credential create --id "$1" --parameters "$3" --output none',
-        "  fi",
-        "}",
-        "# A role assignment, unless the principal already has it there; by object id with the principal type, so a",
-        "# service principal created seconds ago is not refused while Entra ID replicates it.",
-        "grant() {",
-        '  if [ -z "$(az role assignment list --assignee "$1" --role "$2" --scope "$3" --query "[0].id" '
-        '--output tsv)" ]; then',
-        '    if [ -n "${4:-}" ]; then',
-        '      az role assignment create --assignee-object-id "$1" --assignee-principal-type ServicePrincipal '
-        '--role "$2" --scope "$3" --condition "$4" --condition-version 2.0 --output none',
-        "    else",
-        '      az role assignment create --assignee-object-id "$1" --assignee-principal-type ServicePrincipal '
-        '--role "$2" --scope "$3" --output none',
-        "    fi",
-        "  fi",
-        "}",
+        FUNCTIONS,
         "",
         "# Resource providers a fresh subscription has not registered (MissingSubscriptionRegistration otherwise).",
         *(f"az provider register --namespace {p} --output none" for p in RESOURCE_PROVIDERS),
@@ -268,10 +364,24 @@ def script(repo: str, prefix: str, identities: Iterable[Identity], state_account
             "# InfiniBand pools: the nodes of one pool on one InfiniBand fabric (AKS use-amd-gpus). Registration takes",
             "# minutes; the provider is registered again once it is done so the subscription picks it up.",
             f"az feature register --namespace {namespace} --name {feature} --output none",
-            f'until [ "$(az feature show --namespace {namespace} --name {feature} --query properties.state '
-            '--output tsv)" = Registered ]; do sleep 30; done',
+            f"deadline=$((SECONDS + {FEATURE_WAIT_MINUTES * 60}))",
+            f'until state=$(az feature show --namespace {namespace} --name {feature} --query properties.state '
+            '--output tsv) && [ "$state" = Registered ]; do',
+            '  if [ "$SECONDS" -ge "$deadline" ]; then',
+            f'    echo "{feature} is still $state after {FEATURE_WAIT_MINUTES} minutes (a registration that needs '
+            f'approval waits for it): run this script again once az feature show --namespace {namespace} --name '
+            f'{feature} says Registered" >&2',
+            "    exit 1",
+            "  fi",
+            f'  echo "{feature}: $state, waiting"',
+            "  sleep 30",
+            "done",
             f"az provider register --namespace {namespace} --output none",
         ]
+    if environments := environments_of(identities):
+        # Before any credential trusts them: an environment GitHub made on a workflow's first run lets any branch in.
+        lines += ["", "# The GitHub environments the deploy app's credentials trust, each deployable from main only.",
+                  *(f"environment {q(e)}" for e in environments)]
     lines.append("")
     subscription_scope = "/subscriptions/$subscription"
     for identity in identities:
@@ -279,12 +389,12 @@ def script(repo: str, prefix: str, identities: Iterable[Identity], state_account
         lines += ["", *_app_lines(repo, identity)]
         if identity.role == "deploy":
             lines.append("# Create every resource; assign only the roles the program assigns (components/azure/"
-                         "roles.py).")
+                         "roles.py), to service principals only.")
             lines += [_grant(var, DEPLOY_ROLES[0], subscription_scope),
                       _grant(var, DEPLOY_ROLES[1], subscription_scope, assignable_condition())]
         else:
-            lines.append("# Read Azure and reach the clusters (a server-side dry run is authorized as the write); no "
-                         "Azure write, no role assignment.")
+            lines.append("# Read Azure and the clusters (Kubernetes objects but Secrets); no Azure or Kubernetes "
+                         "write, no role assignment.")
             lines += [_grant(var, role, subscription_scope) for role in PREVIEW_ROLES]
     if state_account or key_vault:
         lines.append("")
@@ -304,7 +414,7 @@ def script(repo: str, prefix: str, identities: Iterable[Identity], state_account
     if key_vault:
         variables["PULUMI_SECRETS_PROVIDER"] = q(f"azurekeyvault://{key_vault}.vault.azure.net/keys/pulumi")
     lines += ["", "# What the workflows read (repository variables; none of them is a secret).",
-              *(f"gh variable set {name} --repo {q(repo)} --body {value}" for name, value in variables.items())]
+              *(f'gh variable set {name} --repo "$repo" --body {value}' for name, value in variables.items())]
     return "\n".join(lines) + "\n"
 
 

@@ -12,6 +12,10 @@
   the expiry workflow stops dispatching destroys for it and a push does not bring the stack back.
 - ``drain_jobs``: before a destroy, the scenario's Jobs go, so Kueue releases its ClusterQueue (it keeps the queue
   while admitted Jobs remain, and the destroy would wait for them).
+- ``preview_backend``: where a pull request previews a stack: the shared backend when it holds the stack, a
+  throw-away local one only when it does not (a stack the pull request adds). Whether it holds it comes from
+  ``pulumi stack ls --json``, which fails the job on any other error (sign-in, storage, network), so an existing
+  stack never previews as all creates, which would hide a replacement from the preview guard.
 
 Each needs ``az`` signed in (``drain_jobs`` the Pulumi CLI and kubectl too); tests stand in for them.
 """
@@ -29,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from offline.cli import error, json_input, unknown_stack
+from offline.cli import BadInput, error, json_input, unknown_stack
 from offline.stack_files import stack_config, stack_needs
 from program.config.expiry import (
     EXPIRES_AT,
@@ -208,6 +212,27 @@ def drain_jobs_command(args: argparse.Namespace) -> int:
         print(f"stack {args.stack} has no workload namespace: nothing to drain")
         return 0
     print(drain_jobs(args.stack, namespace))
+    return 0
+
+
+SHARED, LOCAL = "shared", "local"
+
+
+def preview_backend(listed: Any, stack: str, project: str = PROJECT) -> str:
+    """``SHARED`` when ``listed`` (``pulumi stack ls --json`` in the project: ``[{"name": ...}, ...]``, pulumi/pulumi
+    pkg/cmd/pulumi/stack/stack_ls.go) holds ``stack``, else ``LOCAL``. A DIY backend names a stack of the current
+    project by its name alone, or ``organization/<project>/<stack>`` when names are fully qualified (pulumi/pulumi
+    pkg/backend/diy/backend.go, ``diyBackendReference.String``)."""
+    if not isinstance(listed, list) or not all(isinstance(s, dict) and isinstance(s.get("name"), str)
+                                                for s in listed):
+        raise BadInput("stdin is not the output of pulumi stack ls --json (a list of {name, ...})")
+    names = {s["name"] for s in listed}
+    return SHARED if names & {stack, f"organization/{project}/{stack}"} else LOCAL
+
+
+def preview_backend_command(args: argparse.Namespace) -> int:
+    listed = json_input(sys.stdin.read(), "stdin (pulumi stack ls --json)")
+    print(preview_backend(listed, args.stack))
     return 0
 
 

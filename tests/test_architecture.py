@@ -176,3 +176,17 @@ def test_platform_tests_render_their_own_configs_not_a_scenarios_stack_file():
         named = re.findall(r"""(?:render_of|stack_config_of|stack_files\(\))\s*[\(\[]\s*["']([\w-]+)["']""",
                            path.read_text())
         assert not named, (path.relative_to(REPO_ROOT), named)
+
+
+def test_every_attribute_docstring_follows_the_assignment_it_documents():
+    """Issue 33b audit #8: ops/azure_reads.py gained FEATURES_API between SPOT_SCORES_API and its docstring, so each
+    constant read as the other's. A string statement in a module or class body, but its docstring, comes right after
+    an assignment (PEP 257's attribute docstrings, as the editors and the docs read them)."""
+    for module, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Module | ast.ClassDef):
+                continue
+            for before, statement in zip(node.body, node.body[1:], strict=False):
+                if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and \
+                        isinstance(statement.value.value, str):
+                    assert isinstance(before, ast.Assign | ast.AnnAssign), (module, statement.lineno)

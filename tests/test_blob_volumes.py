@@ -148,3 +148,40 @@ def test_changing_how_a_volume_mounts_makes_a_new_volume_and_claim_that_the_work
         assert mounted and mounted <= claims
     pv_names = lambda r: {v.inputs["metadata"]["name"] for v in r.of_type(PV)}  # noqa: E731
     assert not pv_names(identity) & pv_names(sas)  # a new generation, never an in-place replacement
+
+
+def _sas_volume_in(preview: bool) -> tuple[list[str], bool]:
+    """The invokes a SAS-mode BlobVolume makes, and whether its Secret's token is known, in a preview or a deploy."""
+    import contextvars
+
+    from pulumi.runtime import mocks as pulumi_mocks
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
+    from components.vocabulary import StorageAuth
+    from components.volumes.blob_volume import BlobVolume, BlobVolumeArgs
+    from offline.mocks import AzureMocks
+
+    def run() -> tuple[list[str], bool]:
+        mocks = AzureMocks("t")
+        pulumi_mocks.set_mocks(mocks, project="aksgpu", stack="t", preview=preview)
+        holder = {}
+
+        def program():
+            holder["volume"] = BlobVolume("volume", BlobVolumeArgs(
+                account_name="stdata1234", container="input", resource_group_name="rg-t", namespace="ns",
+                claim_name="input", auth=StorageAuth.SAS))
+
+        _sync_await(run_pulumi_func(program))
+        secret = next(c for c in holder["volume"]._childResources if c._name == "volume-sas")
+        return sorted(mocks.invokes), _sync_await(secret.data.is_known())
+    return contextvars.Context().run(run)
+
+
+def test_a_preview_never_asks_azure_for_a_sas():
+    """Issue 33b audit #6: listServiceSas is a POST action (Microsoft.Storage/storageAccounts/listServiceSas/action)
+    that a preview's identity, Reader (`*/read`), may not perform; once the invoke waited for the account, it ran in
+    every preview of an existing SAS stack and failed it. A preview leaves the token unknown; `pulumi up` asks."""
+    assert _sas_volume_in(preview=True) == ([], False)
+    invokes, known = _sas_volume_in(preview=False)
+    assert invokes == ["azure-native:storage:listStorageAccountServiceSAS"] and known

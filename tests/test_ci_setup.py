@@ -140,19 +140,31 @@ def test_every_deploy_job_runs_in_its_stacks_scenario_environment():
     assert WORKFLOWS["deploy.yml"]["jobs"]["up"]["environment"] in ci_setup.ENVIRONMENT_EXPRESSIONS
 
 
-def test_the_deploy_app_may_assign_only_the_roles_the_program_assigns(render_of, renders):
+def test_the_deploy_app_may_assign_only_the_roles_the_program_assigns_to_service_principals(render_of, renders):
     """Round-4 Azure audit #11: an unconditioned RBAC Administrator could grant itself Owner; constrained to the
-    program's roles (delegate-role-assignments-examples: Constrain roles), on create and on delete."""
-    assigned = {r.inputs["roleDefinitionId"].rsplit("/", 1)[1] for stack in renders
-                for r in render_of(stack).of_type("azure-native:authorization:RoleAssignment")}
-    assert assigned and assigned <= set(PROGRAM_ROLES)
+    program's roles, on create and on delete. Issue 33b audit #10: and to the principal types the program assigns
+    to, or it could grant Contributor to any user (delegate-role-assignments-examples: "Constrain roles and principal
+    types", PrincipalType a request attribute of write and a resource attribute of delete). The workflows deploy
+    with cluster.deployerPrincipalType ServicePrincipal, so every assignment a CI deploy makes is to one; the admin
+    groups (cluster.adminGroupObjectIds) go to the cluster's Entra ID profile, never to a role assignment."""
+    assignments = [(stack, r) for stack in renders
+                   for r in render_of(stack).of_type("azure-native:authorization:RoleAssignment")]
+    assert {r.inputs["roleDefinitionId"].rsplit("/", 1)[1] for _, r in assignments} <= set(PROGRAM_ROLES)
+    for stack, r in assignments:  # the deployer's own type, else a managed identity's
+        assert r.inputs["principalType"] in {"ServicePrincipal", render_of(stack).cfg.cluster.deployer_principal_type}
+    for workflow in ("deploy.yml", "pull-request.yml"):
+        assert "'aksgpu:cluster.deployerPrincipalType' ServicePrincipal" in (
+            REPO_ROOT / ".github" / "workflows" / workflow).read_text()
+    assert ci_setup.ASSIGNEE_TYPES == ("ServicePrincipal",)
     condition = assignable_condition()
     assert "8e3af657-a8ff-443c-a75c-2fe8c4bcb635" not in PROGRAM_ROLES  # Owner
     assert "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9" not in PROGRAM_ROLES  # User Access Administrator
     for action, source in (("write", "@Request"), ("delete", "@Resource")):
         assert (f"(!(ActionMatches{{'Microsoft.Authorization/roleAssignments/{action}'}})) OR ({source}"
                 f"[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals "
-                f"{{{', '.join(PROGRAM_ROLES)}}})") in condition
+                f"{{{', '.join(PROGRAM_ROLES)}}} AND {source}[Microsoft.Authorization/roleAssignments:PrincipalType] "
+                f"ForAnyOfAnyValues:StringEqualsIgnoreCase {{'ServicePrincipal'}})") in condition
+    assert condition.count("ServicePrincipal") == 2 and "'User'" not in condition and "'Group'" not in condition
 
 
 def test_every_namespace_a_stack_creates_resources_in_is_registered(render_of, renders):
@@ -168,18 +180,58 @@ def test_every_namespace_a_stack_creates_resources_in_is_registered(render_of, r
 
 
 FAKE_AZ = r"""
-import json, os, sys
+import json, os, re, sys
 path = os.environ["FAKE_CLOUD"]
-cloud = json.load(open(path)) if os.path.exists(path) else {"apps": {}, "sps": {}, "creds": {}, "roles": [],
-                                                             "calls": [], "variables": {}}
+cloud = json.load(open(path)) if os.path.exists(path) else {}
+for key, empty in (("apps", {}), ("sps", {}), ("creds", {}), ("roles", []), ("calls", []), ("variables", {}),
+                   ("environments", {})):
+    cloud.setdefault(key, empty)
 tool, args = os.path.basename(sys.argv[0]), sys.argv[1:]
 def flag(name, default=None):
     return args[args.index(name) + 1] if name in args else default
+def jq(expression, value):
+    # The two shapes the script asks gh for: a path, and a projection into a string template.
+    if " | " in expression:
+        items, template = expression.split(" | ")
+        rows = value[items[1:-2]]
+        return "\n".join(re.sub(r"\\\(\.(\w+)\)", lambda m: str(row[m[1]]), template.strip('"')) for row in rows)
+    for key in expression.strip(".").split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return json.dumps(value) if not isinstance(value, str) else value
 verb = " ".join(a for a in args[:4] if not a.startswith("-"))
-cloud["calls"].append(f"{tool} {verb}")
+if tool == "az":
+    cloud["calls"].append(f"az {verb}")
+elif args[0] == "api":
+    cloud["calls"].append(f"gh {flag('--method', 'GET')} " + next(a for a in args[1:] if a.startswith("repos/")))
+else:
+    cloud["calls"].append("gh " + " ".join(args[:2]))
 out, fail = "", None
-if tool == "gh":
+if tool == "gh" and args[0] == "variable":
     cloud["variables"][args[2]] = flag("--body")
+elif tool == "gh":
+    where = next(a for a in args[1:] if a.startswith("repos/"))
+    method = flag("--method", "GET")
+    parts = where.split("/")  # repos, owner, name, environments, env[, deployment-branch-policies[, id]]
+    env = cloud["environments"].get(parts[4])
+    if len(parts) == 5 and method == "GET":
+        if env is None:
+            fail = "gh: Not Found (HTTP 404)"
+        else:
+            out = jq(flag("--jq"), {"name": parts[4], "deployment_branch_policy": env["policy"]})
+    elif len(parts) == 5 and method == "PUT":
+        body = json.loads(sys.stdin.read())
+        env = cloud["environments"].setdefault(parts[4], {"policy": None, "branch_policies": []})
+        env["policy"] = body["deployment_branch_policy"]
+    elif env is None or not (env["policy"] or {}).get("custom_branch_policies"):
+        fail = "gh: Not Found (HTTP 404)"  # the policies endpoints need custom_branch_policies
+    elif method == "GET":
+        out = jq(flag("--jq"), {"branch_policies": env["branch_policies"]})
+    elif method == "POST":
+        fields = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "-f")
+        env["branch_policies"].append({"id": 100 + len(cloud["calls"]), "name": fields["name"],
+                                       "type": fields["type"]})
+    elif method == "DELETE":
+        env["branch_policies"] = [b for b in env["branch_policies"] if str(b["id"]) != parts[6]]
 elif verb.startswith("account show"):
     out = "tenant-1" if "tenantId" in args else "sub-1"
 elif verb.startswith(("provider register", "feature register")):
@@ -195,8 +247,12 @@ elif verb.startswith("ad sp list"):
 elif verb.startswith("ad sp create"):
     out = cloud["sps"][flag("--id")] = "sp-" + flag("--id")
 elif verb.startswith("ad app federated-credential list"):
-    name = flag("--query").split("'")[1]
-    out = name if name in cloud["creds"].get(flag("--id"), {}) else ""
+    creds = cloud["creds"].get(flag("--id"), {})
+    if flag("--query") == "[].name":
+        out = "\n".join(creds)
+    else:
+        name = flag("--query").split("'")[1]
+        out = name if name in creds else ""
 elif verb.startswith("ad app federated-credential create"):
     body = json.loads(flag("--parameters"))
     creds = cloud["creds"].setdefault(flag("--id"), {})
@@ -205,16 +261,21 @@ elif verb.startswith("ad app federated-credential create"):
     creds[body["name"]] = body["subject"]
 elif verb.startswith("ad app federated-credential update"):
     cloud["creds"][flag("--id")][flag("--federated-credential-id")] = json.loads(flag("--parameters"))["subject"]
+elif verb.startswith("ad app federated-credential delete"):
+    del cloud["creds"][flag("--id")][flag("--federated-credential-id")]
 elif verb.startswith("role assignment list"):
+    assert flag("--query") == "[].join('|', [id, condition || ''])", flag("--query")
     key = [flag("--assignee"), flag("--role"), flag("--scope")]
-    out = "assignment" if key in [r[:3] for r in cloud["roles"]] else ""
+    out = "\n".join(f"{r[4]}|{r[3] or ''}" for r in cloud["roles"] if r[:3] == key)
+elif verb.startswith("role assignment delete"):
+    cloud["roles"] = [r for r in cloud["roles"] if r[4] != flag("--ids")]
 elif verb.startswith("role assignment create"):
     key = [flag("--assignee-object-id"), flag("--role"), flag("--scope")]
     if key[0] is None or flag("--assignee-principal-type") != "ServicePrincipal":
         fail = "PrincipalNotFound: a new principal is found by object id and type only"
     elif key in [r[:3] for r in cloud["roles"]]:
         fail = "RoleAssignmentExists: The role assignment already exists."
-    cloud["roles"].append([*key, flag("--condition")])
+    cloud["roles"].append([*key, flag("--condition"), f"/assignments/{len(cloud['calls'])}"])
 elif verb.startswith(("storage account show", "keyvault show")):
     out = "/subscriptions/sub-1/resourceGroups/rg-state/providers/x/" + flag("--name")
 else:
@@ -224,6 +285,9 @@ if fail:
     sys.exit(print(fail, file=sys.stderr) or 1)
 print(out)
 """
+"""Entra ID, ARM and GitHub as the script sees them, refusing what they refuse: a credential name twice, an
+assignment twice or to a principal by app id, a deployment branch policy on an environment without custom ones
+(docs.github.com/rest/deployments/branch-policies)."""
 
 
 def _fake_tools(folder: Path) -> dict[str, str]:
@@ -235,53 +299,143 @@ def _fake_tools(folder: Path) -> dict[str, str]:
     return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "FAKE_CLOUD": str(folder / "cloud.json")}
 
 
+def _run_setup(tmp_path: Path, *flags: str, prefix: str = "repo:acme@123/infra@456") -> dict:
+    """Print the setup script, run it against the fake tools in ``tmp_path``, return the cloud after."""
+    result = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", prefix, *BACKEND, *flags)
+    assert result.returncode == 0, result.stderr
+    (tmp_path / "setup.sh").write_text(result.stdout)
+    done = subprocess.run(["bash", str(tmp_path / "setup.sh")], env=_fake_tools(tmp_path), capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads((tmp_path / "cloud.json").read_text())
+
+
+DEPLOY, PREVIEW = "sp-app-aksgpu-ci-acme-infra", "sp-app-aksgpu-ci-acme-infra-preview"
+WRITES = ("create", "delete", "gh PUT", "gh POST", "gh DELETE")
+"""Calls that change something (a credential's update writes what it holds, by design)."""
+
+
 def test_the_setup_script_is_lint_clean_and_running_it_twice_changes_nothing_the_second_time(tmp_path):
     """Round-4 newcomer #9: the printed script made an app on every run while the docs said to run it again. Round-4
     Azure audit #14: it assigned roles to an app id a fresh principal may not resolve to yet. Run against a fake az
     that refuses both (ARM: RoleAssignmentExists; troubleshooting: a new principal by object id and type only)."""
-    result = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", "repo:acme@123/infra@456",
-                     "--state-account", "stacme", "--key-vault", "kv-acme")
-    assert result.returncode == 0, result.stderr
+    result = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", "repo:acme@123/infra@456", *BACKEND)
     lint = subprocess.run([venv_tool("shellcheck"), "--shell=bash", "-"], input=result.stdout, capture_output=True,
                           text=True)
     assert lint.returncode == 0, lint.stdout
-    (tmp_path / "setup.sh").write_text(result.stdout)
-    env = _fake_tools(tmp_path)
-    for run in (1, 2):
-        done = subprocess.run(["bash", str(tmp_path / "setup.sh")], env=env, capture_output=True, text=True)
-        assert done.returncode == 0, (run, done.stderr)
-        cloud = json.loads((tmp_path / "cloud.json").read_text())
-        if run == 1:
-            first = cloud
-            creates = [c for c in cloud["calls"] if c.endswith("create")]
-    second = [c for c in cloud["calls"][len(first["calls"]):] if c.endswith("create")]
-    assert creates and not second
+    first = _run_setup(tmp_path)
+    cloud = _run_setup(tmp_path)
+    creates = [c for c in first["calls"] if c.endswith("create")]
+    second = cloud["calls"][len(first["calls"]):]
+    assert creates and not [c for c in second if any(w in c for w in WRITES)], second
     assert cloud["apps"] == {"aksgpu-ci-acme-infra": "app-aksgpu-ci-acme-infra",
                              "aksgpu-ci-acme-infra-preview": "app-aksgpu-ci-acme-infra-preview"}
-    deploy, preview = "sp-app-aksgpu-ci-acme-infra", "sp-app-aksgpu-ci-acme-infra-preview"
-    roles = {(p, r): c for p, r, _, c in cloud["roles"]}
-    assert set(roles) == {(deploy, "Contributor"), (deploy, "Role Based Access Control Administrator"),
-                          (deploy, "Storage Blob Data Contributor"), (deploy, "Key Vault Crypto User"),
-                          *((preview, r) for r in ci_setup.PREVIEW_ROLES), (preview, "Storage Blob Data Reader"),
-                          (preview, "Key Vault Crypto User")}
-    assert roles[deploy, "Role Based Access Control Administrator"] == assignable_condition()
+    roles = {(p, r): c for p, r, _, c, _ in cloud["roles"]}
+    assert set(roles) == {(DEPLOY, "Contributor"), (DEPLOY, "Role Based Access Control Administrator"),
+                          (DEPLOY, "Storage Blob Data Contributor"), (DEPLOY, "Key Vault Crypto User"),
+                          *((PREVIEW, r) for r in ci_setup.PREVIEW_ROLES), (PREVIEW, "Storage Blob Data Reader"),
+                          (PREVIEW, "Key Vault Crypto User")}
+    assert roles[DEPLOY, "Role Based Access Control Administrator"] == assignable_condition()
     assert set(cloud["creds"]["app-aksgpu-ci-acme-infra-preview"]) == {"pull-request"}
     assert cloud["variables"]["AZURE_CLIENT_ID"] == "app-aksgpu-ci-acme-infra"
     assert cloud["variables"]["AZURE_PREVIEW_CLIENT_ID"] == "app-aksgpu-ci-acme-infra-preview"
-    assert cloud["variables"]["AZURE_DEPLOY_PRINCIPAL_ID"] == deploy
+    assert cloud["variables"]["AZURE_DEPLOY_PRINCIPAL_ID"] == DEPLOY
     assert cloud["variables"]["PULUMI_SECRETS_PROVIDER"] == "azurekeyvault://kv-acme.vault.azure.net/keys/pulumi"
+
+
+def test_the_preview_app_reads_inside_the_clusters_and_cannot_write_there():
+    """Round-4 Azure/CI audit (issue 33b) #1: the preview app held AKS RBAC Cluster Admin on the subscription, so a
+    pull request's code was cluster-admin on every cluster (Secrets, privileged pods, the workloads' identities).
+    A preview needs no Kubernetes write: pulumi-kubernetes falls back to a client-side preview when the server-side
+    dry run is Forbidden (provider/pkg/provider/provider.go, Create and Update), and the preflight asks a preview
+    for read only (tests/test_preflight.py). Role ids from learn.microsoft.com/azure/role-based-access-control/
+    built-in-roles/containers: AKS RBAC Reader reads no Secrets."""
+    assert ci_setup.PREVIEW_ROLES["Azure Kubernetes Service RBAC Reader"] == "7f6c6a51-bcf8-42ba-9220-52d62157d7db"
+    writers = {"b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b": "AKS RBAC Cluster Admin",
+               "3498e952-d568-435e-9b2c-8d77e338d7f7": "AKS RBAC Admin",
+               "a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb": "AKS RBAC Writer",
+               "0ab0b1a8-8aac-4efd-b8c2-3ee1fb270be8": "AKS Cluster Admin Role (admin kubeconfig)",
+               "b24988ac-6180-42a0-ab88-20f7382dd24c": "Contributor",
+               "f58310d9-a9f6-439a-9e8d-f62e7b41a168": "Role Based Access Control Administrator"}
+    assert not set(ci_setup.PREVIEW_ROLES.values()) & set(writers)
+    assert not {"Contributor", *writers.values()} & set(ci_setup.PREVIEW_ROLES)
+
+
+def test_an_upgraded_repository_keeps_no_trust_or_grant_of_the_earlier_setup(tmp_path):
+    """Issue 33b audit #3 and #4: the earlier ci-setup gave its single app (now the deploy app, same name) a
+    pull-request credential and one environment credential per stack, and an unconstrained RBAC Administrator;
+    running the new script kept them all, so every same-repository pull request could still sign in as deploy.
+    Credentials the workflows no longer produce go, and an RBAC Administrator whose condition is not the current one
+    is replaced (also when components/azure/roles.py gains a role: the old condition would refuse it)."""
+    app = "app-aksgpu-ci-acme-infra"
+    earlier = {"apps": {"aksgpu-ci-acme-infra": app}, "sps": {app: DEPLOY},
+               "creds": {app: {"pull-request": "repo:acme/infra:pull_request",
+                               "main": "repo:acme/infra:ref:refs/heads/main",
+                               **{f"environment-{s}": f"repo:acme/infra:environment:{s}"
+                                  for s in ("dev", "gpu-nap", "gpu-sharing-mig", "llm-serving-kaito")}}},
+               "roles": [[DEPLOY, "Role Based Access Control Administrator", "/subscriptions/sub-1", None, "/old/1"],
+                         [DEPLOY, "Role Based Access Control Administrator", "/subscriptions/sub-1",
+                          assignable_condition(PROGRAM_ROLES[:-1]), "/old/2"],
+                         [DEPLOY, "Contributor", "/subscriptions/sub-1", None, "/old/3"]]}
+    (tmp_path / "cloud.json").write_text(json.dumps(earlier))
+    cloud = _run_setup(tmp_path, prefix="repo:acme/infra")
+    expected = subjects(WORKFLOWS, "repo:acme/infra", SCENARIOS)
+    assert cloud["creds"][app] == expected["deploy"]
+    assert cloud["creds"]["app-aksgpu-ci-acme-infra-preview"] == expected["preview"]
+    admin = [r for r in cloud["roles"] if r[1] == "Role Based Access Control Administrator"]
+    assert [(r[3], r[4].startswith("/old/")) for r in admin] == [(assignable_condition(), False)]
+    assert [r[4] for r in cloud["roles"] if r[1] == "Contributor" and r[0] == DEPLOY] == ["/old/3"]  # kept as it is
+
+
+def test_each_scenario_environment_deploys_from_main_only(tmp_path):
+    """Issue 33b audit #2: an environment's token subject names no branch, and GitHub creates an environment a
+    workflow names, unprotected ("Managing environments for deployment": "will not have any protection rules");
+    a same-repository branch could then run a job in it and sign in as the deploy app. The script creates each
+    scenario's environment with a custom deployment branch policy (REST "Create or update an environment",
+    deployment_branch_policy {protected_branches: false, custom_branch_policies: true}) naming main only
+    ("Create a deployment branch policy": name, type branch), and fixes ones that allow more."""
+    other = SCENARIOS[1]
+    earlier = {"environments": {
+        SCENARIOS[0]: {"policy": None, "branch_policies": []},  # made by a workflow run: any branch
+        other: {"policy": {"protected_branches": False, "custom_branch_policies": True},
+                "branch_policies": [{"id": 7, "name": "feature/*", "type": "branch"},
+                                    {"id": 8, "name": "main", "type": "branch"},
+                                    {"id": 9, "name": "v*", "type": "tag"}]}}}
+    (tmp_path / "cloud.json").write_text(json.dumps(earlier))
+    first = _run_setup(tmp_path)
+    assert set(first["environments"]) == set(SCENARIOS) == set(ci_setup.environments_of(
+        identities(WORKFLOWS, "repo:acme/infra", SCENARIOS)))
+    for name, env in first["environments"].items():
+        assert env["policy"] == ci_setup.BRANCH_POLICY, name
+        assert [(b["type"], b["name"]) for b in env["branch_policies"]] == [("branch", "main")], name
+    assert first["environments"][other]["branch_policies"][0]["id"] == 8  # the one that was right stays
+    cloud = _run_setup(tmp_path)
+    assert not [c for c in cloud["calls"][len(first["calls"]):] if c.startswith(("gh PUT", "gh POST", "gh DELETE"))]
+    script = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", "repo:acme/infra", *BACKEND).stdout
+    assert script.index("\nenvironment ") < script.index("\ncredential ")  # locked before anything trusts it
+
+
+def test_an_infiniband_feature_that_never_registers_stops_the_script_saying_its_state(tmp_path):
+    """Issue 33b audit #9: `until ... = Registered; do sleep 30` waited forever on a registration left Pending."""
+    text = command("ops", "ci-setup", "--repo", "acme/infra", *BACKEND, "--sub-prefix", "repo:acme/infra").stdout
+    loop = text[text.index("deadline="):text.index("done\n", text.index("deadline=")) + 5]
+    fake = tmp_path / "az"
+    fake.write_text("#!/bin/sh\necho Pending\n")
+    fake.chmod(0o755)
+    # SECONDS moves on by the deadline at each sleep: the loop must end on its own.
+    done = subprocess.run(["bash", "-c", f"set -euo pipefail\nsleep() {{ SECONDS=$((SECONDS + 600)); }}\n{loop}"],
+                          env={**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"},
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert f"AKSInfinibandSupport is still Pending after {ci_setup.FEATURE_WAIT_MINUTES} minutes" in done.stderr
+    assert "AKSInfinibandSupport: Pending, waiting" in done.stdout
 
 
 def test_a_credential_whose_subject_changed_is_updated_in_place(tmp_path):
     """A repository renamed, or moved to GitHub's immutable subjects: running the setup again with the new prefix
     updates each credential rather than failing on its name."""
-    env = _fake_tools(tmp_path)
-    for prefix in ("repo:acme/infra", "repo:acme@123/infra@456"):
-        text = command("ops", "ci-setup", "--repo", "acme/infra", *BACKEND, "--sub-prefix", prefix).stdout
-        (tmp_path / "setup.sh").write_text(text)
-        done = subprocess.run(["bash", str(tmp_path / "setup.sh")], env=env, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-    creds = json.loads((tmp_path / "cloud.json").read_text())["creds"]["app-aksgpu-ci-acme-infra"]
+    _run_setup(tmp_path, prefix="repo:acme/infra")
+    creds = _run_setup(tmp_path, prefix="repo:acme@123/infra@456")["creds"]["app-aksgpu-ci-acme-infra"]
     assert creds["main"] == "repo:acme@123/infra@456:ref:refs/heads/main"
 
 

@@ -53,3 +53,34 @@ def test_admin_credentials_are_used_only_when_local_accounts_are_enabled(tmp_pat
     r = render_stack("local", config)
     assert ADMIN_CREDS in r.invokes and USER_CREDS not in r.invokes
     assert r.named("aks-aks").inputs["disableLocalAccounts"] is False
+
+
+def _preflight_in(preview: bool, monkeypatch) -> tuple[list[bool], list[tuple[str, ...]]]:
+    """Which access a KubernetesAccess with add-on kinds waits for, in a preview or a deploy."""
+    from components.kubernetes import access
+    waited, crds = [], []
+    monkeypatch.setattr(access, "wait_for_access", lambda k, preview: waited.append(preview) or k)
+    monkeypatch.setattr(access, "wait_for_crds", lambda k, names: crds.append(tuple(names)) or k)
+
+    def run() -> None:
+        pulumi_mocks.set_mocks(AzureMocks("t"), project="aksgpu", stack="t", preview=preview)
+        holder = {}
+
+        def program():
+            cluster = pulumi.CustomResource("azure-native:containerservice:ManagedCluster", "aks",
+                                            {"resourceName": "aks-t", "resourceGroupName": "rg-t"})
+            holder["access"] = KubernetesAccess("k8s", KubernetesAccessArgs(
+                cluster=cluster, cluster_name="aks-t", resource_group_name="rg-t", login_mode="azurecli",
+                add_on_crds=("scaledobjects.keda.sh",)))
+
+        _sync_await(run_pulumi_func(program))
+        _sync_await(holder["access"].kubeconfig.future())
+    contextvars.Context().run(run)
+    return waited, crds
+
+
+def test_a_preview_asks_the_cluster_for_read_access_only_and_waits_for_no_add_on_kind(monkeypatch):
+    """Issue 33b audit #1: the preview app reads (AKS RBAC Reader); a preview writes no custom resource, and its
+    identity may not read CustomResourceDefinitions."""
+    assert _preflight_in(True, monkeypatch) == ([True], [])
+    assert _preflight_in(False, monkeypatch) == ([False], [("scaledobjects.keda.sh",)])

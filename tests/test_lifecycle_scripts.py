@@ -356,3 +356,23 @@ if "--query id" in args or "--query user.name" in args:
     assert sum(c.startswith("keyvault key create") for c in calls) == 3
     assert calls[0].startswith(("ad signed-in-user show", "account show"))
     assert "provider register --namespace Microsoft.KeyVault --wait --output none" in calls
+
+
+@pytest.mark.parametrize("listed, where", [
+    ([{"name": "dev", "current": False}], "shared"),
+    ([{"name": "organization/aksgpu/dev", "current": False}], "shared"),  # PULUMI fully qualified names
+    ([{"name": "gpu-basics"}, {"name": "organization/other/dev"}], "local"),  # another project's dev
+    ([], "local"),
+])
+def test_a_preview_goes_local_only_for_a_stack_the_shared_backend_does_not_list(listed, where):
+    """Issue 33b audit #5. `pulumi stack ls --json` (pulumi/pulumi pkg/cmd/pulumi/stack/stack_ls.go: a list of
+    {name, ...}) names a DIY backend's stack of this project by name, or organization/<project>/<stack> when fully
+    qualified (pkg/backend/diy/backend.go, diyBackendReference.String)."""
+    assert lifecycle.preview_backend(listed, "dev") == where
+
+
+def test_what_is_not_a_stack_list_is_one_line_and_no_decision():
+    for stdin in ("error: could not list", '{"name": "dev"}', '[{"stack": "dev"}]'):
+        result = subprocess.run([sys.executable, "-m", "ops", "preview-backend", "--stack", "dev"], input=stdin,
+                                capture_output=True, text=True, cwd=REPO_ROOT)
+        assert result.returncode == 2 and not result.stdout and result.stderr.count("\n") == 1, stdin

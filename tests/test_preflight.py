@@ -72,7 +72,7 @@ ENTRA = preflight.Credentials("https://aks-x.hcp.eastus.azmk8s.io", token="t", e
 
 def test_access_is_polled_until_the_role_assignment_takes_effect():
     answers, clock = iter([False, False, True]), Clock()
-    result = preflight.wait_for_access(AKS, login=lambda _: ENTRA, allowed=lambda _: next(answers),
+    result = preflight.wait_for_access(AKS, login=lambda _: ENTRA, allowed=lambda *_: next(answers),
                                        sleep=clock.sleep, clock=clock)
     assert result == AKS and clock.now == 2 * preflight.ACCESS_POLL_SECONDS
 
@@ -80,7 +80,7 @@ def test_access_is_polled_until_the_role_assignment_takes_effect():
 def test_access_that_never_comes_stops_with_one_line_naming_the_fix():
     clock = Clock()
     with pytest.raises(pulumi.RunError) as error:
-        preflight.wait_for_access(AKS, timeout=60, interval=15, login=lambda _: ENTRA, allowed=lambda _: False,
+        preflight.wait_for_access(AKS, timeout=60, interval=15, login=lambda _: ENTRA, allowed=lambda *_: False,
                                   sleep=clock.sleep, clock=clock)
     message = str(error.value)
     assert "may not manage Kubernetes objects after 60s" in message and "grantDeployerAdmin" in message
@@ -88,7 +88,7 @@ def test_access_that_never_comes_stops_with_one_line_naming_the_fix():
 
 
 def test_a_local_account_has_no_role_to_wait_for():
-    def never(_):
+    def never(*_):
         raise AssertionError("no access review for a local account")
     local = preflight.Credentials("https://aks-x", token="static", client_cert=("cert", "key"))
     assert preflight.wait_for_access(AKS, login=lambda _: local, allowed=never) == AKS
@@ -189,14 +189,43 @@ def api_server():
 
 def test_the_access_review_asks_for_everything_with_the_token(api_server):
     user, handler, seen = api_server
-    assert preflight.may_do_everything(user) is False
+    assert preflight.may(user) is False
     handler.allowed = True
-    assert preflight.may_do_everything(user) is True
-    assert preflight.may_do_everything(preflight.Credentials(user.server, token="expired")) is False
+    assert preflight.may(user) is True
+    assert preflight.may(preflight.Credentials(user.server, token="expired")) is False
     path, auth, body = seen[0]
     assert path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and auth == "Bearer good"
     assert body["kind"] == "SelfSubjectAccessReview"
     assert body["spec"]["resourceAttributes"] == {"verb": "*", "group": "*", "resource": "*"}
+
+
+def test_a_preview_waits_only_for_read_access_and_a_deploy_for_everything():
+    """Issue 33b audit #1: the preflight asked every run, previews too, for a SelfSubjectAccessReview of `*`, so the
+    preview app needed AKS RBAC Cluster Admin. A preview writes nothing in the cluster (pulumi-kubernetes
+    provider/pkg/provider/provider.go: a Forbidden server-side dry run falls back to a client-side preview), so it
+    asks to read (list namespaces: AKS RBAC Reader's namespaces/read) and a deploy still asks for everything."""
+    asked = []
+
+    def allowed(_credentials, attributes):
+        asked.append(attributes)
+        return attributes == preflight.PREVIEW_ACCESS  # what AKS RBAC Reader answers
+    assert preflight.wait_for_access(AKS, preview=True, login=lambda _: ENTRA, allowed=allowed) == AKS
+    assert asked == [{"verb": "list", "group": "", "resource": "namespaces"}]
+    clock = Clock()
+    with pytest.raises(pulumi.RunError, match="may not manage Kubernetes objects"):
+        preflight.wait_for_access(AKS, login=lambda _: ENTRA, allowed=allowed, timeout=30, sleep=clock.sleep,
+                                  clock=clock)
+    assert asked[-1] == {"verb": "*", "group": "*", "resource": "*"}
+
+
+def test_a_preview_without_read_access_stops_with_one_line_naming_the_role():
+    clock = Clock()
+    with pytest.raises(pulumi.RunError) as error:
+        preflight.wait_for_access(AKS, preview=True, timeout=30, interval=15, login=lambda _: ENTRA,
+                                  allowed=lambda *_: False, sleep=clock.sleep, clock=clock)
+    message = str(error.value)
+    assert "pulumi preview still may not read Kubernetes objects after 30s" in message
+    assert "Azure Kubernetes Service RBAC Reader" in message and "\n" not in message
 
 
 def test_add_on_kinds_are_polled_until_the_cluster_serves_them():

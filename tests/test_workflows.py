@@ -245,7 +245,7 @@ def test_lifecycle_doc_names_every_workflow_and_helper():
     for path in FILES:
         assert path.name in text, path.name
     for helper in ("ops preview-guard", "ops expired-stacks", "ops leftovers", "offline render-diff",
-                   "ops push-targets", "ops drain-jobs", "ops ci-setup", "make state-backend",
+                   "ops push-targets", "ops drain-jobs", "ops ci-setup", "ops preview-backend", "make state-backend",
                    "allow-replace", "PULUMI_BACKEND_URL", "PULUMI_SECRETS_PROVIDER",
                    "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER", "lifetime: retained"):
         assert helper in text, helper
@@ -332,3 +332,97 @@ def test_dependabot_watches_every_locked_thing():
     for dockerfile in REPO_ROOT.glob("docker/*/Dockerfile"):
         folder = f"/{dockerfile.parent.relative_to(REPO_ROOT)}"
         assert {("docker", folder), ("pip", folder)} <= watched, folder
+
+
+FAKE_PULUMI = """import json, os, sys
+args = sys.argv[1:]
+with open(os.environ["PULUMI_CALLS"], "a") as log:
+    log.write(json.dumps([os.environ.get("PULUMI_BACKEND_URL"), *args]) + "\\n")
+if args[:2] == ["stack", "ls"]:
+    if os.environ["STACK_LS"] == "fail":
+        sys.exit(print("error: could not list stacks: storage: 403 AuthorizationPermissionMismatch", file=sys.stderr)
+                 or 255)
+    print(os.environ["STACK_LS"])
+"""
+"""The Pulumi CLI as a step sees it: ``stack ls --json`` answers STACK_LS (or fails), every call is logged."""
+
+
+def run_step(tmp_path: Path, workflow: str, job: str, needle: str, **env: str
+             ) -> tuple[subprocess.CompletedProcess, list[list[str]], str]:
+    """Run the step of ``job`` whose ``run`` contains ``needle`` as GitHub runs it (bash -e, the step's own env
+    plus ``env``), with the fake Pulumi CLI first on PATH: the result, the CLI calls and what went to GITHUB_ENV."""
+    step = next(s for s in load(workflow)["jobs"][job]["steps"] if needle in s.get("run", ""))
+    fake = tmp_path / "pulumi"
+    fake.write_text(f"#!{sys.executable}\n{FAKE_PULUMI}")
+    fake.chmod(0o755)
+    github_env = tmp_path / "github_env"
+    github_env.touch()
+    calls = tmp_path / "calls"
+    calls.touch()
+    variables = {"PATH": f"{tmp_path}:{Path(sys.executable).parent}:/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path),
+                 "GITHUB_ENV": str(github_env), "PULUMI_CALLS": str(calls), "STACK": "dev",
+                 **{k: v for k, v in (step.get("env") or {}).items() if "${{" not in str(v)}, **env}
+    done = subprocess.run(["bash", "-e", "-c", step["run"]], env=variables, capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=120)
+    return done, [json.loads(line) for line in calls.read_text().splitlines()], github_env.read_text()
+
+
+SHARED = "azblob://state?storage_account=stacme"
+DEPLOY_APP = "00000000-0000-0000-0000-00000000d3b1"
+
+
+@pytest.mark.parametrize("listed", [[{"name": "dev"}], [{"name": "organization/aksgpu/dev"}]],
+                         ids=["name", "fully-qualified"])
+def test_a_preview_of_a_stack_the_backend_holds_selects_it_there(tmp_path, listed):
+    done, calls, github_env = run_step(tmp_path, "pull-request.yml", "preview", "pulumi stack ls",
+                                       SHARED_BACKEND=SHARED, DEPLOYER=DEPLOY_APP, STACK_LS=json.dumps(listed))
+    assert done.returncode == 0, done.stderr
+    assert calls[1] == [SHARED, "stack", "select", "dev"] and "init" not in {c[2] for c in calls}
+    assert f"PULUMI_BACKEND_URL={SHARED}" in github_env
+    assert calls[-1] == [SHARED, "config", "set", "--path", "aksgpu:cluster.deployerObjectId", DEPLOY_APP]
+
+
+def test_only_a_stack_the_backend_does_not_hold_previews_on_a_local_backend(tmp_path):
+    done, calls, github_env = run_step(tmp_path, "pull-request.yml", "preview", "pulumi stack ls",
+                                       SHARED_BACKEND=SHARED, DEPLOYER=DEPLOY_APP,
+                                       STACK_LS=json.dumps([{"name": "gpu-basics"}]))
+    assert done.returncode == 0, done.stderr
+    local = f"file://{tmp_path}/state"
+    assert calls[1] == [local, "stack", "init", "dev", "--secrets-provider", "passphrase"]
+    assert f"PULUMI_BACKEND_URL={local}" in github_env and "PULUMI_CONFIG_PASSPHRASE=" in github_env
+
+
+def test_a_backend_that_cannot_be_listed_fails_the_preview_instead_of_previewing_all_creates(tmp_path):
+    """Issue 33b audit #5: any failure of `pulumi stack select` (sign-in, storage, network) moved the preview to a
+    throw-away local backend, where an existing stack previews as all creates and the preview guard never sees a
+    replacement of its cluster or storage. Only a stack `pulumi stack ls --json` does not list goes local."""
+    done, calls, github_env = run_step(tmp_path, "pull-request.yml", "preview", "pulumi stack ls",
+                                       SHARED_BACKEND=SHARED, DEPLOYER=DEPLOY_APP, STACK_LS="fail")
+    assert done.returncode != 0
+    assert calls == [[SHARED, "stack", "ls", "--json"]] and github_env == ""
+
+
+def test_a_preview_without_the_deploy_apps_object_id_stops_first_in_one_line(tmp_path):
+    """Issue 33b audit #7: on a repository whose variables predate AZURE_DEPLOY_PRINCIPAL_ID, `pulumi config set
+    ... ""` failed the config check later; and an unset deployer would show the stack's grants moving to the preview
+    app. The job's first step says what to do."""
+    steps = load("pull-request.yml")["jobs"]["preview"]["steps"]
+    assert "AZURE_DEPLOY_PRINCIPAL_ID" in steps[0]["env"]["DEPLOYER"]
+    done, calls, _ = run_step(tmp_path, "pull-request.yml", "preview", "::error::repository variable", DEPLOYER="")
+    assert done.returncode == 1 and calls == []
+    assert done.stdout.count("\n") == 1 and "python -m ops ci-setup" in done.stdout
+    assert run_step(tmp_path, "pull-request.yml", "preview", "::error::repository variable",
+                    DEPLOYER=DEPLOY_APP)[0].returncode == 0
+
+
+@pytest.mark.parametrize("deployer", ["", DEPLOY_APP], ids=["set-up-before", "set-up-now"])
+def test_a_deploy_names_the_deployer_only_when_the_variable_holds_one(tmp_path, deployer):
+    """Issue 33b audit #7: deploys of a repository set up before AZURE_DEPLOY_PRINCIPAL_ID ran `pulumi config set
+    ... ""`, which the config refuses (an Entra ID object id); without it the deployer is the identity running
+    Pulumi, the deploy app itself."""
+    done, calls, _ = run_step(tmp_path, "deploy.yml", "up", "pulumi stack select --create",
+                              SECRETS_PROVIDER="azurekeyvault://kv.vault.azure.net/keys/pulumi", DEPLOYER=deployer)
+    assert done.returncode == 0, done.stderr
+    names = [c for c in calls if "aksgpu:cluster.deployerObjectId" in c]
+    assert names == ([[None, "config", "set", "--path", "aksgpu:cluster.deployerObjectId", deployer]]
+                     if deployer else [])

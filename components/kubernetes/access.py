@@ -33,7 +33,8 @@ class KubernetesAccessArgs:
     """Private API server: reachable only from the cluster's VNet (or one linked to its private DNS zone)."""
     preflight: bool = True
     """Before any Kubernetes resource is touched: check a private API server answers from here, and wait until
-    the deployer's access works (role assignments take minutes to propagate). Off only without a cluster."""
+    the deployer's access works (role assignments take minutes to propagate): for a preview, read access only
+    (components/kubernetes/preflight.py). Off only without a cluster."""
     reachable_after: Sequence[pulumi.Resource] = ()
     """What this machine needs before it reaches a private API server (the runner's peering and DNS link): the
     credentials, and so the reachability check, wait for them."""
@@ -66,11 +67,13 @@ class KubernetesAccess(pulumi.ComponentResource):
                 resource_group_name=args.resource_group_name, resource_name=args.cluster_name, opts=invoke)
             kubeconfig = user.apply(
                 lambda c: kubelogin_kubeconfig(_decode(c), args.login_mode))
+        # A preview writes nothing in the cluster: it needs read access only, and no add-on kind yet.
+        preview = pulumi.runtime.is_dry_run()
         if args.preflight and args.private:
             kubeconfig = kubeconfig.apply(require_reachable)
         if args.preflight:
-            kubeconfig = kubeconfig.apply(wait_for_access)
-        if args.preflight and args.add_on_crds:
+            kubeconfig = kubeconfig.apply(lambda k: wait_for_access(k, preview=preview))
+        if args.preflight and args.add_on_crds and not preview:
             kubeconfig = kubeconfig.apply(lambda k: wait_for_crds(k, args.add_on_crds))
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
         self.provider = k8s.Provider(

@@ -4,10 +4,12 @@ at once with one line saying what to do instead of failing or timing out per res
 - ``require_reachable``: a private API server resolves and answers from this machine;
 - ``wait_for_access``: the deployer's Azure RBAC role has taken effect. A new role assignment "can take up to
   five minutes to propagate" (AKS, entra-id-authorization); the first `pulumi up` would otherwise get 403 on its
-  first namespaces and Helm releases and need a rerun;
+  first namespaces and Helm releases and need a rerun. A preview asks only to read: it writes nothing in the
+  cluster, and pulumi-kubernetes previews what it may not dry-run on the server by its own client-side diff;
 - ``wait_for_crds``: the AKS add-ons (managed Prometheus, KEDA) have registered the custom resource kinds the
   program writes. The add-ons install them after the cluster reports success; an object written before gets
-  "no matches for kind" and the first `pulumi up` fails.
+  "no matches for kind" and the first `pulumi up` fails. Not in a preview, which writes no object (and whose
+  identity may not read CustomResourceDefinitions).
 
 Each wait counts an answer a moment may cure (a timeout, a refused connection, a 429 or a 5xx from an API server
 that has just been created) as "not yet". The calls are urllib with the kubeconfig read here, for every user kind
@@ -44,9 +46,20 @@ HINT = ("run `pulumi up` where the VNet is reachable: a VM or self-hosted runner
 ACCESS_TIMEOUT_SECONDS = 600
 """Twice the five minutes AKS documents for a role assignment to propagate."""
 ACCESS_POLL_SECONDS = 15
-ACCESS_REVIEW = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                 "spec": {"resourceAttributes": {"verb": "*", "group": "*", "resource": "*"}}}
-"""May I do everything? What the program needs: namespaces, CRDs, cluster-scoped rules, Helm releases."""
+DEPLOY_ACCESS = {"verb": "*", "group": "*", "resource": "*"}
+"""May I do everything? What `pulumi up` needs: namespaces, CRDs, cluster-scoped rules, Helm releases."""
+PREVIEW_ACCESS = {"verb": "list", "group": "", "resource": "namespaces"}
+"""May I read? What `pulumi preview` needs. A preview writes nothing in the cluster: pulumi-kubernetes previews a
+create or update by server-side dry run, which Kubernetes authorizes as the write itself, and where that is
+Forbidden by a client-side diff of the inputs (pulumi-kubernetes provider/pkg/provider/provider.go, Create and
+Update: "defaulting to client-side"). Azure Kubernetes Service RBAC Reader, the workflows' preview app's role,
+allows it (Microsoft.ContainerService/managedClusters/namespaces/read)."""
+
+
+def access_review(attributes: Mapping[str, str]) -> dict[str, Any]:
+    """A SelfSubjectAccessReview of ``attributes`` (authorization.k8s.io/v1)."""
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": dict(attributes)}}
 T = TypeVar("T")
 
 
@@ -217,10 +230,12 @@ def _ask(question: Callable[[], T], what: str) -> tuple[T | None, str | None]:
         raise pulumi.RunError(f"the AKS API server refused {what}: {_why(error)}") from None
 
 
-def may_do_everything(credentials: Credentials) -> bool:
-    """Whether the API server answers a SelfSubjectAccessReview for ``*`` with allowed (401 and 403: not yet)."""
+def may(credentials: Credentials, attributes: Mapping[str, str] = DEPLOY_ACCESS) -> bool:
+    """Whether the API server answers a SelfSubjectAccessReview of ``attributes`` with allowed (401 and 403: not
+    yet)."""
     try:
-        review = _call(credentials, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", ACCESS_REVIEW)
+        review = _call(credentials, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                       access_review(attributes))
     except urllib.error.HTTPError as error:
         if error.code in (401, 403):
             return False
@@ -277,22 +292,29 @@ def wait_for_crds(kubeconfig: str, names: Sequence[str], timeout: float = CRD_TI
         sleep(interval)
 
 
-def wait_for_access(kubeconfig: str, timeout: float = ACCESS_TIMEOUT_SECONDS, interval: float = ACCESS_POLL_SECONDS,
-                    login: Callable[[str], Credentials] = credentials,
-                    allowed: Callable[[Credentials], bool] = may_do_everything,
+def wait_for_access(kubeconfig: str, preview: bool = False, timeout: float = ACCESS_TIMEOUT_SECONDS,
+                    interval: float = ACCESS_POLL_SECONDS, login: Callable[[str], Credentials] = credentials,
+                    allowed: Callable[[Credentials, Mapping[str, str]], bool] = may,
                     sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> str:
-    """The kubeconfig unchanged once its identity may manage every Kubernetes object; polls while a fresh role
-    assignment propagates, and stops with one line after ``timeout`` seconds. A transient error counts as "not
-    yet"."""
+    """The kubeconfig unchanged once its identity may do what the run needs: manage every Kubernetes object for
+    `pulumi up`, read them for a preview (``preview``, ``pulumi.runtime.is_dry_run()``: ``PREVIEW_ACCESS`` says
+    why reading is all a preview needs). Polls while a fresh role assignment propagates, and stops with one line
+    after ``timeout`` seconds. A transient error counts as "not yet"."""
     user = login(kubeconfig)
     if not user.entra:
         return kubeconfig  # a local account (certificate, static token): no Azure RBAC to wait for
+    attributes = PREVIEW_ACCESS if preview else DEPLOY_ACCESS
     deadline = clock() + timeout
     while True:
-        answer, problem = _ask(lambda: allowed(user), "the access review (SelfSubjectAccessReview)")
+        answer, problem = _ask(lambda: allowed(user, attributes), "the access review (SelfSubjectAccessReview)")
         if answer:
             return kubeconfig
         if clock() >= deadline:
+            if preview:
+                raise pulumi.RunError(
+                    f"the identity running pulumi preview still may not read Kubernetes objects after "
+                    f"{timeout:.0f}s: give it Azure Kubernetes Service RBAC Reader on the cluster (the workflows' "
+                    "preview app gets it from python -m ops ci-setup), or preview as the deployer")
             raise pulumi.RunError(
                 f"the AKS API server still does not answer after {timeout:.0f}s ({problem})" if problem else
                 f"the identity running pulumi up still may not manage Kubernetes objects after {timeout:.0f}s: keep "

@@ -6,7 +6,7 @@ only pods running as that ServiceAccount can mount the volume. This is the drive
 (``mountWithWorkloadIdentityToken``, Preview since 1.27.0): ``clientID`` alone would make the driver fetch the
 account key, which identity-mode accounts refuse. The mount is per pod and the driver remounts with a fresh token
 when the kubelet republishes the volume. ``sas`` mode, as seed 003, keeps a container SAS in a Kubernetes Secret —
-never in Helm values — with a configurable expiry.
+never in Helm values — with a configurable expiry; only `pulumi up` asks Azure for it, never a preview.
 
 A PersistentVolume's source is immutable, so any change to how it mounts replaces it, and its claim with it. With
 fixed names that replacement deletes first, and a claim that running pods hold never goes: ``pulumi up`` hangs.
@@ -21,6 +21,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 from pulumi_azure_native import storage
@@ -126,27 +127,16 @@ class BlobVolume(pulumi.ComponentResource):
             attributes["clientID"] = args.identity_client_id
             attributes[WORKLOAD_IDENTITY_TOKEN] = "true"
         else:
-            sas = storage.list_storage_account_service_sas_output(
-                account_name=args.account_name,
-                resource_group_name=args.resource_group_name,
-                canonicalized_resource=f"/blob/{args.account_name}/{args.container}",
-                resource=storage.SignedResource.C,
-                permissions=SAS_PERMISSIONS[args.read_only],
-                protocols=storage.HttpProtocol.HTTPS,
-                shared_access_expiry_time=sas_expiry(args.sas_expiry_days),
-                # The account's name is known before the account exists: without the edge, a stack's first
-                # `pulumi up` asks for its SAS before it is created and fails (ResourceNotFound).
-                opts=pulumi.InvokeOutputOptions(parent=self, depends_on=list(args.wait_for)),
-            )
+            token = self._sas_token(args)
             # `data`, not `stringData`: a new day's token is then an update of the Secret, not a delete and a
             # re-create that leaves a moment without it.
             secret = core.v1.Secret(
                 f"{name}-sas",
                 metadata={"name": f"{claim_name}-sas", "namespace": args.namespace},
                 type="Opaque",
-                data=pulumi.Output.secret(sas.service_sas_token).apply(
-                    lambda token: {"azurestorageaccountname": _b64(args.account_name),
-                                   "azurestorageaccountsastoken": _b64(token)}),
+                data=pulumi.Output.secret(token).apply(
+                    lambda value: {"azurestorageaccountname": _b64(args.account_name),
+                                   "azurestorageaccountsastoken": _b64(str(value))}),
                 opts=child,
             )
             csi["nodeStageSecretRef"] = {"name": secret.metadata["name"], "namespace": secret.metadata["namespace"]}
@@ -179,3 +169,23 @@ class BlobVolume(pulumi.ComponentResource):
         )
         self.claim_name = claim.metadata["name"]
         self.register_outputs({"claim_name": self.claim_name})
+
+    def _sas_token(self, args: BlobVolumeArgs) -> pulumi.Output[Any]:
+        """The container's SAS; unknown in a preview. Listing a service SAS is a POST action
+        (Microsoft.Storage/storageAccounts/listServiceSas/action), which the identity a preview runs as, allowed to
+        read only (Reader: ``*/read``), may not perform, and a preview writes no Secret: the token is made by
+        `pulumi up`, so a preview shows the Secret's data as computed then."""
+        if pulumi.runtime.is_dry_run():
+            return pulumi.Output.from_input(pulumi.UNKNOWN)
+        return storage.list_storage_account_service_sas_output(
+            account_name=args.account_name,
+            resource_group_name=args.resource_group_name,
+            canonicalized_resource=f"/blob/{args.account_name}/{args.container}",
+            resource=storage.SignedResource.C,
+            permissions=SAS_PERMISSIONS[args.read_only],
+            protocols=storage.HttpProtocol.HTTPS,
+            shared_access_expiry_time=sas_expiry(args.sas_expiry_days),
+            # The account's name is known before the account exists: without the edge, a stack's first
+            # `pulumi up` asks for its SAS before it is created and fails (ResourceNotFound).
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=list(args.wait_for)),
+        ).service_sas_token
