@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import ssl
+import sys
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
@@ -274,10 +276,23 @@ def apply_waves(cluster, waves: list[list[dict[str, Any]]]) -> list[str]:
     return refused
 
 
+SPEC_DIFF = Path(__file__).with_name("kubectl_spec_diff.py")
+"""kubectl diff's differ here: objects compared without their status, which controllers change meanwhile."""
+
+
 def changed_on_second_apply(cluster, waves: list[list[dict[str, Any]]]) -> str:
-    """What a second apply of the same objects would change (kubectl diff against a server-side dry run): ''."""
-    done = cluster.kubectl("diff", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
-                           "-f", "-", input=yaml_of(o for wave in waves for o in wave), check=False)
+    """What a second apply of the same objects would change (kubectl diff against a server-side dry run, status
+    aside: a running Job's controller updates it between kubectl's read and its dry run): ''."""
+    before = os.environ.get("KUBECTL_EXTERNAL_DIFF")
+    os.environ["KUBECTL_EXTERNAL_DIFF"] = f"{sys.executable} {SPEC_DIFF}"
+    try:
+        done = cluster.kubectl("diff", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
+                               "-f", "-", input=yaml_of(o for wave in waves for o in wave), check=False)
+    finally:
+        if before is None:
+            os.environ.pop("KUBECTL_EXTERNAL_DIFF")
+        else:
+            os.environ["KUBECTL_EXTERNAL_DIFF"] = before
     if done.returncode > 1:
         raise RuntimeError(f"kubectl diff failed: {done.stderr}")
     return done.stdout
