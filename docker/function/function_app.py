@@ -25,7 +25,7 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 
 
 def _json(body: object, status_code: int = 200) -> func.HttpResponse:
-    """Strict JSON (RFC 8259 has no NaN or Infinity): an answer holding one is a 500 that says so, never invalid JSON."""
+    """Strict JSON (RFC 8259 has no NaN or Infinity): an answer holding one is a 500 saying so, never invalid JSON."""
     try:
         text = json.dumps(body, allow_nan=False)
     except ValueError:

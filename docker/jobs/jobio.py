@@ -27,7 +27,8 @@ from urllib.parse import urlsplit, urlunsplit
 EXIT_BAD_INPUT = 2
 """Bad arguments or input: retrying cannot help."""
 EXIT_RETRY = 1
-"""Some input could not be read (an I/O error on a mounted volume): the Job retries the pod, which skips what is done."""
+"""Some input could not be read (an I/O error on a mounted volume): the Job retries the pod, which skips what is
+done."""
 
 
 def fail(message: str) -> NoReturn:
