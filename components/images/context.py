@@ -211,7 +211,7 @@ def az_disagreement(text: str) -> str | None:
     """One line naming the first .dockerignore line that Docker (moby's ReadAll) and ``az acr build`` read as
     different patterns, and the form both read alike; None when they agree on every line."""
     for line in text.removeprefix("\ufeff").splitlines():
-        docker = (read_ignore(line) or [None])[0]
+        docker = next(iter(read_ignore(line)), None)
         az = _az_rule(line)
         if docker != az:
             return (f".dockerignore pattern {line!r}: Docker reads {docker!r} but az acr build reads {az!r} (it "
