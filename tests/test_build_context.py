@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from components.images.context import PROJECT_ROOT, DockerIgnore, load_context, read_ignore
+from components.images.context import PROJECT_ROOT, DockerIgnore, az_disagreement, load_context, read_ignore
 
 
 def folder(tmp_path, files: dict[str, str], ignore: str | None = None):
@@ -82,3 +82,37 @@ def test_digest_changes_with_content_and_not_with_ignored_files(tmp_path):
 def test_a_context_without_dockerfile_is_refused(tmp_path):
     with pytest.raises(FileNotFoundError, match="no Dockerfile"):
         load_context(str(folder(tmp_path, {"app.py": ""})))
+
+
+# What `az acr build` (build mode acr) reads differs: Azure/azure-cli src/azure-cli/azure/cli/command_modules/acr/
+# _archive_utils.py, _load_dockerignore_file (line.rstrip(), no cleaning) and IgnoreRule (a leading "/" and trailing
+# "/" dropped from "!" lines only). Docker excludes these; az uploads what they name.
+@pytest.mark.parametrize("line, docker, az", [
+    ("/build", "build", "/build"), ("build/", "build", "build/"), ("  tmp", "tmp", "  tmp"),
+    ("! keep.py", "!keep.py", "! keep.py"), ("./cache", "cache", "./cache")])
+def test_a_dockerignore_line_az_acr_build_reads_otherwise_is_refused_naming_the_form_both_read(tmp_path, line,
+                                                                                                docker, az):
+    root = folder(tmp_path, {"Dockerfile": "FROM scratch\n", "build/x.py": ""}, ignore=f"*.log\n{line}\n")
+    with pytest.raises(ValueError) as raised:
+        load_context(str(root))
+    message = str(raised.value)
+    assert message == (f"build context {root}: .dockerignore pattern {line!r}: Docker reads {docker!r} but az acr "
+                       f"build reads {az!r} (it keeps leading spaces and a leading or trailing '/' on an exclusion); "
+                       f"write {docker!r}")
+
+
+@pytest.mark.parametrize("line", ["build", "!/keep.py", "!keep/", "# a comment", "*.tmp   ", "**/*.log", ""])
+def test_a_dockerignore_line_both_read_alike_is_taken(line):
+    assert az_disagreement(f"*\n{line}\n!Dockerfile\n") is None
+
+
+def test_the_dockerfile_and_the_dockerignore_are_in_the_digest_whatever_it_excludes(tmp_path):
+    """Both builders always build with the Dockerfile; without a `!Dockerfile` line an edit to it did not rebuild."""
+    root = folder(tmp_path, {"Dockerfile": "FROM scratch\n", "app.py": ""}, ignore="*\n!app.py\n")
+    first = load_context(str(root))
+    assert first.files == ("Dockerfile", "app.py")
+    (root / "Dockerfile").write_text("FROM scratch\nCOPY app.py /\n")
+    second = load_context(str(root))
+    assert second.digest != first.digest
+    (root / ".dockerignore").write_text("*\n!app.py\n!Dockerfile\n")
+    assert load_context(str(root)).digest != second.digest

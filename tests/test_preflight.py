@@ -7,6 +7,7 @@ import json
 import socket
 import ssl
 import sys
+import threading
 import urllib.error
 from http.server import ThreadingHTTPServer
 
@@ -387,3 +388,38 @@ def test_the_stack_waits_for_the_add_on_kinds_it_writes_and_those_its_scenario_n
     assert add_on_crds(load({}), Needs()) == ("podmonitors.azmonitoring.coreos.com",)  # nothing scaled, no KEDA kinds
     assert add_on_crds(load({"monitoring": {"enabled": False}, "addons": {"keda": False}}),
                        Needs(add_on_kinds=("workspaces.kaito.sh",))) == ("workspaces.kaito.sh",)
+
+
+def test_a_server_that_closes_mid_handshake_is_waited_for_not_fatal():
+    """A starting API server or load balancer that accepts and then closes during the TLS handshake raised
+    SSLEOFError, which counted as a TLS refusal and stopped pulumi up at once."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def close_after_client_hello():
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(4096)
+    closer = threading.Thread(target=close_after_client_hello, daemon=True)
+    closer.start()
+    user = preflight.Credentials(f"https://127.0.0.1:{listener.getsockname()[1]}")
+    with listener, pytest.raises(urllib.error.URLError) as raised:
+        preflight._call(user, CRD_PATH + "scaledobjects.keda.sh")
+    closer.join(5)
+    assert isinstance(raised.value.reason, ssl.SSLEOFError) and preflight.transient(raised.value)
+
+
+@pytest.mark.parametrize("reason", ["TLSV13_ALERT_CERTIFICATE_REQUIRED", "SSLV3_ALERT_BAD_CERTIFICATE",
+                                    "TLSV1_ALERT_UNKNOWN_CA"])
+def test_a_client_certificate_the_server_refuses_is_not_waited_for(reason):
+    error = ssl.SSLError(1, reason)
+    error.reason = reason
+    assert not preflight.transient(urllib.error.URLError(error))
+
+
+def test_a_client_key_that_does_not_load_is_one_line(pki):
+    ca, cert = (pki / "ca.crt").read_text(), (pki / "admin.crt").read_text()
+    other_key = (pki / "apiserver.key").read_text()
+    user = preflight.Credentials("https://127.0.0.1:9", ca_pem=ca, client_cert=(cert, other_key))
+    with pytest.raises(pulumi.RunError, match="^the kubeconfig's client certificate and key do not load: ") as raised:
+        preflight._call(user, "/version")
+    assert "\n" not in str(raised.value)

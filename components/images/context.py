@@ -8,6 +8,15 @@ class, ``\\`` escapes; a leading ``/`` is dropped; patterns apply in order and a
 pattern matching a folder matches everything under it. tests/fixtures/dockerignore/cases.json holds the answers of
 moby/patternmatcher itself (scripts/derive_dockerignore_cases.py), and tests/test_build_context.py holds this port
 to them.
+
+`az acr build` (build mode ``acr``, the default) packs the context with the Azure CLI's own reader instead
+(Azure/azure-cli, src/azure-cli/azure/cli/command_modules/acr/_archive_utils.py: ``_load_dockerignore_file`` and
+``IgnoreRule``): it strips only the line's end (``line.rstrip()``), and drops a leading ``/`` and trailing ``/`` only
+from ``!`` lines, with no path cleaning. So ``/build``, ``build/`` and ``  tmp`` exclude nothing there while Docker
+excludes them, and a changed file there would be uploaded and built without a new tag. A line the two read as
+different patterns is refused (``az_disagreement``), naming the form both read alike. Both always build with the
+Dockerfile (az adds it to the archive whatever the .dockerignore says), so it is always in the digest, and so is the
+.dockerignore, which decides what else is.
 """
 
 from __future__ import annotations
@@ -186,6 +195,30 @@ class DockerIgnore:
         return excluded
 
 
+def _az_rule(line: str) -> str | None:
+    """The pattern azure-cli's ``_load_dockerignore_file`` and ``IgnoreRule`` read from one .dockerignore line
+    (``!`` kept); None for a line it skips (empty or ``#``)."""
+    rule = line.rstrip()
+    if not rule or rule.startswith("#"):
+        return None
+    if not rule.startswith("!"):
+        return rule
+    rule = rule[1:]
+    return "!" + (rule[1:] if rule.startswith("/") else rule).rstrip("/")
+
+
+def az_disagreement(text: str) -> str | None:
+    """One line naming the first .dockerignore line that Docker (moby's ReadAll) and ``az acr build`` read as
+    different patterns, and the form both read alike; None when they agree on every line."""
+    for line in text.removeprefix("\ufeff").splitlines():
+        docker = next(iter(read_ignore(line)), None)
+        az = _az_rule(line)
+        if docker != az:
+            return (f".dockerignore pattern {line!r}: Docker reads {docker!r} but az acr build reads {az!r} (it "
+                    f"keeps leading spaces and a leading or trailing '/' on an exclusion); write {docker!r}")
+    return None
+
+
 @dataclass(frozen=True)
 class BuildContext:
     directory: str
@@ -193,7 +226,7 @@ class BuildContext:
     files: tuple[str, ...]
     """Files sent to the builder, relative POSIX paths, sorted."""
     digest: str
-    """sha256 over every file's path, executable bit and content."""
+    """sha256 over every file's path, executable bit and content, and over the .dockerignore."""
 
     @property
     def tag(self) -> str:
@@ -211,13 +244,17 @@ def load_context(directory: str) -> BuildContext:
     if not (root / "Dockerfile").is_file():
         raise FileNotFoundError(f"build context {directory}: no Dockerfile")
     ignore_file = root / ".dockerignore"
-    ignore = DockerIgnore.read(ignore_file.read_text(encoding="utf-8") if ignore_file.is_file() else "")
-    files = tuple(sorted(
+    ignore_text = ignore_file.read_text(encoding="utf-8") if ignore_file.is_file() else ""
+    if problem := az_disagreement(ignore_text):
+        raise ValueError(f"build context {directory}: {problem}")
+    ignore = DockerIgnore.read(ignore_text)
+    files = tuple(sorted({"Dockerfile"} | {
         path.relative_to(root).as_posix()
         for path in root.rglob("*")
         if path.is_file() and not ignore.excludes(path.relative_to(root).as_posix())
-    ))
+    }))
     digest = hashlib.sha256()
+    digest.update(f".dockerignore\0{hashlib.sha256(ignore_text.encode()).hexdigest()}\0".encode())
     for name in files:
         source = root / name
         digest.update(f"{name}\0{int(bool(source.stat().st_mode & 0o111))}\0".encode())

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -175,7 +176,10 @@ def _tls(credentials: Credentials) -> ssl.SSLContext:
             cert, key = Path(folder, "client.crt"), Path(folder, "client.key")
             cert.write_text(credentials.client_cert[0])
             key.write_text(credentials.client_cert[1])
-            context.load_cert_chain(cert, key)
+            try:
+                context.load_cert_chain(cert, key)
+            except ssl.SSLError as error:  # a local file problem: no retry mends it
+                raise pulumi.RunError(f"the kubeconfig's client certificate and key do not load: {error}") from None
     return context
 
 
@@ -201,15 +205,25 @@ TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 controllers' client retries too (components/gpu/kube_api.py)."""
 
 
+_CERTIFICATE_ALERT = re.compile(r"CERTIFICATE|UNKNOWN_CA")
+"""OpenSSL's reasons for a TLS alert refusing our client certificate (TLSV13_ALERT_CERTIFICATE_REQUIRED,
+SSLV3_ALERT_BAD_CERTIFICATE, SSLV3_ALERT_CERTIFICATE_EXPIRED, TLSV1_ALERT_UNKNOWN_CA, ...)."""
+
+
 def transient(error: BaseException) -> bool:
     """Whether ``error`` is one a freshly created API server gives while it settles: a status in
-    ``TRANSIENT_STATUS``, a refused or reset connection, a timeout, a name that does not resolve yet. A TLS
-    failure (wrong CA, certificate refused) is not: waiting does not change it."""
+    ``TRANSIENT_STATUS``, a refused or reset connection, a timeout, a name that does not resolve yet, a connection
+    closed mid-handshake (``SSLEOFError``: a server or load balancer still starting). A certificate that does not
+    verify (wrong CA) or a client certificate the server refuses is not: waiting does not change it."""
     if isinstance(error, urllib.error.HTTPError):
         return error.code in TRANSIENT_STATUS
     if isinstance(error, urllib.error.URLError):
         error = error.reason if isinstance(error.reason, BaseException) else error
-    return isinstance(error, OSError) and not isinstance(error, ssl.SSLError)
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return False
+    if isinstance(error, ssl.SSLError):
+        return not _CERTIFICATE_ALERT.search(str(error.reason or ""))
+    return isinstance(error, OSError)
 
 
 def _why(error: BaseException) -> str:

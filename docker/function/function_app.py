@@ -25,7 +25,13 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 
 
 def _json(body: object, status_code: int = 200) -> func.HttpResponse:
-    return func.HttpResponse(json.dumps(body), status_code=status_code, mimetype="application/json")
+    """Strict JSON (RFC 8259 has no NaN or Infinity): an answer holding one is a 500 saying so, never invalid JSON."""
+    try:
+        text = json.dumps(body, allow_nan=False)
+    except ValueError:
+        logging.error("an answer held NaN or infinity: %r", body)
+        text, status_code = '{"error": "the model answered NaN or infinity"}', 500
+    return func.HttpResponse(text, status_code=status_code, mimetype="application/json")
 
 
 @app.route(route="status", methods=["GET"])

@@ -3,7 +3,11 @@
 A request file is a /predict body (``{"images": [...]}``, the prediction service's format). Its answers go to
 ``<answers>/<request path>.answers.json``, written atomically, so a run that a spot eviction kills is simply run
 again: requests already answered are skipped, and the half-written files of the killed attempt are cleared first.
-A request that cannot be read is answered with its error (and one line in the log), never retried forever; a
+A bad request (not a /predict body) is answered with its error (and one line in the log), so it is not refused again
+every night. A request file that cannot be read (an I/O error: the blob mount, not the request) gets no answer, so a
+later run reads it again; the run answers the others and exits 1, which the Job retries. A run that refused every
+request it read and answered none exits 2 (a format change upstream must not look like a good night; the refusals are
+answered, so a retry would find nothing to do and succeed: the Job fails at once instead). A
 checkpoint that does not load, or holds another model, is skipped for the next older one. A missing requests folder
 (its volume not mounted) or no usable checkpoint ends the run with one line and exit status 2, which the Job does
 not retry.
@@ -12,6 +16,7 @@ not retry.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +25,7 @@ import torch
 from checkpoints import load_newest
 from jobio import (
     EXIT_BAD_INPUT,
+    EXIT_RETRY,
     ArgumentParser,
     device_name,
     fail,
@@ -62,7 +68,7 @@ def run(requests: Path, models: Path, answers: Path, device: torch.device) -> di
     pending = [r for r in input_files(requests) if r.endswith(".json")]
     cleaned = remove_partials([answer_path(answers, r) for r in pending])
     pending = [r for r in pending if not answer_path(answers, r).exists()]
-    summary = {"pending": len(pending), "answered": 0, "refused": 0, "cleaned_partials": cleaned,
+    summary = {"pending": len(pending), "answered": 0, "refused": 0, "unread": 0, "cleaned_partials": cleaned,
                "device": device.type}
     if not pending:
         return {**summary, "seconds": round(time.monotonic() - start, 3)}
@@ -72,10 +78,16 @@ def run(requests: Path, models: Path, answers: Path, device: torch.device) -> di
     step, model = loaded
     for request in pending:
         try:
-            images = parse_images((requests / request).read_bytes())
+            body = (requests / request).read_bytes()
+        except OSError as error:  # no answer: the next run (the Job's retry) reads it again
+            print(f"could not read {request}: {error.strerror or error}", flush=True)
+            summary["unread"] += 1
+            continue
+        try:
+            images = parse_images(body)
             result = {"request": request, "step": step, "predictions": answer(model, images.to(device))}
             summary["answered"] += 1
-        except (BadRequest, OSError) as error:  # this request only: the others are still answered
+        except BadRequest as error:  # this request only: the others are still answered
             print(f"refused {request}: {error}", flush=True)
             result = {"request": request, "step": step, "error": str(error)}
             summary["refused"] += 1
@@ -94,6 +106,12 @@ def main(argv: list[str] | None = None) -> dict:
                       "cpu" if args.device == "auto" else args.device)
     summary = run(args.requests, args.models, args.answers, on)
     print(json.dumps(summary, sort_keys=True), flush=True)
+    if summary["unread"]:
+        print(f"error: {summary['unread']} request file(s) could not be read (is the requests volume healthy?); "
+              f"exit {EXIT_RETRY} so the Job retries them", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_RETRY)
+    if summary["refused"] and not summary["answered"]:
+        fail(f"every request read was refused ({summary['refused']}), none answered: has the request format changed?")
     return summary
 
 

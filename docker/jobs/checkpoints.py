@@ -8,6 +8,7 @@ writer is killed mid-write (spot eviction).
 from __future__ import annotations
 
 import os
+import pickle
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -51,16 +52,37 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict:
     return torch.load(path, map_location=map_location, weights_only=True)
 
 
+class RefusedCheckpoint(ValueError):
+    """A checkpoint that torch's restricted loader refuses: it holds an object that is not a tensor, container or
+    plain value (someone else's writer, or a planted payload)."""
+
+
+def why_refused(error: BaseException) -> str:
+    """torch's many-line UnpicklingError as the one line that says what was refused."""
+    text = str(error)
+    found = re.search(r"WeightsUnpickler error: (.*?)(?: was not an allowed global|\.\s|$)", text, re.MULTILINE)
+    return found[1] if found else (text.strip().splitlines() or [type(error).__name__])[0]
+
+
 def load_newest(folder: Path, map_location: str | torch.device = "cpu",
-                use: Callable[[dict], T] | None = None) -> tuple[int, dict] | tuple[int, T] | None:
+                use: Callable[[dict], T] | None = None,
+                stop_at_refused: bool = False) -> tuple[int, dict] | tuple[int, T] | None:
     """The newest checkpoint that loads (and that ``use`` accepts: what it returns instead of the checkpoint); a
     damaged or refused one, or one ``use`` refuses with ``ValueError`` (another layout), is skipped for the next
-    older, one line each."""
+    older, one line each. With ``stop_at_refused`` (a trainer, which writes and prunes the folder) a refused one
+    raises ``RefusedCheckpoint`` instead: see train.py's ``_resume_point``."""
     for step, path in list_checkpoints(folder):
         try:
             state = load(path, map_location)
+        except pickle.UnpicklingError as error:
+            if stop_at_refused:
+                raise RefusedCheckpoint(f"checkpoint {path.name} is refused by torch's safe loader "
+                                        f"({why_refused(error)})") from None
+            print(f"skipping refused checkpoint {path.name}: {why_refused(error)}", flush=True)
+            continue
         except Exception as error:  # noqa: BLE001 - any unreadable file means "try the older one"
-            print(f"skipping unreadable checkpoint {path.name}: {error}", flush=True)
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            print(f"skipping unreadable checkpoint {path.name}: {first}", flush=True)
             continue
         if use is None:
             return step, state

@@ -2,7 +2,10 @@
 
 Arguments and input: a bad argument, or an input folder that is not there (its volume not mounted), ends the script
 with one ``error:`` line naming it and exit status ``EXIT_BAD_INPUT``, which the Jobs' pod failure policies fail at
-once instead of retrying; a bad item (a request, a checkpoint) is refused with one line and the run goes on.
+once instead of retrying; a bad item (a request, a checkpoint) is refused with one line and the run goes on. A file
+that cannot be read is not a bad item: on a blob volume an I/O error usually means the mount has failed, so the run
+writes nothing for it, goes on with the others and ends with ``EXIT_RETRY``, which the Job retries (what is finished
+is skipped then).
 
 Files: listing inputs, writing a result atomically, and clearing what a killed attempt left half-written. A blob
 volume can lose a pod at any moment (spot eviction), so a result is written to a temporary name and renamed: readers
@@ -23,6 +26,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 EXIT_BAD_INPUT = 2
 """Bad arguments or input: retrying cannot help."""
+EXIT_RETRY = 1
+"""Some input could not be read (an I/O error on a mounted volume): the Job retries the pod, which skips what is
+done."""
 
 
 def fail(message: str) -> NoReturn:

@@ -34,12 +34,14 @@ class BadRequest(ValueError):
 
 
 class BadCheckpoint(ValueError):
-    """A checkpoint that loads but holds no DigitNet (another model's, another layout)."""
+    """A checkpoint that loads but holds no usable DigitNet (another model's, another layout, or weights that are not
+    finite: a training run that diverged)."""
 
 
 def digitnet_from(state: object) -> DigitNet:
     """The model a checkpoint holds (``{"model": state_dict, ...}``, as train.py writes it), in eval mode, or
-    ``BadCheckpoint`` saying what it holds instead."""
+    ``BadCheckpoint`` saying what it holds instead. Weights holding NaN or infinity (training diverged) are refused:
+    every answer would be NaN, which no JSON answer can hold, so the next older checkpoint is used instead."""
     weights = state.get("model") if isinstance(state, dict) else None
     if not isinstance(weights, dict):
         found = sorted(map(str, state))[:5] if isinstance(state, dict) else type(state).__name__
@@ -53,6 +55,10 @@ def digitnet_from(state: object) -> DigitNet:
     if missing or unexpected:
         raise BadCheckpoint(f"its weights are not DigitNet's: {len(missing)} missing ({', '.join(missing[:3])}), "
                             f"{len(unexpected)} unexpected ({', '.join(unexpected[:3])})")
+    broken = [name for name, tensor in model.state_dict().items() if not torch.isfinite(tensor).all()]
+    if broken:
+        raise BadCheckpoint(f"its weights are not finite (NaN or infinity in {', '.join(broken[:3])}): "
+                            "the training run diverged")
     return model.eval()
 
 

@@ -63,7 +63,10 @@ class Predictor:
 def make_handler(predictor: Predictor) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def _send(self, status: HTTPStatus, body: dict) -> None:
-            data = json.dumps(body).encode()
+            try:  # strict JSON (RFC 8259): an answer holding NaN is a 500 that says so, never invalid JSON
+                data = json.dumps(body, allow_nan=False).encode()
+            except ValueError:
+                status, data = HTTPStatus.INTERNAL_SERVER_ERROR, b'{"error": "the model answered NaN or infinity"}'
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

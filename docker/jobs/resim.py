@@ -3,8 +3,11 @@
 Run as an Indexed Job: pod i of N (``JOB_COMPLETION_INDEX``, ``--shards N``) takes every N-th input
 file in sorted order. Each result is written to a temporary file and renamed, and a file whose
 result exists is skipped. So a pod evicted from a spot node and retried loses nothing and
-duplicates nothing. A recording that cannot be read is refused with one line and the shard goes on; a missing
-input folder or a bad index ends it with one line and exit status 2, which the Job does not retry.
+duplicates nothing. Any bytes are a recording, so the only file that fails is one that cannot be read: on a blob
+volume that means the mount has failed (EIO, ENOTCONN), not that the recording is bad. It is named in one line, the
+shard goes on with the others and then exits 1, so the Job retries the index (``backoffLimitPerIndex``) instead of
+completing without its results. A missing input folder or a bad index ends the shard with one line and exit status 2,
+which the Job does not retry.
 
     python resim.py --input /mnt/input --output /mnt/output --shards 20 [--index 3]
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +25,7 @@ import torch
 
 from jobio import (
     EXIT_BAD_INPUT,
+    EXIT_RETRY,
     ArgumentParser,
     device_name,
     fail,
@@ -65,7 +70,7 @@ def run(input_dir: Path, output: Path, index: int, shards: int, device: torch.de
         fail(f"index {index} (--index or JOB_COMPLETION_INDEX) is outside 0..{shards - 1} (--shards {shards})")
     mine = shard(input_files(input_dir), index, shards)
     cleaned = remove_partials([result_path(output, name) for name in mine])
-    done = skipped = refused = 0
+    done = skipped = unread = 0
     for name in mine:
         target = result_path(output, name)
         if target.exists():
@@ -73,9 +78,9 @@ def run(input_dir: Path, output: Path, index: int, shards: int, device: torch.de
             continue
         try:
             data = (input_dir / name).read_bytes()
-        except OSError as error:  # this recording only: the shard's others are still simulated
-            print(f"shard {index}: refused {name}: {error.strerror or error}", flush=True)
-            refused += 1
+        except OSError as error:  # the others are still simulated; main exits EXIT_RETRY so this one is retried
+            print(f"shard {index}: could not read {name}: {error.strerror or error}", flush=True)
+            unread += 1
             continue
         began = time.perf_counter()
         result = simulate(data, device)
@@ -86,7 +91,7 @@ def run(input_dir: Path, output: Path, index: int, shards: int, device: torch.de
         if fail_after is not None and done >= fail_after:
             raise RuntimeError(f"simulated crash after {done} file(s)")
     summary = {"shard": index, "shards": shards, "files": len(mine), "processed": done, "skipped": skipped,
-               "refused": refused, "partials_removed": cleaned, "device": device.type}
+               "unread": unread, "partials_removed": cleaned, "device": device.type}
     print(json.dumps(summary), flush=True)
     return summary
 
@@ -107,7 +112,12 @@ def main(argv: list[str] | None = None) -> dict:
             fail(f"JOB_COMPLETION_INDEX={given!r} is not a shard index; run as an Indexed Job or pass --index")
         index = int(given)
     device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
-    return run(args.input, args.output, index, args.shards, device, args.fail_after)
+    summary = run(args.input, args.output, index, args.shards, device, args.fail_after)
+    if summary["unread"]:
+        print(f"error: shard {index}: {summary['unread']} recording(s) could not be read (is the input volume "
+              f"healthy?); exit {EXIT_RETRY} so the Job retries this index", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_RETRY)
+    return summary
 
 
 if __name__ == "__main__":

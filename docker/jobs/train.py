@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -24,7 +25,15 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from checkpoints import checkpoint_path, load, load_newest, prune, remove_partials, save_atomic
+from checkpoints import (
+    RefusedCheckpoint,
+    checkpoint_path,
+    load,
+    load_newest,
+    prune,
+    remove_partials,
+    save_atomic,
+)
 from digits import batch_for_step, load_dataset
 from jobio import ArgumentParser, device_name, fail, non_negative_int, positive_float, positive_int
 from model import DigitNet
@@ -63,13 +72,24 @@ def _dataset(args: argparse.Namespace, world: World) -> tuple[str, torch.Tensor,
 
 
 def _resume_point(args: argparse.Namespace, world: World) -> tuple[int, dict] | None:
-    """The newest readable checkpoint, as the leader sees it; every rank loads that same one."""
+    """The newest readable checkpoint, as the leader sees it; every rank loads that same one.
+
+    A damaged checkpoint (truncated) is skipped for the one before: the run redoes those steps and overwrites it. A
+    checkpoint torch's safe loader refuses stops the run with one line and exit status 2 instead. Skipping it would
+    silently train from an older step (from 0 where it is the only one), and ``prune`` keeps the highest steps, so
+    with ``--keep`` at or below the number of refused checkpoints above the resumed step every new checkpoint was
+    deleted straight after it was written while the refused one stayed. A refused file is also either someone
+    else's writer or a planted payload: a person must look, then move it aside to resume from the one before."""
     newest = None
     if world.is_leader:
         removed = remove_partials(args.checkpoints)
         if removed:
             print(f"removed partial checkpoint writes: {', '.join(removed)}", flush=True)
-        newest = load_newest(args.checkpoints)
+        try:
+            newest = load_newest(args.checkpoints, stop_at_refused=True)
+        except RefusedCheckpoint as error:
+            fail(f"{error}: it holds objects train.py never writes; move it out of {args.checkpoints} to resume "
+                 "from the one before")
     step = world.broadcast(newest[0] if newest else None)
     if step is None or newest is not None:
         return newest
@@ -121,7 +141,8 @@ def _train(args: argparse.Namespace, world: World) -> dict:
         if world.distributed else net
     loss_fn = nn.CrossEntropyLoss()
     model.train()
-    step, loss, timings = start, float("nan"), []
+    step, timings = start, []
+    loss: float | None = None  # until a checkpoint step measures it (a rerun of a finished training measures none)
     while step < args.steps:
         if args.stop_after is not None and step - start >= args.stop_after:
             if world.is_leader:
@@ -154,11 +175,11 @@ def _train(args: argparse.Namespace, world: World) -> dict:
     measured = timings[10:] or timings  # the first steps include CUDA start-up
     step_ms = round(1000 * sum(measured) / len(measured), 3) if measured else None
     summary = {"device": device.type, "processes": world.size, "data": data_name, "resumed_from": start,
-               "step": step, "loss": loss, "step_ms": step_ms,
+               "step": step, "loss": loss if loss is not None and math.isfinite(loss) else None, "step_ms": step_ms,
                "images_per_s": round(args.batch_size * 1000 / step_ms, 1) if step_ms else None,
                "done": step >= args.steps}
     if world.is_leader:
-        print(json.dumps(summary), flush=True)
+        print(json.dumps(summary, allow_nan=False), flush=True)  # strict JSON (RFC 8259): null, never NaN
     return summary
 
 

@@ -178,3 +178,41 @@ def test_a_missing_requests_folder_means_what_a_missing_input_means_in_every_scr
         batch.run(tmp_path / "requests", tmp_path / "models", tmp_path / "answers", batch.torch.device("cpu"))
     assert e.value.code == 2 and capsys.readouterr().err == (
         f"error: requests folder {tmp_path / 'requests'} does not exist (is its volume mounted?)\n")
+
+
+def test_a_request_that_cannot_be_read_gets_no_answer_and_the_run_exits_1_for_a_retry(tmp_path, models, monkeypatch,
+                                                                                      capsys):
+    """An I/O error (a blob mount failing) was written as that request's answer, so no later run ever read it again."""
+    requests, answers = tmp_path / "requests", tmp_path / "answers"
+    write_requests(requests, 2)
+    read = type(requests).read_bytes
+
+    def dead_mount(path):
+        if path.name == "1.json":
+            raise OSError(107, "Transport endpoint is not connected", str(path))
+        return read(path)
+    monkeypatch.setattr(type(requests), "read_bytes", dead_mount)
+    argv = ["--requests", str(requests), "--models", str(models), "--answers", str(answers), "--device", "cpu"]
+    with pytest.raises(SystemExit) as e:
+        batch.main(argv)
+    assert e.value.code == batch.EXIT_RETRY and e.value.code != batch.NO_MODEL_EXIT_CODE
+    captured = capsys.readouterr()
+    assert "could not read night/1.json: Transport endpoint is not connected" in captured.out.splitlines()
+    assert len(captured.err.splitlines()) == 1 and "1 request file(s) could not be read" in captured.err
+    assert not batch.answer_path(answers, "night/1.json").exists()
+    monkeypatch.undo()
+    summary = batch.main(argv)  # the Job's retry answers it
+    assert (summary["pending"], summary["answered"], summary["unread"]) == (1, 1, 0)
+
+
+def test_a_run_that_refused_every_request_fails_the_job_instead_of_succeeding(tmp_path, models, capsys):
+    """A run with answered: 0 and every request refused (a format change upstream) exited 0: a green CronJob."""
+    requests = tmp_path / "requests"
+    (requests / "night").mkdir(parents=True)
+    (requests / "night/a.json").write_text('{"pixels": []}')
+    with pytest.raises(SystemExit) as e:
+        batch.main(["--requests", str(requests), "--models", str(models), "--answers", str(tmp_path / "answers"),
+                    "--device", "cpu"])
+    assert e.value.code == batch.NO_MODEL_EXIT_CODE  # the code the Job's pod failure policy fails at once
+    assert capsys.readouterr().err == ("error: every request read was refused (1), none answered: has the request "
+                                       "format changed?\n")

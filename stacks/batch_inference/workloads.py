@@ -17,7 +17,8 @@ from components.volumes.blob_volume import WorkloadVolumes
 
 REQUESTS_MOUNT, MODELS_MOUNT, ANSWERS_MOUNT = "/mnt/requests", "/mnt/models", "/mnt/answers"
 NO_MODEL_EXIT_CODE = 2
-"""docker/jobs/batch_predict.py exits 2 when there is no checkpoint to answer with: retrying cannot help."""
+"""docker/jobs/batch_predict.py exits 2 when there is no checkpoint to answer with, or it refused every request it
+read: retrying cannot help. Exit 1 (a request file it could not read) is retried."""
 DEADLINE_SECONDS = 3 * 3600
 """A night's requests take minutes on a T4; three hours covers a node from zero and spot evictions."""
 TEMPLATE = "batch-predict"

@@ -171,3 +171,14 @@ def test_answer_says_503_in_json_when_the_model_folder_is_empty(call, function_a
         response = call(name, method, data)
         assert response.status_code == 503 and response.mimetype == "application/json"
         assert "not loaded" in json.dumps(json.loads(response.get_body()))
+
+
+def test_an_answer_holding_nan_is_a_500_in_json_never_invalid_json(call, function_app, monkeypatch):
+    """json.dumps wrote {"score": NaN}, which is not JSON (RFC 8259), with status 200."""
+    class Diverged:
+        def answer(self, queries):
+            return [{"answer": "x", "score": float("nan")}]
+    monkeypatch.setattr(function_app, "shared_reader", Diverged)
+    response = call("answer", "POST", json.dumps({"question": "q?", "context": "c."}).encode())
+    assert response.status_code == 500
+    assert json.loads(response.get_body()) == {"error": "the model answered NaN or infinity"}

@@ -50,24 +50,34 @@ def test_a_bad_argument_is_one_line_and_exit_status_2(argv, text):
     assert line.startswith("error: ") and text in line
 
 
-def test_a_recording_that_cannot_be_read_is_refused_and_the_shard_goes_on(tmp_path, monkeypatch, capsys):
+def test_a_recording_that_cannot_be_read_fails_the_shard_for_a_retry_after_the_others(tmp_path, monkeypatch, capsys):
+    """An I/O error on the blob mount counted as a refusal and the shard exited 0: a Complete Job without results,
+    its retries never used. The others are simulated, the shard exits 1 (retried), and the retry finishes it."""
     source = tmp_path / "input"
     source.mkdir()
     for name in ("a.bin", "b.bin", "c.bin"):
         (source / name).write_bytes(b"\x01" * 300)
     read = type(source).read_bytes
 
-    def flaky(path):
+    def dead_mount(path):
         if path.name == "b.bin":
-            raise PermissionError(13, "Permission denied", str(path))
+            raise OSError(5, "Input/output error", str(path))
         return read(path)
-    monkeypatch.setattr(type(source), "read_bytes", flaky)
-    summary = resim.run(source, tmp_path / "out", 0, 1, torch.device("cpu"))
-    assert (summary["processed"], summary["refused"]) == (2, 1)
-    assert "shard 0: refused b.bin: Permission denied" in capsys.readouterr().out.splitlines()
-    # Run again: b.bin is still unanswered, the others are skipped, nothing is repeated.
+    monkeypatch.setattr(type(source), "read_bytes", dead_mount)
+    argv = ["--input", str(source), "--output", str(tmp_path / "out"), "--shards", "1", "--index", "0",
+            "--device", "cpu"]
+    with pytest.raises(SystemExit) as exit_info:
+        resim.main(argv)
+    assert exit_info.value.code == resim.EXIT_RETRY != resim.EXIT_USAGE
+    captured = capsys.readouterr()
+    assert "shard 0: could not read b.bin: Input/output error" in captured.out.splitlines()
+    assert json.loads(captured.out.splitlines()[-1])["processed"] == 2
+    (line,) = captured.err.splitlines()
+    assert line.startswith("error: shard 0: 1 recording(s) could not be read")
+    # The retry: b.bin only, the others are skipped, and the shard succeeds.
     monkeypatch.undo()
-    assert resim.run(source, tmp_path / "out", 0, 1, torch.device("cpu"))["processed"] == 1
+    summary = resim.main(argv)
+    assert (summary["processed"], summary["skipped"], summary["unread"]) == (1, 2, 0)
 
 
 def test_an_empty_input_folder_is_nothing_to_do(tmp_path):

@@ -122,3 +122,24 @@ def test_a_checkpoint_of_another_layout_is_skipped_for_the_older_one(service, ca
     assert ("skipping checkpoint ckpt-00000040.pt: its weights are not DigitNet's: 6 missing (features.0.weight, "
             "features.0.bias, features.3.weight), 1 unexpected (conv.weight)") in out
     assert "skipping checkpoint ckpt-00000030.pt: holds no DigitNet weights under 'model' (found ['state_dict'])" in out
+
+
+def test_a_checkpoint_with_weights_that_are_not_finite_is_skipped_for_the_older_one(service, capsys):
+    """A diverged training run's NaN weights were served: every answer {"confidence": NaN}, which is not JSON."""
+    folder, url = service
+    train_to(folder, 20)
+    checkpoints = import_from("jobs", "checkpoints")
+    state = checkpoints.load(checkpoints.checkpoint_path(folder, 20))
+    state["model"]["classifier.bias"][3] = float("nan")
+    checkpoints.save_atomic(state, checkpoints.checkpoint_path(folder, 40))
+    assert get(f"{url}/healthz") == (200, {"status": "ok", "step": 20})
+    assert ("skipping checkpoint ckpt-00000040.pt: its weights are not finite (NaN or infinity in classifier.bias): "
+            "the training run diverged") in capsys.readouterr().out.splitlines()
+
+
+def test_an_answer_holding_nan_is_a_500_in_json_never_invalid_json(service, monkeypatch):
+    folder, url = service
+    train_to(folder, 20)
+    monkeypatch.setattr(predict.Predictor, "predict", lambda self, images: [{"label": 0, "confidence": float("nan")}])
+    assert post(f"{url}/predict", json.dumps({"images": [[0.0] * 784]}).encode()) == (
+        500, {"error": "the model answered NaN or infinity"})

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import json
 import pickle
 import struct
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 import torch
@@ -71,7 +72,7 @@ class Planted:
         return Path.touch, (self.marker,)
 
 
-def test_a_planted_pickle_payload_is_refused_and_the_checkpoint_before_it_loads(tmp_path):
+def test_a_planted_pickle_payload_is_refused_and_readers_use_the_checkpoint_before_it(tmp_path, capsys):
     run(tmp_path, "--stop-after", "10")
     marker = tmp_path / "code-ran"
     planted = checkpoints.checkpoint_path(tmp_path, 20)
@@ -80,8 +81,40 @@ def test_a_planted_pickle_payload_is_refused_and_the_checkpoint_before_it_loads(
         checkpoints.load(planted)
     step, state = checkpoints.load_newest(tmp_path)
     assert step == 10 and set(state) >= {"model", "optimizer", "rng"}
-    assert run(tmp_path)["resumed_from"] == 10
+    assert "skipping refused checkpoint ckpt-00000020.pt: Unsupported global: GLOBAL getattr" in \
+        capsys.readouterr().out.splitlines()
     assert not marker.exists()
+
+
+def test_a_refused_newest_checkpoint_stops_training_with_one_line_and_exit_2(tmp_path, capsys):
+    """Skipped, it restarted training from the step before it (from 0 where it was alone), and with --keep 1 every new
+    checkpoint was pruned straight after saving while the refused one (the highest step) stayed."""
+    run(tmp_path, "--stop-after", "10")
+    refused = checkpoints.checkpoint_path(tmp_path, 20)
+    torch.save({"model": {}, "note": PurePosixPath("written by another tool")}, refused)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        run(tmp_path, "--keep", "1")
+    assert exit_info.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (f"error: checkpoint ckpt-00000020.pt is refused by torch's safe loader (Unsupported global: "
+                    f"GLOBAL pathlib.PurePosixPath): it holds objects train.py never writes; move it out of {tmp_path} "
+                    "to resume from the one before")
+    assert [s for s, _ in checkpoints.list_checkpoints(tmp_path)] == [20, 10]  # nothing written, nothing pruned
+    refused.rename(tmp_path / "refused-ckpt-00000020.pt")
+    assert run(tmp_path, "--keep", "1")["resumed_from"] == 10
+
+
+def test_a_rerun_of_a_finished_training_prints_strict_json_with_a_null_loss(tmp_path, capsys):
+    """It printed "loss": NaN, which is not JSON (RFC 8259)."""
+    run(tmp_path)
+    capsys.readouterr()
+    assert run(tmp_path)["loss"] is None
+
+    def strict(constant):
+        raise AssertionError(f"{constant} in the summary")
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1], parse_constant=strict)
+    assert summary["loss"] is None and summary["done"] and summary["resumed_from"] == 40
 
 
 def test_a_half_written_checkpoint_is_cleaned_up_and_never_read(tmp_path):
