@@ -7,7 +7,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from offline.cli import Command, dispatch, existing_stack, input_file, input_folder, output_folder, stack_name
+from offline.cli import (
+    COMPLETION,
+    Command,
+    dispatch,
+    existing_stack,
+    input_file,
+    input_folder,
+    output_folder,
+    stack_name,
+)
 
 
 def _render_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,6 +57,7 @@ COMMANDS = {
     "new-stack": Command("a new environment: Pulumi.NAME.yaml from a stack of the same scenario, checked, and the "
                          "generated docs brought up to date", _new_stack_arguments,
                          "offline.new_stack:new_stack_command"),
+    "completion": COMPLETION,
 }
 
 

@@ -138,12 +138,32 @@ def no_arguments(p: argparse.ArgumentParser) -> None:
     del p
 
 
-def dispatch(prog: str, description: str, commands: dict[str, Command], argv: list[str] | None = None) -> int:
-    """Parse ``argv`` against the table and run the command it names."""
+def table_parser(prog: str, description: str, commands: dict[str, Command]) -> Parser:
+    """The table's parser: one subcommand per command."""
     parser = Parser(prog=prog, description=description)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in commands.items():
         command.arguments(sub.add_parser(name, help=command.help, description=command.help))
+    return parser
+
+
+def completion_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("shell", choices=("bash", "zsh"), help="the shell to print the script for")
+
+
+COMPLETION = Command("print the shell completion script of these commands (bash or zsh), for "
+                     "`eval \"$(.venv/bin/python -m TABLE completion bash)\"` in .bashrc (docs/development.md)",
+                     completion_arguments, "offline.completion:completion_command")
+"""The ``completion`` command of every table: its script is generated from the table's own parser."""
+
+
+def dispatch(prog: str, description: str, commands: dict[str, Command], argv: list[str] | None = None) -> int:
+    """Parse ``argv`` against the table and run the command it names."""
+    parser = table_parser(prog, description, commands)
+    # What the completion command builds its script from: the table under its module's name (shtab names the
+    # shell functions and the command it completes after the parser's prog, one word).
+    parser.set_defaults(completion_parser=lambda: table_parser(prog.split()[-1], description, commands),
+                        completion_table=prog.split()[-1])
     args = parser.parse_args(argv)
     module, function = commands[args.command].run.split(":")
     try:

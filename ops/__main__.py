@@ -8,7 +8,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from offline.cli import Command, checked, dispatch, input_file, no_arguments, stack_argument, stack_list, stack_name
+from offline.cli import (
+    COMPLETION,
+    Command,
+    checked,
+    dispatch,
+    input_file,
+    no_arguments,
+    stack_argument,
+    stack_list,
+    stack_name,
+)
 from program.config.keys import PROJECT
 from program.config.naming import key_vault_name_error, storage_account_name_error
 
@@ -120,6 +130,7 @@ COMMANDS = {
                         "credentials from the workflows, roles, resource providers and features, repository "
                         "variables) as a script to review and run again (asks GitHub for the subject prefix)",
                         _ci_setup_arguments, "ops.ci_setup:ci_setup_command"),
+    "completion": COMPLETION,
 }
 
 
