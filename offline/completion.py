@@ -19,10 +19,9 @@ from offline.cli import existing_stack, input_file, input_folder, output_folder,
 
 SHELLS = ("bash", "zsh")
 
-# Completes a stack name: bash passes the word typed and reads one candidate a line; zsh adds them itself.
-_STACKS = {"bash": "_aksgpu_stacks", "zsh": "_aksgpu_stacks"}
-
-_PREAMBLE = {
+# Completes a stack name: bash passes the word typed and reads one candidate a line; zsh adds them itself. shtab
+# writes the preamble's function once into the script of each shell.
+_STACKS_FUNCTIONS = {
     "bash": r"""_aksgpu_stacks() {
   local file
   for file in Pulumi.*.yaml; do
@@ -40,6 +39,7 @@ _PREAMBLE = {
   compadd -a stacks
 }""",
 }
+_STACKS = {"bash": "_aksgpu_stacks", "zsh": "_aksgpu_stacks", "preamble": _STACKS_FUNCTIONS}
 
 # After shtab's script: `python -m TABLE ...` completed as `TABLE ...` by shtab's function for that table, which every
 # table's script defines under the same name pattern; one dispatcher, so sourcing both scripts (or one twice) chains to
@@ -113,7 +113,7 @@ def _mark(parser: argparse.ArgumentParser) -> None:
 def script(parser: argparse.ArgumentParser, table: str, shell: str) -> str:
     """The completion script of ``parser``, the table ``python -m TABLE`` runs, for ``shell``."""
     _mark(parser)
-    generated = shtab.complete(parser, shell=shell, root_prefix=f"aksgpu_{table}", preamble=_PREAMBLE)
+    generated = shtab.complete(parser, shell=shell, root_prefix=f"aksgpu_{table}")
     return generated + _PYTHON[shell]
 
 
