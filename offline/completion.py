@@ -17,7 +17,6 @@ import shtab
 
 from offline.cli import existing_stack, input_file, input_folder, output_folder, stack_name
 
-
 # Completes a stack name: bash passes the word typed and reads one candidate a line; zsh adds them itself. shtab
 # writes the preamble's function once into the script of each shell.
 _STACKS_FUNCTIONS = {
