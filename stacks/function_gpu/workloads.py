@@ -94,7 +94,7 @@ class GpuFunction(pulumi.ComponentResource):
         labels = {"app.kubernetes.io/name": "gpu-function", "app.kubernetes.io/component": "inference"}
         container = function_container(args.image, args.cpu, args.memory, args.max_context_chars)
         scaling = args.scaling
-        if scaling.scales:
+        if scaling.scales and scaling.metrics is not None:  # scales: KEDA has metrics to read
             auth = trigger_authentication(f"{name}-keda-auth", ns.metadata["name"], scaling.metrics, self)
             scaling = replace(scaling, auth=auth)
         # The pool too: its nodes are chosen by label, an edge Pulumi cannot see, and the rollout awaits them.

@@ -82,7 +82,7 @@ class SharedGpuInference(pulumi.ComponentResource):
         super().__init__("aksgpu:workloads:SharedGpuInference", name, None, opts)  # frozen: components/__init__.py
         ns = workload_namespace(f"{name}-ns", args.namespace, self)
         scaling = args.scaling
-        if scaling.scales:
+        if scaling.scales and scaling.metrics is not None:  # scales: KEDA has metrics to read
             auth = trigger_authentication(f"{name}-keda-auth", ns.metadata["name"], scaling.metrics, self)
             scaling = replace(scaling, auth=auth)
         self.service_urls = []

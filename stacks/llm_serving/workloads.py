@@ -218,7 +218,7 @@ class LlmServing(pulumi.ComponentResource):
         if init:
             pod["initContainers"] = init
         scaling = args.scaling or GpuScaling(1, 1, st.waiting_per_replica)
-        if scaling.scales:
+        if scaling.scales and scaling.metrics is not None:  # scales: KEDA has metrics to read
             auth = trigger_authentication(f"{name}-keda-auth", ns.namespace, scaling.metrics, self)
             scaling = replace(scaling, auth=auth, query=queue_length_query)
         # Blob weights are uploaded after the first deploy, so that deploy cannot wait for a ready server.
