@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from program.config.errors import validated
 from program.config.schema import StackConfig
 from program.outputs import Outputs
 from program.scenario import Platform
@@ -14,7 +15,7 @@ NOTEBOOK_TOKEN, NOTEBOOK_PORT_FORWARD = "notebookToken", "notebookPortForward"
 
 
 def deploy(cfg: StackConfig, st: InferenceSettings, platform: Platform) -> Outputs:
-    pool = shared_pool(cfg)
+    pool = validated(shared_pool(cfg), "aksgpu:gpuPools")
     notebook = {"notebook": NOTEBOOK_IMAGE} if st.notebook else {}
     platform.pull_ahead(pool, {"function": platform.image("function"), **notebook})
     sharing = SharedGpuInference("sharing", SharedInferenceArgs(

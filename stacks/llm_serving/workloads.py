@@ -21,7 +21,8 @@ from pulumi_kubernetes import apiextensions, core
 
 from components.autoscaling.gpu_deployment import GpuScaling, gpu_deployment
 from components.autoscaling.keda import queue_length_query, trigger_authentication
-from components.azure.node_pools import POOL_LABEL, GpuNodePool
+from components.azure.node_pools import POOL_LABEL
+from components.azure.node_provisioning import GpuPoolComponent
 from components.kubernetes.network_policy import (
     allow_egress_to_pods,
     allow_https_to_internet,
@@ -91,7 +92,7 @@ class VllmServer:
 
 @dataclass(frozen=True)
 class LlmServingArgs:
-    pool: GpuNodePool
+    pool: GpuPoolComponent
     """The GPU pool the server runs on: all of a node's GPUs per replica (tensor parallel), its VM size for KAITO."""
     server: VllmServer | str
     """vLLM with its flags, or the name of the KAITO preset the AI toolchain operator serves."""
@@ -264,7 +265,7 @@ class KaitoWorkspace(pulumi.CustomResource):
                           "resource": resource, "inference": inference}, opts)
 
 
-def _server_resources(pool: GpuNodePool) -> dict[str, Any]:
+def _server_resources(pool: GpuPoolComponent) -> dict[str, Any]:
     """Every GPU of the node, and most of its CPUs and memory (the rest is the node's and its DaemonSets')."""
     size = pool.gpu.size
     return resources(str(max(1, size.vcpus * 3 // 4)), f"{size.memory_gib * 6 // 10}Gi", gpus=size.gpus)

@@ -13,7 +13,8 @@ import pulumi
 from pulumi_kubernetes import apps, batch, core
 
 from components.autoscaling.kueue import JobQueue, queue_labels, queued
-from components.azure.node_pools import CpuNodePool, GpuNodePool
+from components.azure.node_pools import CpuNodePool
+from components.azure.node_provisioning import GpuPoolComponent
 from components.kubernetes.network_policy import allow_https_to_internet, allow_ingress
 from components.kubernetes.pods import container, job_spec, job_template, pod_spec
 from components.kubernetes.security import resources
@@ -33,7 +34,7 @@ TRAINING_DEADLINE_SECONDS = 4 * 3600
 
 @dataclass(frozen=True)
 class TrainingArgs:
-    gpu_pool: GpuNodePool
+    gpu_pool: GpuPoolComponent
     """Pool the training Job runs on (it may scale from zero)."""
     jobs_image: pulumi.Input[str]
     """The jobs image (docker/jobs)."""
