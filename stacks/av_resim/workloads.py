@@ -75,8 +75,8 @@ class ResimWorkloads(pulumi.ComponentResource):
                 {"name": "output", "persistentVolumeClaim": {"claimName": data.claims[args.output_container]}},
             ]
 
-        mounts = [{"name": "input", "mountPath": INPUT_MOUNT, "readOnly": True},
-                  {"name": "output", "mountPath": OUTPUT_MOUNT}]
+        mounts: list[dict[str, object]] = [{"name": "input", "mountPath": INPUT_MOUNT, "readOnly": True},
+                                           {"name": "output", "mountPath": OUTPUT_MOUNT}]
         gpu = resources("1", "4Gi", gpus=1)
 
         labels = {"app.kubernetes.io/name": "gpu-test"}

@@ -60,9 +60,9 @@ class BatchInference(pulumi.ComponentResource):
             {"name": "models", "persistentVolumeClaim": {"claimName": claims[args.models], "readOnly": True}},
             {"name": "answers", "persistentVolumeClaim": {"claimName": claims[args.answers]}},
         ]
-        mounts = [{"name": "requests", "mountPath": REQUESTS_MOUNT, "readOnly": True},
-                  {"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True},
-                  {"name": "answers", "mountPath": ANSWERS_MOUNT}]
+        mounts: list[dict[str, object]] = [{"name": "requests", "mountPath": REQUESTS_MOUNT, "readOnly": True},
+                                           {"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True},
+                                           {"name": "answers", "mountPath": ANSWERS_MOUNT}]
         labels = {"app.kubernetes.io/name": TEMPLATE}
         predictor = container("batch-predict", args.jobs_image, [
             "python", "batch_predict.py", "--requests", REQUESTS_MOUNT, "--models", MODELS_MOUNT,

@@ -31,7 +31,7 @@ def deploy(cfg: StackConfig, st: InferenceSettings, platform: Platform) -> Outpu
         max_context_chars=st.max_context_chars,
         wait_for=platform.gpu_operator,
     ), opts=platform.opts)
-    values = {INFERENCE_SERVICES: sharing.service_urls, RUN_LOAD_TEST: sharing.load_test_command}
+    values: dict[str, object] = {INFERENCE_SERVICES: sharing.service_urls, RUN_LOAD_TEST: sharing.load_test_command}
     if sharing.notebook_token is not None:
         values[NOTEBOOK_TOKEN] = sharing.notebook_token
         values[NOTEBOOK_PORT_FORWARD] = sharing.notebook_command

@@ -159,7 +159,8 @@ class LlmServing(pulumi.ComponentResource):
         self.register_outputs({"base_url": self.base_url})
 
     def _vllm(self, name: str, args: LlmServingArgs, st: VllmServer) -> dict[str, str]:
-        ns = args.workspace
+        ns, image = args.workspace, args.image
+        assert image is not None, "vLLM runs the server image"
         labels = {"app.kubernetes.io/name": SERVER, "app.kubernetes.io/component": "inference"}
         gpus = args.pool.gpu.size.gpus
         # Compile and CUDA graph caches, and a hub download's weights.
@@ -168,7 +169,10 @@ class LlmServing(pulumi.ComponentResource):
             {"name": "cache", "emptyDir": {"sizeLimit": f"{cache_gib}Gi"}},
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
         ]
-        mounts = [{"name": "cache", "mountPath": CACHE_MOUNT}, {"name": "shm", "mountPath": "/dev/shm"}]  # noqa: S108 (the pod's shared memory)
+        mounts: list[dict[str, Any]] = [
+            {"name": "cache", "mountPath": CACHE_MOUNT},
+            {"name": "shm", "mountPath": "/dev/shm"},  # noqa: S108 (the pod's shared memory)
+        ]
         flags = ["--served-model-name", st.served_model_name, "--max-model-len", str(st.max_model_len),
                  "--gpu-memory-utilization", f"{st.gpu_memory_utilization:g}", "--dtype", st.dtype,
                  "--tensor-parallel-size", str(gpus), "--host", "0.0.0.0", "--port", str(VLLM_PORT)]  # noqa: S104 (vLLM serves its pod's Service)
@@ -182,7 +186,7 @@ class LlmServing(pulumi.ComponentResource):
             folder = f"{WEIGHTS_MOUNT}/{st.blob_folder}"
             model = ["--model", folder]
             # The weights arrive after the first deploy (uploadWeights): wait for them rather than crash-loop.
-            init = [container("wait-for-weights", args.image, [
+            init = [container("wait-for-weights", image, [
                 "python3", "-c", WAIT_FOR_WEIGHTS.format(config=f"{folder}/config.json")],
                 resources("100m", "128Mi"), [weights_mount])]
         elif st.weights_image is not None:
@@ -195,6 +199,7 @@ class LlmServing(pulumi.ComponentResource):
                               tmp=False)]
         else:
             assert st.hub_model is not None, "vLLM needs blob, image or hub weights"
+            assert st.revision is not None, "hub weights are pinned to a revision (settings check)"
             # The tokenizer has its own revision flag; unpinned it would follow the default branch.
             model = ["--model", st.hub_model, "--revision", st.revision, "--tokenizer-revision", st.revision]
             allow_https_to_internet(f"{name}-allow-hub", f"{SERVER}-to-hub", ns.namespace, labels, self)
@@ -207,7 +212,7 @@ class LlmServing(pulumi.ComponentResource):
         }
         probe = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5}
         server = container(
-            SERVER, args.image, None, _server_resources(args.pool), mounts, env,
+            SERVER, image, None, _server_resources(args.pool), mounts, env,
             args=[*model, *flags],
             ports=[{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
             startupProbe={**probe, "failureThreshold": STARTUP_SECONDS // 10},

@@ -32,7 +32,7 @@ def deploy(cfg: StackConfig, st: ScaledTrainingSettings, platform: Platform) -> 
         queue=platform.job_queue,
     ), opts=platform.opts)
     namespace = platform.needed_workspace.name
-    values = {SUBMIT_TRAINING_RUNS: training.submit_runs_command,
+    values: dict[str, object] = {SUBMIT_TRAINING_RUNS: training.submit_runs_command,
               # Seed 004's demo, made visible: GPU nodes appear for the pending runs and go once they finish.
               WATCH_GPU_NODES: f"kubectl get nodes -l kubernetes.azure.com/agentpool={pool.name} -w",
               WATCH_TRAINING_RUNS: f"kubectl -n {namespace} get jobs,pods -l app.kubernetes.io/name=train -w"}
