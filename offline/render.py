@@ -57,8 +57,8 @@ class Resource:
     azure-native's own aliases of older API versions are left out."""
 
     def as_json(self) -> dict[str, Any]:
-        out = {"type": self.type, "name": self.name, "parent": self.parent, "dependsOn": self.depends_on,
-               "inputs": self.inputs}
+        out: dict[str, Any] = {"type": self.type, "name": self.name, "parent": self.parent,
+                               "dependsOn": self.depends_on, "inputs": self.inputs}
         if self.provider:
             out["provider"] = self.provider
         if self.ignore_changes:
@@ -148,7 +148,9 @@ def _mask(value: Any) -> Any:
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The SDK's mock monitor, also keeping what the engine would see: parent, dependencies, provider."""
 
-    def __init__(self, mocks: pulumi_mocks.Mocks):
+    mocks: AzureMocks
+
+    def __init__(self, mocks: AzureMocks):
         super().__init__(mocks)
         self.recorded: list[Resource] = []
         self.qualified: dict[str, str] = {}

@@ -278,16 +278,16 @@ def graph(render: Render) -> str:
     provider (every Kubernetes object depends on the provider that reaches the cluster)."""
     components = {r.name: r for r in render.resources if not r.custom}
 
-    def top(name: str) -> str | None:
-        while name in components and components[name].parent in components:
+    def top(name: str | None) -> str | None:
+        while name is not None and name in components and components[name].parent in components:
             name = components[name].parent
-        return name if name in components else None
+        return name if name is not None and name in components else None
 
     owner = {r.name: top(r.parent if r.custom else r.name) for r in render.resources}
     holds: dict[str, list[Resource]] = {}
     for r in render.resources:
-        if r.custom and owner[r.name]:
-            holds.setdefault(owner[r.name], []).append(r)
+        if r.custom and (held_by := owner[r.name]):
+            holds.setdefault(held_by, []).append(r)
     tops = sorted({o for o in owner.values() if o}, key=lambda n: n)
     pools = pool_labels(render)
     boxes: dict[str, list[str]] = {g: [] for g in GROUPS}
@@ -303,9 +303,9 @@ def graph(render: Render) -> str:
     for group, title in GROUPS.items():
         if boxes[group]:
             lines += [f'  subgraph g_{group}["{title}"]', *boxes[group], "  end"]
-    edges = {(owner[dep], owner[r.name]) for r in render.resources
+    edges = {(before, after) for r in render.resources
              for dep in [*r.depends_on, *([r.provider] if r.provider else [])]
-             if owner.get(dep) and owner.get(r.name) and owner[dep] != owner[r.name]}
+             if (before := owner.get(dep)) and (after := owner.get(r.name)) and before != after}
     lines += [f"  {_node_id(a)} --> {_node_id(b)}" for a, b in sorted(transitive_reduction(edges))]
     return "\n".join(lines) + "\n"
 

@@ -13,7 +13,7 @@ from pulumi.runtime import resource as sdk_resource
 from pulumi.runtime import settings
 from pulumi.runtime.config import set_all_config
 from pulumi.runtime.proto import source_pb2
-from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.stack import Stack, run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 __all__ = ["resolve", "root_outputs", "run_program", "set_all_config"]
@@ -39,5 +39,5 @@ def resolve(output: pulumi.Output[Any]) -> tuple[Any, bool]:
 
 def root_outputs() -> dict[str, Any]:
     """What the program exported (``pulumi.export``)."""
-    root = settings.get_root_resource()
-    return dict(root.outputs) if root is not None else {}
+    root = settings.get_root_resource()  # the program's Stack, once it has run
+    return dict(root.outputs) if isinstance(root, Stack) else {}

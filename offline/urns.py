@@ -18,8 +18,12 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from offline.stack_files import REPO_ROOT
+
+if TYPE_CHECKING:
+    from offline.render import Resource
 
 PINS = REPO_ROOT / "tests" / "urns"
 HEADER = ("# Every resource of the stack by its URN without `urn:pulumi:STACK::PROJECT::` (parents' types $ type ::\n"
@@ -37,7 +41,7 @@ class Pin:
         return " <- ".join([self.urn, *self.aliases])
 
 
-def pins_of(resources: Iterable[object]) -> dict[str, Pin]:
+def pins_of(resources: Iterable[Resource]) -> dict[str, Pin]:
     """A render's resources (``offline.render.Resource``) as pins, by URN."""
     return {r.urn: Pin(r.urn, tuple(r.aliases)) for r in resources}
 

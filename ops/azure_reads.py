@@ -136,7 +136,9 @@ class Azure:
     def usage(self, region: str) -> dict[str, tuple[int, int]]:
         """Quota name (lower case: ``cores``, ``lowprioritycores``, a family) → (vCPUs in use, limit) in ``region``."""
         try:
-            return {u.name.value.lower(): (u.current_value, u.limit) for u in self.compute.usage.list(region)}
+            # The SDK's models type every read-only field Optional; a quota without a name has nothing to match.
+            return {u.name.value.lower(): (u.current_value, u.limit) for u in self.compute.usage.list(region)
+                    if u.name.value is not None}
         except ClientAuthenticationError:
             raise
         except HttpResponseError as error:
@@ -191,7 +193,9 @@ class Azure:
             raise
         except HttpResponseError as error:
             raise AzureReadError(f"agent pools of {cluster}", error.status_code, error.message) from None
-        return {p.name: (p.vm_size, p.count or 0, p.scale_set_priority == "Spot") for p in pools}
+        # Optional in the SDK's models, both are set on a pool read back from a cluster.
+        return {p.name: (p.vm_size, p.count or 0, p.scale_set_priority == "Spot") for p in pools
+                if p.name is not None and p.vm_size is not None}
 
 
 def _error_message(response: Any) -> str:
@@ -210,7 +214,7 @@ def retail_prices(region: str, sizes: Iterable[str], transport: Any = None) -> l
     client = PipelineClient(RETAIL_PRICES, policies=[HeadersPolicy(), UserAgentPolicy(USER_AGENT), RetryPolicy()],
                             **({"transport": transport} if transport is not None else {}))
     items: list[dict[str, Any]] = []
-    request = HttpRequest("GET", f"{RETAIL_PRICES}/api/retail/prices", params={"$filter": query})
+    request: HttpRequest | None = HttpRequest("GET", f"{RETAIL_PRICES}/api/retail/prices", params={"$filter": query})
     while request is not None:
         response = client.send_request(request)
         response.read()

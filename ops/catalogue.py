@@ -97,7 +97,8 @@ def hourly_prices(items: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, flo
 def write_prices(regions: Mapping[str, Mapping[str, Mapping[str, float | None]]], source: str,
                  refreshed: str | None, path: Path = PRICES) -> None:
     """The prices file with ``regions`` replaced (each stamped) and the others kept."""
-    data = yaml.safe_load(path.read_text()) if path.exists() else {"currency": "USD", "regions": {}}
+    data: dict[str, Any] = (yaml.safe_load(path.read_text()) if path.exists()
+                            else {"currency": "USD", "regions": {}})
     for region, sizes in regions.items():
         data["regions"][region] = {"refreshed": refreshed, "source": source, "sizes": dict(sorted(sizes.items()))}
     data["regions"] = dict(sorted(data["regions"].items()))

@@ -116,7 +116,8 @@ class Identity:
     """Federated credential name → subject."""
 
 
-def _on(workflow: Mapping[str, Any]) -> Mapping[str, Any]:
+def _on(workflow: Mapping[Any, Any]) -> Mapping[str, Any]:
+    """The workflow's triggers, each with its settings."""
     triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` key as True
     return {t: {} for t in triggers} if isinstance(triggers, list) else triggers or {}
 

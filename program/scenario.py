@@ -59,6 +59,13 @@ class Platform:
     """The JobSet controller (``Needs.job_sets``): its runs are created after it."""
 
     @property
+    def needed_workspace(self) -> Workspace:
+        """The scenario's namespace, for a scenario whose ``Needs`` ask for one (the pipeline made it)."""
+        if self.workspace is None:
+            raise AssertionError("the scenario's Needs ask for no namespace: it has no workspace")
+        return self.workspace
+
+    @property
     def opts(self) -> pulumi.ResourceOptions:
         """Options for every in-cluster component: the stack's one Kubernetes provider."""
         return self.azure.kubernetes_opts

@@ -10,7 +10,7 @@ import yaml
 
 from offline.docs import STACK_FILE_SCHEMA
 from offline.stack_files import REPO_ROOT, stack_files
-from program.config.errors import ConfigError
+from program.config.errors import ConfigError, validated
 from program.config.keys import PROJECT
 from program.config.schema import GPU_POOL_DEFAULTS, GpuPool, StackConfig
 from tests.helpers import load
@@ -277,3 +277,9 @@ def test_the_json_schema_refuses_what_the_loader_refuses_for_its_shape(raw):
     assert list(jsonschema.Draft202012Validator(stack_file_schema()).iter_errors(stack_file))
     with pytest.raises(ConfigError):
         load(raw)
+
+
+def test_a_value_the_checks_let_through_missing_is_a_bug_naming_its_key():
+    assert validated(0, "aksgpu:llm.pool") == 0  # falsy but present
+    with pytest.raises(AssertionError, match="aksgpu:llm.pool was not validated"):
+        validated(None, "aksgpu:llm.pool")

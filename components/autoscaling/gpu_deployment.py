@@ -71,7 +71,7 @@ def gpu_deployment(name: str, deployment: str, namespace: pulumi.Input[str], nam
             metadata={"name": deployment, "namespace": namespace, "labels": dict(labels)},
             spec={"maxUnavailable": 1, "selector": {"matchLabels": dict(labels)}},
             opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)))
-    if scaling.scales and scaling.auth is not None:
+    if scaling.scales and scaling.metrics is not None and scaling.auth is not None:
         scaled_object(f"{name}-scaler", deployment, namespace, scaling.min_replicas, scaling.max_replicas,
                       scaling.query(namespace_name, deployment), scaling.target, scaling.metrics, scaling.auth,
                       parent, labels=labels)

@@ -45,9 +45,10 @@ def submit_command(namespace: str, template: str) -> str:
             f"kubectl -n {namespace} get pods -l job-name=$job -w")
 
 
-def container(name: str, image: pulumi.Input[str], command: Sequence[str] | None, resources: Mapping[str, Any],
-              mounts: Sequence[Mapping[str, Any]] = (), env: Mapping[str, pulumi.Input[str]] | None = None,
-              read_only_root: bool = True, tmp: bool = True, env_from_fields: Mapping[str, str] | None = None,
+def container(name: str, image: pulumi.Input[str], command: Sequence[pulumi.Input[str]] | None,
+              resources: Mapping[str, Any], mounts: Sequence[Mapping[str, Any]] = (),
+              env: Mapping[str, pulumi.Input[str]] | None = None, read_only_root: bool = True, tmp: bool = True,
+              env_from_fields: Mapping[str, str] | None = None,
               **extra: Any) -> dict[str, Any]:
     """A container of the restricted kind; ``command`` None keeps the image's entrypoint.
 

@@ -227,11 +227,12 @@ def _totals(cfg: StackConfig, pools: list[PoolCost], fixed: list[tuple[str, floa
     """``usage``: the monitoring rows at idle and at full scale."""
     fixed_total = sum(v for _, v in fixed)
     idle_usage, full_usage = (sum(v for _, v in rows) for rows in usage)
-    known = [p for p in pools if p.node_hour.price is not None]
+    # The priced pools: (name, idle, full).
+    known = [(p.pool, idle, full) for p in pools if (idle := p.idle) is not None and (full := p.full) is not None]
     gpu_names = {g.name for g in cfg.gpu_pools}
-    return Totals(idle=fixed_total + idle_usage + sum(p.idle for p in known),
-                  full=fixed_total + full_usage + sum(p.full for p in known),
-                  idle_gpu=sum(p.idle for p in known if p.pool in gpu_names),
+    return Totals(idle=fixed_total + idle_usage + sum(idle for _, idle, _ in known),
+                  full=fixed_total + full_usage + sum(full for _, _, full in known),
+                  idle_gpu=sum(idle for name, idle, _ in known if name in gpu_names),
                   unpriced=tuple(p.pool for p in pools if p.node_hour.price is None))
 
 

@@ -282,14 +282,14 @@ def first_gpu_pod(render: Render, steps: Mapping[str, Step], table: Mapping[str,
     asked = scale_up(0.0, table, first_pool.nap)
     new_gpu = gpu_ready(first_pool, asked.finish, Node(0.0, ib and first_pool.size.infiniband, gate), table,
                         [asked])
-    images = next(iter([i for _, i in workloads.get(first_pool.name, [])] + scheduled.get(first_pool.name, [])),
-                  None)
+    first_images: list[str] | None = next(
+        iter([i for _, i in workloads.get(first_pool.name, [])] + scheduled.get(first_pool.name, [])), None)
     new_workload = None
-    if images is not None:
+    if first_images is not None:
         ahead = pulled_ahead([(image, 0.0) for _, image in pull_ahead.get(first_pool.name, [])],
                              joined(first_pool, new_gpu), table)
         new_workload = Estimate("its first workload", first_pool.name,
-                                tuple(workload_phases(images, new_gpu, 0.0, table, ahead)))
+                                tuple(workload_phases(first_images, new_gpu, 0.0, table, ahead)))
     first_workload = _first(deploy_workloads)
     return FirstGpuPod(
         deploy=_first(deploy), deploy_workload=first_workload,

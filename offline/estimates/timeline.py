@@ -117,7 +117,7 @@ def critical_path(steps: Mapping[str, Step], resources: Sequence[Resource]) -> l
     """The chain of resources that decides the total, first to last (resources that take time only)."""
     by_name, children = _graph(resources)
     path = []
-    current = max(steps.values(), key=lambda s: (s.finish, s.name)).name
+    current: str | None = max(steps.values(), key=lambda s: (s.finish, s.name)).name
     while current:
         step = steps[current]
         if step.seconds:

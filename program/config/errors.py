@@ -10,7 +10,9 @@ import difflib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -109,3 +111,11 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     by_lower = {c.lower(): c for c in choices}
     close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.75)
     return f"did you mean {by_lower[close[0]]}? " if close else ""
+
+
+def validated(value: T | None, key: str) -> T:
+    """``value``, which the stack's checks required before any resource was declared (their error names ``key``):
+    None here is a bug in those checks, not a config mistake."""
+    if value is None:
+        raise AssertionError(f"{key} was not validated: the stack's checks let a config without it through")
+    return value

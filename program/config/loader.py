@@ -22,11 +22,15 @@ from program.config.schema import StackConfig
 class ScenarioConfig(Protocol):
     """What the loader needs of a registered scenario (``program.scenario.Scenario`` is one)."""
 
-    name: str
-    settings: type[ConfigModel] | None
-    """Its section's model; ``settings.section`` is the section's key (``llm``)."""
-    moved: Mapping[str, str]
-    """Keys that moved into its section: old path (``workloads.resimJobs``) → key in the section (``jobs``)."""
+    # Read-only: the registered scenarios are frozen dataclasses.
+    @property
+    def name(self) -> str: ...
+    @property
+    def settings(self) -> type[ConfigModel] | None:
+        """Its section's model; ``settings.section`` is the section's key (``llm``)."""
+    @property
+    def moved(self) -> Mapping[str, str]:
+        """Keys that moved into its section: old path (``workloads.resimJobs``) → key in the section (``jobs``)."""
 
     def problems(self, cfg: StackConfig, settings: Any) -> Iterable[ConfigError]:
         """The scenario's requirements of the platform and its own rules, checked against the whole config."""
@@ -43,22 +47,22 @@ def decode(value: Any, string: bool) -> Any:
         return value
 
 
-_PLATFORM_KEYS = {f.alias for f in StackConfig.model_fields.values()}
-_TEXT_KEYS = {f.alias for f in StackConfig.model_fields.values() if is_text(f)}
+# Every field has its alias (ConfigModel's camelCase generator): `is not None` only tells mypy so.
+_PLATFORM_KEYS = {f.alias for f in StackConfig.model_fields.values() if f.alias is not None}
+_TEXT_KEYS = {f.alias for f in StackConfig.model_fields.values() if f.alias is not None and is_text(f)}
 """Top-level keys whose values are text: the CLI hands them over as they are."""
 
 
 def _moved(old: str, scenario: str, scenarios: Mapping[str, ScenarioConfig]) -> str | None:
     """Where ``old`` (``workloads.resimJobs``) went, if a scenario's section took it over."""
-    owners = [s for s in scenarios.values() if s.settings is not None and old in s.moved]
+    owners = {s.name: f"{KEY_PREFIX}{s.settings.section}.{s.moved[old]}" for s in scenarios.values()
+              if s.settings is not None and old in s.moved}
     if not owners:
         return None
-    own = next((s for s in owners if s.name == scenario), None)
-    if own is not None:
-        return f"moved to {KEY_PREFIX}{own.settings.section}.{own.moved[old]}"
-    first = owners[0]
-    return (f"moved to {KEY_PREFIX}{first.settings.section}.{first.moved[old]}, a key of "
-            f"{' and '.join(s.name for s in owners)} stacks; this stack runs {scenario}")
+    if scenario in owners:
+        return f"moved to {owners[scenario]}"
+    first = next(iter(owners.values()))
+    return f"moved to {first}, a key of {' and '.join(owners)} stacks; this stack runs {scenario}"
 
 
 def _foreign_keys(data: dict[str, Any], scenario: str, scenarios: Mapping[str, ScenarioConfig]) -> list[ConfigError]:
@@ -155,4 +159,5 @@ def load_config(raw: Mapping[str, Any], project: str, stack: str,
         found += rules.api_server_decision(cfg.cluster)
     if found:
         raise ConfigError.several(found)
+    assert cfg is not None, "a config that did not parse has its problems in found"
     return cfg

@@ -21,9 +21,14 @@ SCHEMA_ID = "https://aksgpu.example/stack-file.schema.json"
 
 
 class ScenarioDoc(Protocol):
-    name: str
-    summary: str
-    settings: type[ConfigModel] | None
+    """What the reference needs of a registered scenario (``program.scenario.Scenario``, frozen: read-only)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def settings(self) -> type[ConfigModel] | None: ...
 
 
 def _clean(node: Any) -> Any:
@@ -167,7 +172,7 @@ def _type(node: dict[str, Any], defs: Mapping[str, Any]) -> str:
         return "list of objects" if item.get("type") == "object" else f"list of {_type(item, defs)}s"
     if kind == "object":
         return "map of strings" if "additionalProperties" in node and "properties" not in node else "object"
-    text = {"integer": "integer", "number": "number", "boolean": "boolean", "string": "string"}.get(kind, "value")
+    text = {"integer": "integer", "number": "number", "boolean": "boolean", "string": "string"}.get(str(kind), "value")
     low, high = node.get("minimum"), node.get("maximum")
     if low is not None and high is not None:
         return f"{text}, {low}–{high}"

@@ -43,8 +43,9 @@ GPU_FAMILIES = ("Standard_NC", "Standard_ND", "Standard_NV")
 
 def network(n: NetworkConfig) -> Problems:
     at = f"{KEY_PREFIX}network."
-    vnet, nodes, endpoints = (ipaddress.ip_network(c) for c in (n.address_space, n.node_subnet, n.endpoint_subnet))
-    pods, services = ipaddress.ip_network(n.pod_cidr), ipaddress.ip_network(n.service_cidr)
+    # IPv4 only: the schema refuses other CIDRs (schema._cidr).
+    vnet, nodes, endpoints = (ipaddress.IPv4Network(c) for c in (n.address_space, n.node_subnet, n.endpoint_subnet))
+    pods, services = ipaddress.IPv4Network(n.pod_cidr), ipaddress.IPv4Network(n.service_cidr)
     for key, subnet in (("nodeSubnet", nodes), ("endpointSubnet", endpoints)):
         if not subnet.subnet_of(vnet):
             yield ConfigError(at + key, str(subnet), f"must lie inside network.addressSpace {vnet}")
@@ -236,7 +237,9 @@ def cluster(c: ClusterConfig) -> Problems:
 
 def storage(cfg: StackConfig) -> Problems:
     at = f"{KEY_PREFIX}storage.accounts"
-    roles, names, containers = {}, {}, {}
+    roles: dict[str, int] = {}
+    names: dict[str | None, int] = {}  # None (a derived name) is never compared
+    containers: dict[str, str] = {}
     for i, account in enumerate(cfg.storage.accounts):
         if account.role in roles:
             yield ConfigError(f"{at}[{i}].role", account.role, "each storage account needs its own role")

@@ -19,7 +19,7 @@ from components.azure import roles
 from components.azure.cluster import Cluster, ClusterArgs
 from components.azure.network import Network, NetworkArgs
 from components.azure.node_pools import CpuNodePool, GpuNodePool, NodePoolArgs, PoolNodes
-from components.azure.node_provisioning import NODECLASS_CRD, NODEPOOL_CRD, NapGpuPool, NapPoolArgs
+from components.azure.node_provisioning import NODECLASS_CRD, NODEPOOL_CRD, GpuPoolComponent, NapGpuPool, NapPoolArgs
 from components.azure.registry import Registry, RegistryArgs
 from components.azure.storage import BlobStorage, BlobStorageArgs, DataGrant
 from components.gpu import sharing
@@ -41,7 +41,7 @@ from program.outputs import Outputs
 class AzureLayer:
     network: Network
     cluster: Cluster
-    gpu_pools: dict[str, GpuNodePool | NapGpuPool]
+    gpu_pools: dict[str, GpuPoolComponent]
     """By pool name, in config order: agent pools, or NodePools of node auto-provisioning."""
     cpu_pools: dict[str, CpuNodePool]
     registry: Registry | None
@@ -111,6 +111,7 @@ def node_pools(cfg: StackConfig, cluster: Cluster, net: Network
         args = NodePoolArgs(nodes=pool_nodes(pool, not cfg.node_auto_provisioning), cluster_name=cluster.name,
                             resource_group_name=net.resource_group_name, subnet_id=net.node_subnet_id,
                             tags=cfg.tags, after=previous)
+        made: GpuNodePool | CpuNodePool
         if isinstance(pool, GpuPool):
             made = gpu_pools[pool.name] = GpuNodePool(f"gpu-{pool.name}", dataclasses.replace(
                 args, gpu=pool.gpu, extra_labels=sharing.node_labels(pool.gpu)))
@@ -199,7 +200,7 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, deployer: authorization.Ge
         control_plane_identity_name=n.identity("aks"),
         after=[*net.vnet_writes, *endpoints],
     ))
-    gpu_pools, cpu_pools = node_pools(cfg, cluster, net)
+    agent_pools, cpu_pools = node_pools(cfg, cluster, net)
 
     metrics, autoscaler_logs, keda_identity = _monitoring(cfg, net, cluster, deployer, needs)
 
@@ -211,7 +212,7 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, deployer: authorization.Ge
         preflight=preflight, private=cfg.cluster.private, add_on_crds=add_on_crds(cfg, needs),
         reachable_after=[*net.runner_links, *([cluster.runner_dns_link] if cluster.runner_dns_link else [])],
     ))
-    made = {**gpu_pools, **nap_pools(cfg, net, access)}
+    made: dict[str, GpuPoolComponent] = {**agent_pools, **nap_pools(cfg, net, access)}
     gpu_pools = {g.name: made[g.name] for g in cfg.gpu_pools}  # config order
     return AzureLayer(net, cluster, gpu_pools, cpu_pools, registry, storage, access, metrics, autoscaler_logs,
                       keda_identity)

@@ -22,7 +22,7 @@ def deploy(cfg: StackConfig, st: ResimSettings, platform: Platform) -> Outputs:
     resim = ResimWorkloads("resim", ResimArgs(
         gpu_pool=platform.gpu_pool(cfg.gpu_pools[0]),
         jobs_image=platform.image("jobs"),
-        workspace=platform.workspace,
+        workspace=platform.needed_workspace,
         input_container=cfg.storage_account(INPUT).container_names[0],
         output_container=cfg.storage_account(OUTPUT).container_names[0],
         resim_volumes=platform.volumes[RESIM],

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pulumi
 
 from components.autoscaling.kueue import JobQueue, queued
-from components.azure.node_pools import GpuNodePool
+from components.azure.node_provisioning import GpuPoolComponent
 from components.kubernetes.pods import container, job_spec, job_template, pod_spec, submit_command
 from components.kubernetes.security import resources
 from components.kubernetes.workspace import Workspace
@@ -33,7 +33,7 @@ to stage a model of two A100s' size."""
 
 @dataclass(frozen=True)
 class ResimArgs:
-    gpu_pool: GpuNodePool
+    gpu_pool: GpuPoolComponent
     """Pool of the GPU-load and re-simulation jobs (one GPU, or one share of one, per pod)."""
     jobs_image: pulumi.Input[str]
     """The jobs image (docker/jobs)."""
@@ -49,7 +49,7 @@ class ResimArgs:
     """Parallel re-simulation shards (the seed's ``--njobs 20``)."""
     gpu_test_jobs: int = 10
     """Parallel GPU load pods (the seed's ``NUMBER_OF_JOBS=10``)."""
-    multi_gpu_pool: GpuNodePool | None = None
+    multi_gpu_pool: GpuPoolComponent | None = None
     """Pool of the 2-GPU job (the seed's Metaseq on A100): two or more whole GPUs per node."""
     large_model_image: str | None = None
     """User-supplied image for the 2-GPU job; no template without one."""
@@ -75,8 +75,8 @@ class ResimWorkloads(pulumi.ComponentResource):
                 {"name": "output", "persistentVolumeClaim": {"claimName": data.claims[args.output_container]}},
             ]
 
-        mounts = [{"name": "input", "mountPath": INPUT_MOUNT, "readOnly": True},
-                  {"name": "output", "mountPath": OUTPUT_MOUNT}]
+        mounts: list[dict[str, object]] = [{"name": "input", "mountPath": INPUT_MOUNT, "readOnly": True},
+                                           {"name": "output", "mountPath": OUTPUT_MOUNT}]
         gpu = resources("1", "4Gi", gpus=1)
 
         labels = {"app.kubernetes.io/name": "gpu-test"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from program.config.errors import validated
 from program.config.schema import StackConfig
 from program.outputs import Outputs
 from program.scenario import Platform
@@ -22,11 +23,12 @@ RUN_NOW, UPLOAD_REQUESTS, UPLOAD_MODEL, DOWNLOAD_ANSWERS = "runNow", "uploadRequ
 
 
 def deploy(cfg: StackConfig, st: BatchSettings, platform: Platform) -> Outputs:
-    platform.pull_ahead(batch_pool(cfg, st), {"jobs": platform.image("jobs")})
+    pool = validated(batch_pool(cfg, st), "aksgpu:gpuPools")
+    platform.pull_ahead(pool, {"jobs": platform.image("jobs")})
     batch = BatchInference("batch", BatchInferenceArgs(
-        pool=platform.gpu_pool(batch_pool(cfg, st)),
+        pool=platform.gpu_pool(pool),
         jobs_image=platform.image("jobs"),
-        workspace=platform.workspace,
+        workspace=platform.needed_workspace,
         volumes=platform.volumes[BATCH],
         requests=REQUESTS, models=MODELS, answers=ANSWERS,
         schedule=st.schedule, time_zone=st.time_zone,

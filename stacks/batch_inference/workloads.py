@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pulumi
 
 from components.autoscaling.kueue import JobQueue, queued
-from components.azure.node_pools import GpuNodePool
+from components.azure.node_provisioning import GpuPoolComponent
 from components.kubernetes.pods import container, job_spec, job_template, pod_spec, submit_command
 from components.kubernetes.security import resources
 from components.kubernetes.workspace import Workspace
@@ -26,7 +26,7 @@ TEMPLATE = "batch-predict"
 
 @dataclass(frozen=True)
 class BatchInferenceArgs:
-    pool: GpuNodePool
+    pool: GpuPoolComponent
     """GPU pool of the run (one GPU): it may scale from zero."""
     jobs_image: pulumi.Input[str]
     """The jobs image (docker/jobs), which holds batch_predict.py."""
@@ -60,9 +60,9 @@ class BatchInference(pulumi.ComponentResource):
             {"name": "models", "persistentVolumeClaim": {"claimName": claims[args.models], "readOnly": True}},
             {"name": "answers", "persistentVolumeClaim": {"claimName": claims[args.answers]}},
         ]
-        mounts = [{"name": "requests", "mountPath": REQUESTS_MOUNT, "readOnly": True},
-                  {"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True},
-                  {"name": "answers", "mountPath": ANSWERS_MOUNT}]
+        mounts: list[dict[str, object]] = [{"name": "requests", "mountPath": REQUESTS_MOUNT, "readOnly": True},
+                                           {"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True},
+                                           {"name": "answers", "mountPath": ANSWERS_MOUNT}]
         labels = {"app.kubernetes.io/name": TEMPLATE}
         predictor = container("batch-predict", args.jobs_image, [
             "python", "batch_predict.py", "--requests", REQUESTS_MOUNT, "--models", MODELS_MOUNT,

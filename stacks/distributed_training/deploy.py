@@ -30,7 +30,7 @@ def deploy(cfg: StackConfig, st: DistributedSettings, platform: Platform) -> Out
     runs = DistributedTraining("distributed", DistributedArgs(
         pool=platform.gpu_pool(pool),
         jobs_image=platform.image("jobs"),
-        workspace=platform.workspace,
+        workspace=platform.needed_workspace,
         nodes=st.nodes,
         gpus_per_node=gpus_per_node(cfg, st),
         steps=st.steps,
@@ -46,7 +46,7 @@ def deploy(cfg: StackConfig, st: DistributedSettings, platform: Platform) -> Out
         after=(*([platform.job_sets.release] if platform.job_sets else []),
                *([platform.job_queue.ready] if platform.job_queue else [])),
     ), opts=platform.opts)
-    namespace = platform.workspace.name
+    namespace = platform.needed_workspace.name
     return {SUBMIT_ALLREDUCE: runs.submit_allreduce,
             ALLREDUCE_RESULT: runs.allreduce_result,
             SUBMIT_TRAINING: runs.submit_training,

@@ -111,9 +111,9 @@ class DistributedArgs:
 
 
 class DistributedTraining(pulumi.ComponentResource):
-    submit_allreduce: str
+    submit_allreduce: pulumi.Input[str]
     allreduce_result: str
-    submit_training: str
+    submit_training: pulumi.Input[str]
     training_logs: str
 
     def __init__(self, name: str, args: DistributedArgs, opts: pulumi.ResourceOptions | None = None):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from program.config.errors import validated
 from program.config.schema import StackConfig
 from program.outputs import Outputs
 from program.scenario import Platform
@@ -13,7 +14,7 @@ BASE_URL, STATUS_URL, PORT_FORWARD = "functionBaseUrl", "functionStatusUrl", "fu
 
 
 def deploy(cfg: StackConfig, st: FunctionSettings, platform: Platform) -> Outputs:
-    pool = function_pool(cfg, st)
+    pool = validated(function_pool(cfg, st), "aksgpu:function.pool")
     platform.pull_ahead(pool, {"function": platform.image("function")})
     function = GpuFunction("function", GpuFunctionArgs(
         pool=platform.gpu_pool(pool),

@@ -54,8 +54,8 @@ class FunctionSettings(ConfigModel):
     target_gpu_utilisation: TargetUtilisation = 60
 
 
-def function_pool(cfg: StackConfig, st: FunctionSettings) -> GpuPool:
-    """The GPU pool the function runs on."""
+def function_pool(cfg: StackConfig, st: FunctionSettings) -> GpuPool | None:
+    """The GPU pool the function runs on (None: ``check`` reports the pool ``function.pool`` names is not one)."""
     return cfg.pick_gpu_pool(st.pool)
 
 

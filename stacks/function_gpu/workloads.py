@@ -16,7 +16,7 @@ from pulumi_kubernetes import core
 
 from components.autoscaling.gpu_deployment import GpuScaling, gpu_deployment
 from components.autoscaling.keda import trigger_authentication
-from components.azure.node_pools import GpuNodePool
+from components.azure.node_provisioning import GpuPoolComponent
 from components.kubernetes.network_policy import allow_ingress
 from components.kubernetes.pods import TMP_MOUNT, pod_spec
 from components.kubernetes.security import GPU_CLIENT_UID, container_security_context, resources, workload_namespace
@@ -32,7 +32,7 @@ STARTUP_SECONDS = 600
 
 @dataclass(frozen=True)
 class GpuFunctionArgs:
-    pool: GpuNodePool
+    pool: GpuPoolComponent
     """GPU pool the Deployment runs on (its node selector and tolerations)."""
     image: pulumi.Input[str]
     """Immutable image reference (digest or content tag) in the stack's ACR."""
@@ -77,7 +77,7 @@ def function_container(image: pulumi.Input[str], cpu: str, memory: str, max_cont
     }
 
 
-def function_pod(pool: GpuNodePool, container: dict) -> dict:
+def function_pod(pool: GpuPoolComponent, container: dict) -> dict:
     pod = pod_spec(pool, [container], volumes=[{"name": "home", "emptyDir": {"sizeLimit": "1Gi"}}], uid=FUNCTION_UID)
     return {**pod, "terminationGracePeriodSeconds": 30}
 
@@ -94,7 +94,7 @@ class GpuFunction(pulumi.ComponentResource):
         labels = {"app.kubernetes.io/name": "gpu-function", "app.kubernetes.io/component": "inference"}
         container = function_container(args.image, args.cpu, args.memory, args.max_context_chars)
         scaling = args.scaling
-        if scaling.scales:
+        if scaling.scales and scaling.metrics is not None:  # scales: KEDA has metrics to read
             auth = trigger_authentication(f"{name}-keda-auth", ns.metadata["name"], scaling.metrics, self)
             scaling = replace(scaling, auth=auth)
         # The pool too: its nodes are chosen by label, an edge Pulumi cannot see, and the rollout awaits them.

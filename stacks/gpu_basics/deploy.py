@@ -16,7 +16,7 @@ def deploy(cfg: StackConfig, st: TrainingSettings, platform: Platform) -> Output
     training = TrainingWorkload("training", TrainingArgs(
         gpu_pool=platform.gpu_pool(cfg.gpu_pools[0]),
         jobs_image=platform.image("jobs"),
-        workspace=platform.workspace,
+        workspace=platform.needed_workspace,
         steps=st.steps,
     ), opts=platform.opts)
     return {TRAINING_LOGS: training.logs_command}

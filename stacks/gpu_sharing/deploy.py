@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from program.config.errors import validated
 from program.config.schema import StackConfig
 from program.outputs import Outputs
 from program.scenario import Platform
@@ -14,7 +15,7 @@ NOTEBOOK_TOKEN, NOTEBOOK_PORT_FORWARD = "notebookToken", "notebookPortForward"
 
 
 def deploy(cfg: StackConfig, st: InferenceSettings, platform: Platform) -> Outputs:
-    pool = shared_pool(cfg)
+    pool = validated(shared_pool(cfg), "aksgpu:gpuPools")
     notebook = {"notebook": NOTEBOOK_IMAGE} if st.notebook else {}
     platform.pull_ahead(pool, {"function": platform.image("function"), **notebook})
     sharing = SharedGpuInference("sharing", SharedInferenceArgs(
@@ -30,7 +31,7 @@ def deploy(cfg: StackConfig, st: InferenceSettings, platform: Platform) -> Outpu
         max_context_chars=st.max_context_chars,
         wait_for=platform.gpu_operator,
     ), opts=platform.opts)
-    values = {INFERENCE_SERVICES: sharing.service_urls, RUN_LOAD_TEST: sharing.load_test_command}
+    values: dict[str, object] = {INFERENCE_SERVICES: sharing.service_urls, RUN_LOAD_TEST: sharing.load_test_command}
     if sharing.notebook_token is not None:
         values[NOTEBOOK_TOKEN] = sharing.notebook_token
         values[NOTEBOOK_PORT_FORWARD] = sharing.notebook_command

@@ -16,7 +16,7 @@ from pulumi_kubernetes import apps, core
 
 from components.autoscaling.gpu_deployment import GpuScaling, gpu_deployment
 from components.autoscaling.keda import trigger_authentication
-from components.azure.node_pools import GpuNodePool
+from components.azure.node_provisioning import GpuPoolComponent
 from components.kubernetes.network_policy import allow_egress_to_pods, allow_https_to_internet, allow_ingress
 from components.kubernetes.pods import (
     AWAIT_GPU_START,
@@ -52,7 +52,7 @@ LOAD_TEST_DEADLINE_SECONDS = 1800
 
 @dataclass(frozen=True)
 class SharedInferenceArgs:
-    pool: GpuNodePool
+    pool: GpuPoolComponent
     """The pool whose one GPU is shared (time-slicing or MPS replicas)."""
     function_image: pulumi.Input[str]
     """The function image (docker/function) every inference service runs."""
@@ -82,7 +82,7 @@ class SharedGpuInference(pulumi.ComponentResource):
         super().__init__("aksgpu:workloads:SharedGpuInference", name, None, opts)  # frozen: components/__init__.py
         ns = workload_namespace(f"{name}-ns", args.namespace, self)
         scaling = args.scaling
-        if scaling.scales:
+        if scaling.scales and scaling.metrics is not None:  # scales: KEDA has metrics to read
             auth = trigger_authentication(f"{name}-keda-auth", ns.metadata["name"], scaling.metrics, self)
             scaling = replace(scaling, auth=auth)
         self.service_urls = []

@@ -22,7 +22,7 @@ weights) the upload."""
 def server_image(cfg: StackConfig, st: LlmSettings, platform: Platform) -> pulumi.Input[str]:
     """The vLLM image by digest: a configured digest as is; a tag copied into the stack's registry and pulled
     from there by the digest the registry records."""
-    reference = llm.image_reference(st, llm.server_pool(cfg, st))
+    reference = llm.image_reference(st, llm.checked_server_pool(cfg, st))
     if "@sha256:" in reference:
         return reference
     login = SourceLogin(st.docker_hub_username, DOCKER_HUB_TOKEN_ENV) if st.docker_hub_username else None
@@ -44,14 +44,14 @@ def vllm_server(cfg: StackConfig, st: LlmSettings, weights: pulumi.Input[str] | 
     hub, blob = st.weights == Weights.HUB, st.weights == Weights.BLOB
     return VllmServer(
         served_model_name=llm.served_name(st), max_model_len=st.max_model_len,
-        gpu_memory_utilization=st.gpu_memory_utilization, dtype=llm.dtype_flag(st, llm.server_pool(cfg, st)),
+        gpu_memory_utilization=st.gpu_memory_utilization, dtype=llm.dtype_flag(st, llm.checked_server_pool(cfg, st)),
         waiting_per_replica=st.waiting_per_replica, hub_model=st.model if hub else None,
         revision=st.revision if hub else None, blob_folder=llm.weights_folder(st) if blob else None,
         weights_image=weights, weights_gib=0 if blob else llm.weights_disk_gib(st))
 
 
 def deploy(cfg: StackConfig, st: LlmSettings, platform: Platform) -> Outputs:
-    pool = llm.server_pool(cfg, st)
+    pool = llm.checked_server_pool(cfg, st)
     vllm = st.runtime == Runtime.VLLM
     weights = weights_image(st, platform) if vllm and st.weights == Weights.IMAGE else None
     image = server_image(cfg, st, platform) if vllm else None
@@ -61,13 +61,13 @@ def deploy(cfg: StackConfig, st: LlmSettings, platform: Platform) -> Outputs:
     serving = LlmServing("llm", LlmServingArgs(
         pool=platform.gpu_pool(pool),
         server=vllm_server(cfg, st, weights) if vllm else st.kaito_preset,
-        workspace=platform.workspace,
+        workspace=platform.needed_workspace,
         jobs_image=platform.image("jobs"),
         image=image,
         weights=platform.volumes.get(SERVER),
         # A replica takes a whole node: one fewer replica than nodes leaves room to start the new one first.
         scaling=GpuScaling(1, llm.max_replicas(cfg, st), st.waiting_per_replica, platform.metrics,
-                           surge=llm.max_replicas(cfg, st) < llm.server_pool(cfg, st).max_count) if vllm else None,
+                           surge=llm.max_replicas(cfg, st) < pool.max_count) if vllm else None,
         scrape=cfg.monitoring.enabled,
         wait_for=platform.gpu_operator,
     ), opts=platform.opts)

@@ -19,7 +19,7 @@ from pydantic import AfterValidator, Field
 from components.gpu.sizes import GpuSize
 from components.monitoring.alert_rules import AlertRule
 from components.vocabulary import GpuDriver, SecurityException, SharingMode
-from program.config.errors import ConfigError
+from program.config.errors import ConfigError, validated
 from program.config.expiry import Lifetime
 from program.config.keys import KEY_PREFIX
 from program.config.model import ConfigModel, derived
@@ -135,12 +135,18 @@ SERVER = "server"
 """The workload that reads the weights: its own identity and read-only volume."""
 
 
-def server_pool(cfg: StackConfig, st: LlmSettings) -> GpuPool:
+def server_pool(cfg: StackConfig, st: LlmSettings) -> GpuPool | None:
+    """The GPU pool the server runs on (None: ``check`` reports the pool ``llm.pool`` names is not one)."""
     return cfg.pick_gpu_pool(st.pool)
 
 
+def checked_server_pool(cfg: StackConfig, st: LlmSettings) -> GpuPool:
+    """``server_pool`` once ``check`` has passed: the pool exists."""
+    return validated(server_pool(cfg, st), f"{SECTION}pool")
+
+
 def max_replicas(cfg: StackConfig, st: LlmSettings) -> int:
-    return st.max_replicas if st.max_replicas is not None else server_pool(cfg, st).max_count
+    return st.max_replicas if st.max_replicas is not None else checked_server_pool(cfg, st).max_count
 
 
 def blob_weights(st: LlmSettings) -> bool:
@@ -157,7 +163,7 @@ def check(cfg: StackConfig, st: LlmSettings) -> Iterator[ConfigError]:
     if found:
         yield from found
         return
-    pool = server_pool(cfg, st)
+    pool = checked_server_pool(cfg, st)
     if pool.sharing.mode != SharingMode.NONE:
         yield ConfigError("aksgpu:gpuPools", {pool.name: pool.sharing.mode.value},
                           "an LLM server takes its GPUs' memory whole; give it a pool with sharing mode none")

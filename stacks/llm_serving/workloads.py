@@ -21,7 +21,8 @@ from pulumi_kubernetes import apiextensions, core
 
 from components.autoscaling.gpu_deployment import GpuScaling, gpu_deployment
 from components.autoscaling.keda import queue_length_query, trigger_authentication
-from components.azure.node_pools import POOL_LABEL, GpuNodePool
+from components.azure.node_pools import POOL_LABEL
+from components.azure.node_provisioning import GpuPoolComponent
 from components.kubernetes.network_policy import (
     allow_egress_to_pods,
     allow_https_to_internet,
@@ -91,7 +92,7 @@ class VllmServer:
 
 @dataclass(frozen=True)
 class LlmServingArgs:
-    pool: GpuNodePool
+    pool: GpuPoolComponent
     """The GPU pool the server runs on: all of a node's GPUs per replica (tensor parallel), its VM size for KAITO."""
     server: VllmServer | str
     """vLLM with its flags, or the name of the KAITO preset the AI toolchain operator serves."""
@@ -158,7 +159,8 @@ class LlmServing(pulumi.ComponentResource):
         self.register_outputs({"base_url": self.base_url})
 
     def _vllm(self, name: str, args: LlmServingArgs, st: VllmServer) -> dict[str, str]:
-        ns = args.workspace
+        ns, image = args.workspace, args.image
+        assert image is not None, "vLLM runs the server image"
         labels = {"app.kubernetes.io/name": SERVER, "app.kubernetes.io/component": "inference"}
         gpus = args.pool.gpu.size.gpus
         # Compile and CUDA graph caches, and a hub download's weights.
@@ -167,7 +169,10 @@ class LlmServing(pulumi.ComponentResource):
             {"name": "cache", "emptyDir": {"sizeLimit": f"{cache_gib}Gi"}},
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
         ]
-        mounts = [{"name": "cache", "mountPath": CACHE_MOUNT}, {"name": "shm", "mountPath": "/dev/shm"}]  # noqa: S108 (the pod's shared memory)
+        mounts: list[dict[str, Any]] = [
+            {"name": "cache", "mountPath": CACHE_MOUNT},
+            {"name": "shm", "mountPath": "/dev/shm"},  # noqa: S108 (the pod's shared memory)
+        ]
         flags = ["--served-model-name", st.served_model_name, "--max-model-len", str(st.max_model_len),
                  "--gpu-memory-utilization", f"{st.gpu_memory_utilization:g}", "--dtype", st.dtype,
                  "--tensor-parallel-size", str(gpus), "--host", "0.0.0.0", "--port", str(VLLM_PORT)]  # noqa: S104 (vLLM serves its pod's Service)
@@ -181,7 +186,7 @@ class LlmServing(pulumi.ComponentResource):
             folder = f"{WEIGHTS_MOUNT}/{st.blob_folder}"
             model = ["--model", folder]
             # The weights arrive after the first deploy (uploadWeights): wait for them rather than crash-loop.
-            init = [container("wait-for-weights", args.image, [
+            init = [container("wait-for-weights", image, [
                 "python3", "-c", WAIT_FOR_WEIGHTS.format(config=f"{folder}/config.json")],
                 resources("100m", "128Mi"), [weights_mount])]
         elif st.weights_image is not None:
@@ -194,6 +199,7 @@ class LlmServing(pulumi.ComponentResource):
                               tmp=False)]
         else:
             assert st.hub_model is not None, "vLLM needs blob, image or hub weights"
+            assert st.revision is not None, "hub weights are pinned to a revision (settings check)"
             # The tokenizer has its own revision flag; unpinned it would follow the default branch.
             model = ["--model", st.hub_model, "--revision", st.revision, "--tokenizer-revision", st.revision]
             allow_https_to_internet(f"{name}-allow-hub", f"{SERVER}-to-hub", ns.namespace, labels, self)
@@ -206,7 +212,7 @@ class LlmServing(pulumi.ComponentResource):
         }
         probe = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5}
         server = container(
-            SERVER, args.image, None, _server_resources(args.pool), mounts, env,
+            SERVER, image, None, _server_resources(args.pool), mounts, env,
             args=[*model, *flags],
             ports=[{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
             startupProbe={**probe, "failureThreshold": STARTUP_SECONDS // 10},
@@ -218,7 +224,7 @@ class LlmServing(pulumi.ComponentResource):
         if init:
             pod["initContainers"] = init
         scaling = args.scaling or GpuScaling(1, 1, st.waiting_per_replica)
-        if scaling.scales:
+        if scaling.scales and scaling.metrics is not None:  # scales: KEDA has metrics to read
             auth = trigger_authentication(f"{name}-keda-auth", ns.namespace, scaling.metrics, self)
             scaling = replace(scaling, auth=auth, query=queue_length_query)
         # Blob weights are uploaded after the first deploy, so that deploy cannot wait for a ready server.
@@ -264,7 +270,7 @@ class KaitoWorkspace(pulumi.CustomResource):
                           "resource": resource, "inference": inference}, opts)
 
 
-def _server_resources(pool: GpuNodePool) -> dict[str, Any]:
+def _server_resources(pool: GpuPoolComponent) -> dict[str, Any]:
     """Every GPU of the node, and most of its CPUs and memory (the rest is the node's and its DaemonSets')."""
     size = pool.gpu.size
     return resources(str(max(1, size.vcpus * 3 // 4)), f"{size.memory_gib * 6 // 10}Gi", gpus=size.gpus)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from program.config.errors import validated
 from program.config.schema import StackConfig
 from program.outputs import AUTOSCALER_LOGS, Outputs
 from program.scenario import Platform
@@ -16,12 +17,12 @@ predictions."""
 
 
 def deploy(cfg: StackConfig, st: ScaledTrainingSettings, platform: Platform) -> Outputs:
-    pool = scaling_pool(cfg)
+    pool = validated(scaling_pool(cfg), "aksgpu:gpuPools")
     platform.pull_ahead(pool, {"jobs": platform.image("jobs")})
     training = TrainingWorkload("training", TrainingArgs(
         gpu_pool=platform.gpu_pool(pool),
         jobs_image=platform.image("jobs"),
-        workspace=platform.workspace,
+        workspace=platform.needed_workspace,
         steps=st.steps,
         checkpoint_container=cfg.storage_account(CHECKPOINTS).container_names[0],
         train_volumes=platform.volumes[TRAIN],
@@ -30,8 +31,8 @@ def deploy(cfg: StackConfig, st: ScaledTrainingSettings, platform: Platform) -> 
         parallel_runs=st.parallel_runs,
         queue=platform.job_queue,
     ), opts=platform.opts)
-    namespace = platform.workspace.name
-    values = {SUBMIT_TRAINING_RUNS: training.submit_runs_command,
+    namespace = platform.needed_workspace.name
+    values: dict[str, object] = {SUBMIT_TRAINING_RUNS: training.submit_runs_command,
               # Seed 004's demo, made visible: GPU nodes appear for the pending runs and go once they finish.
               WATCH_GPU_NODES: f"kubectl get nodes -l kubernetes.azure.com/agentpool={pool.name} -w",
               WATCH_TRAINING_RUNS: f"kubectl -n {namespace} get jobs,pods -l app.kubernetes.io/name=train -w"}

@@ -13,7 +13,8 @@ import pulumi
 from pulumi_kubernetes import apps, batch, core
 
 from components.autoscaling.kueue import JobQueue, queue_labels, queued
-from components.azure.node_pools import CpuNodePool, GpuNodePool
+from components.azure.node_pools import CpuNodePool
+from components.azure.node_provisioning import GpuPoolComponent
 from components.kubernetes.network_policy import allow_https_to_internet, allow_ingress
 from components.kubernetes.pods import container, job_spec, job_template, pod_spec
 from components.kubernetes.security import resources
@@ -33,7 +34,7 @@ TRAINING_DEADLINE_SECONDS = 4 * 3600
 
 @dataclass(frozen=True)
 class TrainingArgs:
-    gpu_pool: GpuNodePool
+    gpu_pool: GpuPoolComponent
     """Pool the training Job runs on (it may scale from zero)."""
     jobs_image: pulumi.Input[str]
     """The jobs image (docker/jobs)."""
@@ -67,8 +68,8 @@ class TrainingWorkload(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TrainingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:workloads:TrainingWorkload", name, None, opts)  # frozen: components/__init__.py
-        blob_container = args.checkpoint_container
-        if args.predict_pool is not None and (blob_container is None or args.predict_volumes is None):
+        blob_container, reader = args.checkpoint_container, args.predict_volumes
+        if args.predict_pool is not None and (blob_container is None or reader is None):
             raise ValueError(f"training {name}: the prediction service reads checkpoints from a shared volume")
         train = args.train_volumes
         if blob_container is not None and train is not None:
@@ -101,8 +102,8 @@ class TrainingWorkload(pulumi.ComponentResource):
             self._run_template(name, args, volume, train, labels)
         self.logs_command = f"kubectl -n {args.workspace.name} logs -f job/train"
         self.predict_port_forward = self.predict_example = None
-        if args.predict_pool is not None:
-            self._predictor(name, args, folder)
+        if args.predict_pool is not None and blob_container is not None and reader is not None:  # all: see above
+            self._predictor(name, args, folder, reader, blob_container)
         self.register_outputs({"logs_command": self.logs_command})
 
     def _run_template(self, name: str, args: TrainingArgs, volume: dict, train: WorkloadVolumes | None,
@@ -125,7 +126,8 @@ class TrainingWorkload(pulumi.ComponentResource):
             f"for i in $(seq 1 {args.parallel_runs}); do kubectl -n {namespace} create job "
             f"--from=cronjob/{RUN_TEMPLATE} {RUN_TEMPLATE}-$(date +%s)-$i; done")
 
-    def _predictor(self, name: str, args: TrainingArgs, folder: str) -> None:
+    def _predictor(self, name: str, args: TrainingArgs, folder: str, reader: WorkloadVolumes,
+                   blob_container: str) -> None:
         labels = {"app.kubernetes.io/name": "predict"}
         probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5}
         server = container(
@@ -136,9 +138,8 @@ class TrainingWorkload(pulumi.ComponentResource):
             readinessProbe=probe,
             livenessProbe={"tcpSocket": {"port": "http"}, "periodSeconds": 20},
         )
-        reader = args.predict_volumes
         volume = {"name": "checkpoints", "persistentVolumeClaim": {
-            "claimName": reader.claims[args.checkpoint_container], "readOnly": True}}
+            "claimName": reader.claims[blob_container], "readOnly": True}}
         # Callers in the namespace use the Service; people use port-forward, which policies do not see.
         allow_ingress(f"{name}-predict-allow-http", "predict-http", args.workspace.namespace, labels, PREDICT_PORT,
                       self, from_pods={})
