@@ -396,3 +396,15 @@ DEPLOYMENT, JOB, CRONJOB, SERVICE = ("kubernetes:apps/v1:Deployment", "kubernete
 def gpus(pod: dict[str, Any]) -> int:
     """``nvidia.com/gpu`` a pod spec's containers ask for."""
     return sum(int(c["resources"]["limits"].get("nvidia.com/gpu", 0)) for c in pod["containers"])
+
+
+def unreadable(monkeypatch, name: str, error: OSError) -> None:
+    """Reading a file called ``name`` raises ``error``, as on a blob mount that failed; other files read as usual."""
+    from pathlib import Path
+    read = Path.read_bytes
+
+    def dead_mount(path: Path) -> bytes:
+        if path.name == name:
+            raise error
+        return read(path)
+    monkeypatch.setattr(type(Path()), "read_bytes", dead_mount)

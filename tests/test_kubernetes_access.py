@@ -16,22 +16,27 @@ USER_CREDS = "azure-native:containerservice:listManagedClusterUserCredentials"
 ADMIN_CREDS = "azure-native:containerservice:listManagedClusterAdminCredentials"
 
 
-def _kubeconfig_for(login_mode: str) -> tuple[str, bool]:
+def _access(preview: bool, **args) -> tuple[str, bool]:
+    """A KubernetesAccess of a mocked cluster, as in a preview or a deploy: its kubeconfig and whether it is a
+    secret."""
     def run() -> tuple[str, bool]:
-        pulumi_mocks.set_mocks(AzureMocks("t"), project="aksgpu", stack="t", preview=False)
+        pulumi_mocks.set_mocks(AzureMocks("t"), project="aksgpu", stack="t", preview=preview)
         holder = {}
 
         def program():
             cluster = pulumi.CustomResource("azure-native:containerservice:ManagedCluster", "aks",
                                             {"resourceName": "aks-t", "resourceGroupName": "rg-t"})
             holder["access"] = KubernetesAccess("k8s", KubernetesAccessArgs(
-                cluster=cluster, cluster_name="aks-t", resource_group_name="rg-t", login_mode=login_mode,
-                preflight=False))
+                cluster=cluster, cluster_name="aks-t", resource_group_name="rg-t", **args))
 
         _sync_await(run_pulumi_func(program))
         out = holder["access"].kubeconfig
         return _sync_await(out.future()), _sync_await(out.is_secret())
     return contextvars.Context().run(run)
+
+
+def _kubeconfig_for(login_mode: str) -> tuple[str, bool]:
+    return _access(False, login_mode=login_mode, preflight=False)
 
 
 def test_provider_kubeconfig_is_a_secret_using_kubelogin_without_devicecode():
@@ -62,20 +67,7 @@ def _preflight_in(preview: bool, monkeypatch) -> tuple[list[bool], list[tuple[st
     monkeypatch.setattr(access, "wait_for_access", lambda k, preview: waited.append(preview) or k)
     monkeypatch.setattr(access, "wait_for_crds", lambda k, names: crds.append(tuple(names)) or k)
 
-    def run() -> None:
-        pulumi_mocks.set_mocks(AzureMocks("t"), project="aksgpu", stack="t", preview=preview)
-        holder = {}
-
-        def program():
-            cluster = pulumi.CustomResource("azure-native:containerservice:ManagedCluster", "aks",
-                                            {"resourceName": "aks-t", "resourceGroupName": "rg-t"})
-            holder["access"] = KubernetesAccess("k8s", KubernetesAccessArgs(
-                cluster=cluster, cluster_name="aks-t", resource_group_name="rg-t", login_mode="azurecli",
-                add_on_crds=("scaledobjects.keda.sh",)))
-
-        _sync_await(run_pulumi_func(program))
-        _sync_await(holder["access"].kubeconfig.future())
-    contextvars.Context().run(run)
+    _access(preview, login_mode="azurecli", add_on_crds=("scaledobjects.keda.sh",))
     return waited, crds
 
 

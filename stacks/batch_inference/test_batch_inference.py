@@ -10,7 +10,7 @@ import pytest
 from program.config.errors import ConfigError
 from stacks.batch_inference.deploy import DOWNLOAD_ANSWERS, RUN_NOW, UPLOAD_MODEL, UPLOAD_REQUESTS
 from tests.docker_modules import import_from
-from tests.helpers import PUBLIC, QUEUE_LABEL, allowed, data_identities, load, pod_spec, stack_config_of
+from tests.helpers import PUBLIC, QUEUE_LABEL, allowed, data_identities, load, pod_spec, stack_config_of, unreadable
 
 STACK = "batch-inference"
 CRONJOB = "kubernetes:batch/v1:CronJob"
@@ -185,13 +185,7 @@ def test_a_request_that_cannot_be_read_gets_no_answer_and_the_run_exits_1_for_a_
     """An I/O error (a blob mount failing) was written as that request's answer, so no later run ever read it again."""
     requests, answers = tmp_path / "requests", tmp_path / "answers"
     write_requests(requests, 2)
-    read = type(requests).read_bytes
-
-    def dead_mount(path):
-        if path.name == "1.json":
-            raise OSError(107, "Transport endpoint is not connected", str(path))
-        return read(path)
-    monkeypatch.setattr(type(requests), "read_bytes", dead_mount)
+    unreadable(monkeypatch, "1.json", OSError(107, "Transport endpoint is not connected"))
     argv = ["--requests", str(requests), "--models", str(models), "--answers", str(answers), "--device", "cpu"]
     with pytest.raises(SystemExit) as e:
         batch.main(argv)

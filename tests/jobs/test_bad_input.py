@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tests.docker_modules import DOCKER_DIR, import_from
+from tests.helpers import unreadable
 
 resim = import_from("jobs", "resim")
 loadtest = import_from("jobs", "loadtest")
@@ -57,13 +58,7 @@ def test_a_recording_that_cannot_be_read_fails_the_shard_for_a_retry_after_the_o
     source.mkdir()
     for name in ("a.bin", "b.bin", "c.bin"):
         (source / name).write_bytes(b"\x01" * 300)
-    read = type(source).read_bytes
-
-    def dead_mount(path):
-        if path.name == "b.bin":
-            raise OSError(5, "Input/output error", str(path))
-        return read(path)
-    monkeypatch.setattr(type(source), "read_bytes", dead_mount)
+    unreadable(monkeypatch, "b.bin", OSError(5, "Input/output error"))
     argv = ["--input", str(source), "--output", str(tmp_path / "out"), "--shards", "1", "--index", "0",
             "--device", "cpu"]
     with pytest.raises(SystemExit) as exit_info:
