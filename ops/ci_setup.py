@@ -254,10 +254,12 @@ def _app_lines(repo: str, identity: Identity) -> list[str]:
         f'{var}_sp=$(az ad sp list --filter "appId eq \'${var}\'" --query "[0].id" --output tsv)',
         f'if [ -z "${var}_sp" ]; then {var}_sp=$(az ad sp create --id "${var}" --query id --output tsv); fi',
     ]
+    # The stale ones go first: an earlier setup's credentials and the new ones together could pass Entra ID's limit
+    # of 20 per app, and the create would stop the script before anything was deleted.
+    lines.append(f'keep_only "${var}" ' + " ".join(q(c) for c in identity.credentials))
     for cred, subject in identity.credentials.items():
         body = q(json.dumps({"name": cred, "issuer": ISSUER, "subject": subject, "audiences": [AUDIENCE]}))
         lines.append(f'credential "${var}" {q(cred)} {body}')
-    lines.append(f'keep_only "${var}" ' + " ".join(q(c) for c in identity.credentials))
     return lines
 
 

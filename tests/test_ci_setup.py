@@ -258,6 +258,8 @@ elif verb.startswith("ad app federated-credential create"):
     creds = cloud["creds"].setdefault(flag("--id"), {})
     if body["name"] in creds:
         fail = "FederatedIdentityCredential with name " + body["name"] + " already exists"
+    elif len(creds) >= 20:
+        fail = "FederatedIdentityCredential limit of 20 per application reached"
     creds[body["name"]] = body["subject"]
 elif verb.startswith("ad app federated-credential update"):
     cloud["creds"][flag("--id")][flag("--federated-credential-id")] = json.loads(flag("--parameters"))["subject"]
@@ -371,8 +373,10 @@ def test_an_upgraded_repository_keeps_no_trust_or_grant_of_the_earlier_setup(tmp
     earlier = {"apps": {"aksgpu-ci-acme-infra": app}, "sps": {app: DEPLOY},
                "creds": {app: {"pull-request": "repo:acme/infra:pull_request",
                                "main": "repo:acme/infra:ref:refs/heads/main",
-                               **{f"environment-{s}": f"repo:acme/infra:environment:{s}"
-                                  for s in ("dev", "gpu-nap", "gpu-sharing-mig", "llm-serving-kaito")}}},
+                               # One per stack, as the earlier setup made them; a team with a dev and a prod
+                               # stack per scenario: 18, and the new per-scenario ones beside them pass 20.
+                               **{f"environment-{s}-{e}": f"repo:acme/infra:environment:{s}-{e}"
+                                  for s in SCENARIOS for e in ("dev", "prod")}}},
                "roles": [[DEPLOY, "Role Based Access Control Administrator", "/subscriptions/sub-1", None, "/old/1"],
                          [DEPLOY, "Role Based Access Control Administrator", "/subscriptions/sub-1",
                           assignable_condition(PROGRAM_ROLES[:-1]), "/old/2"],
