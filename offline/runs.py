@@ -2,7 +2,7 @@
 
 A run deploys a stack with `pulumi up`, measures its phases from authoritative timestamps, runs the scenario's
 acceptance probes, drills a spot eviction where the stack has a spot GPU pool, destroys the stack and looks for
-anything left. It writes one file, ``docs/results/e2e-<stack>-<UTC stamp>.json``, which a pull request commits;
+anything left. It writes one file into ``RESULTS``, named ``e2e-<stack>-<UTC stamp>.json``, which a pull request commits;
 the scoreboard (``docs/scoreboard.md``) and the timeline estimate read the committed ones. ``RUN_SCHEMA`` is the
 file's JSON Schema, generated from ``Run`` (``python -m offline docs``), so tools other than this project can check
 a result.
