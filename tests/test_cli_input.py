@@ -1,17 +1,18 @@
-"""Every `python -m offline` and `python -m ops` command, run as a user runs it: a bad argument or input ends with
-exit status 2 and one line naming the argument, the value and what is allowed, no traceback, credentials hidden,
-and nothing written (no stack file, no regenerated docs, no render)."""
+"""Every `python -m offline` and `python -m ops` command, through the entry point a user runs (in this process, with
+a bare environment: tests.helpers.command): a bad argument or input ends with exit status 2 and one line naming the
+argument, the value and what is allowed, no traceback, credentials hidden, and nothing written (no stack file, no
+regenerated docs, no render)."""
 
 from __future__ import annotations
 
 import hashlib
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from offline.stack_files import REPO_ROOT
+from tests.helpers import command
 
 pytestmark = pytest.mark.xdist_group("cli")
 
@@ -22,9 +23,9 @@ def project_state() -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths if p.is_file()}
 
 
-def run(tmp_path: Path, *argv: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *argv], cwd=REPO_ROOT, input=stdin, capture_output=True, text=True,
-                          timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+def run(tmp_path: Path, package: str, *argv: str, stdin: str = "") -> subprocess.CompletedProcess:
+    """``python -m PACKAGE ARGV`` in this process, with a bare environment (tests.helpers.command)."""
+    return command(package, *argv, input=stdin, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
 
 
 @pytest.fixture
@@ -82,11 +83,11 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("command, text", CASES, ids=[c for c, _ in CASES])
-def test_a_bad_argument_is_one_line_exit_2_and_writes_nothing(files, command, text):
+@pytest.mark.parametrize("arguments, text", CASES, ids=[c for c, _ in CASES])
+def test_a_bad_argument_is_one_line_exit_2_and_writes_nothing(files, arguments, text):
     import shlex
     before, tree = project_state(), sorted(p.name for p in files.rglob("*"))
-    result = run(files, "-m", *shlex.split(command.format(t=files)), stdin="not json")
+    result = run(files, *shlex.split(arguments.format(t=files)), stdin="not json")
     assert result.returncode == 2, result.stderr
     assert result.stdout == "" and "Traceback" not in result.stderr
     (line,) = result.stderr.splitlines()
@@ -98,7 +99,7 @@ def test_a_token_pasted_under_an_unknown_key_is_never_printed(files):
     token = "ghp_" + "Zx9" * 12
     (files / "token.yaml").write_text(f"config:\n  aksgpu:cluster:\n    openApiServer: true\n  aksgpu:githubToken: "
                                       f"{token}\n  deploy:\n    password: hunter22\n")
-    result = run(files, "-m", "offline", "render", "--stack", "dev", "--config", str(files / "token.yaml"),
+    result = run(files, "offline", "render", "--stack", "dev", "--config", str(files / "token.yaml"),
                  "--out", str(files / "out"))
     assert result.returncode == 2 and token not in result.stderr and "hunter22" not in result.stderr
     assert 'aksgpu:githubToken="<hidden, 40 characters>"' in result.stderr
