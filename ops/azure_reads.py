@@ -25,6 +25,9 @@ from azure.core.rest import HttpRequest
 LOCATIONS_API = "2022-12-01"
 """Subscriptions - List Locations (Microsoft.Resources, learn.microsoft.com/rest/api/resources/subscriptions/
 list-locations)."""
+SUBSCRIPTIONS_API = "2022-12-01"
+"""Subscriptions - Get (Microsoft.Resources, learn.microsoft.com/rest/api/resources/subscriptions/get): the
+subscription's offer is ``subscriptionPolicies.quotaId``."""
 SPOT_SCORES_API = "2025-06-05"
 """Spot Placement Scores (Microsoft.Compute DiagnosticRP, stable)."""
 FEATURES_API = "2021-07-01"
@@ -182,6 +185,17 @@ class Azure:
         if response.status_code != 200:
             raise AzureReadError("locations", response.status_code, _error_message(response))
         return list(response.json().get("value", []))
+
+    def quota_id(self) -> str | None:
+        """The subscription's offer as Subscriptions - Get names it (``subscriptionPolicies.quotaId``, e.g.
+        ``FreeTrial_2014-09-01``). ``az account show`` does not carry it: the Azure CLI keeps only its profile's
+        fields (azure-cli src/azure-cli-core/azure/cli/core/_profile.py, ``_normalize_properties``)."""
+        request = HttpRequest("GET", f"/subscriptions/{self.subscription}", params={"api-version": SUBSCRIPTIONS_API})
+        response = self.compute.send_request(request)
+        response.read()
+        if response.status_code != 200:
+            raise AzureReadError("subscription", response.status_code, _error_message(response))
+        return response.json().get("subscriptionPolicies", {}).get("quotaId")
 
     def agent_pools(self, resource_group: str, cluster: str) -> dict[str, tuple[str, int, bool]]:
         """The deployed cluster's pools: name → (VM size, nodes, spot); empty when there is no such cluster."""

@@ -9,7 +9,9 @@ For every pool of the stack, in its region, from what Azure says to this subscri
     (Resource SKUs; ``NotAvailableForSubscription`` needs a region access request);
   - for spot pools, the Spot Placement Score of the pool's maximum in its zones (learn.microsoft.com/azure/
     virtual-machine-scale-sets/spot-placement-score), and where it is better;
-  - a verdict with the fix: fits, fits at min only, does not fit.
+  - a verdict with the fix: fits, fits at min only, does not fit;
+and, beside the pools, one line when the stack builds its images with ACR Tasks on a Free Trial subscription, where
+ACR Task runs are paused (``acr_tasks_line``).
 
 This module decides; ``azure_reads`` fetches. The exit code is the worst verdict (``Verdict``).
 """
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from components.gpu.sizes import GPU_SIZES, vcpus_of
+from components.vocabulary import BuildMode
 from offline.cli import error, unknown_stack
 from offline.stack_files import stack_config
 from ops.azure_reads import (
@@ -412,6 +415,29 @@ def _not_checked(args: argparse.Namespace, why: str, first: str | None = None, r
     return exit_code(Verdict.UNCHECKED, args.fail_on)
 
 
+FREE_TRIAL_OFFER = "FreeTrial_2014-09-01"
+"""The quotaId of the Azure free account's offer, Free Trial MS-AZR-0044P (learn.microsoft.com/azure/
+cost-management-billing/costs/understand-cost-mgt-data: "Supported Microsoft Azure offers")."""
+
+
+def acr_tasks_line(cfg: StackConfig, azure: Azure) -> str | None:
+    """One line, with its fix, when the stack builds its images with ACR Tasks on a Free Trial subscription: ACR
+    Task runs "are temporarily paused from Azure free credits" (learn.microsoft.com/azure/container-registry/
+    container-registry-tasks-overview), so its first ``pulumi up`` fails in the image build. Other credit offers are
+    not named by Microsoft, so they are not guessed at; a stack that builds with Docker asks nothing."""
+    if cfg.build.mode != BuildMode.ACR:
+        return None
+    try:
+        offer = azure.quota_id()
+    except AzureReadError:
+        return None  # the offer is a hint; the pools' verdicts stand without it
+    if offer != FREE_TRIAL_OFFER:
+        return None
+    return (f"images: build.mode acr runs ACR Tasks, paused on Azure free credits, and this subscription is a Free "
+            f"Trial ({offer}): pulumi up fails building the images (TasksOperationsNotAllowed). Fix: build.mode "
+            "local, the default (Docker where pulumi up runs), or upgrade the subscription to pay-as-you-go")
+
+
 def capacity_command(args: argparse.Namespace) -> int:
     from azure.core.exceptions import ClientAuthenticationError
     if problem := unknown_stack(args.stack):
@@ -426,18 +452,22 @@ def capacity_command(args: argparse.Namespace) -> int:
     # the one line that matters, which the command prints itself.
     logging.getLogger("azure.identity").setLevel(logging.ERROR)
     try:
-        checks = check(needs, read(connect(subscription_id), cfg, needs))
+        azure = connect(subscription_id)
+        checks = check(needs, read(azure, cfg, needs))
+        images = acr_tasks_line(cfg, azure)
     except ClientAuthenticationError:
         return _not_checked(args, "no Azure credential (az login here; the workflows sign in with OIDC)",
                             NOT_SIGNED_IN, region=cfg.location)
     except AzureReadError as e:
         return _not_checked(args, str(e), region=cfg.location)
     if args.json:
-        print(json.dumps(as_json(args.stack, cfg.location, checks)))
+        print(json.dumps({**as_json(args.stack, cfg.location, checks), **({"images": images} if images else {})}))
     else:
         for found in checks:
             print(found.line())
-    report = markdown(args.stack, cfg.location, checks)
+        if images:
+            print(images)
+    report = markdown(args.stack, cfg.location, checks) + (f"\n{images}\n" if images else "")
     if args.markdown:
         with args.markdown.open("a") as out:
             out.write(report)

@@ -12,10 +12,15 @@ import json
 import sys
 from typing import Any
 
+from components.vocabulary import BuildMode
 from offline.cli import error, json_input, unknown_stack
 from offline.stack_files import stack_config, stack_files
 
 HOSTED = "ubuntu-24.04"
+HOSTED_FREE_GB = 14
+"""The disk GitHub guarantees free on a standard hosted runner (docs.github.com, "GitHub-hosted runners reference":
+14 GB SSD). One torch + CUDA image's pip layer alone unpacks to about 7.3 GB beside its 4.2 GB of wheels, and a
+stack builds one or two such images at once (docs/deploying.md#images)."""
 
 
 def runner(stack: str) -> list[str] | str | None:
@@ -26,6 +31,12 @@ def runner(stack: str) -> list[str] | str | None:
     return None if cfg.cluster.private else HOSTED
 
 
+def frees_disk(stack: str) -> bool:
+    """Whether the deploy job first makes room on its runner: a hosted one that builds the stack's images with its
+    Docker engine (``build.mode: local``, the default); a self-hosted runner's disk is its owner's to size."""
+    return runner(stack) == HOSTED and stack_config(stack).build.mode == BuildMode.LOCAL
+
+
 def environment(stack: str) -> str:
     """The GitHub environment a stack deploys in: its scenario's, so the federated credentials grow with the
     scenarios and not with the stack files (Entra ID allows 20 per app; ops/ci_setup.py)."""
@@ -33,8 +44,8 @@ def environment(stack: str) -> str:
 
 
 def matrix(stacks: list[str]) -> dict[str, Any]:
-    """A job matrix of ``{stack, runner, environment}``; private stacks without a runner are left out with a
-    warning."""
+    """A job matrix of ``{stack, runner, environment, freeDisk}``; private stacks without a runner are left out with
+    a warning."""
     include = []
     for stack in stacks:
         runs_on = runner(stack)
@@ -42,7 +53,8 @@ def matrix(stacks: list[str]) -> dict[str, Any]:
             print(f"::warning::stack {stack} has a private API server and no ciRunner: hosted runners cannot reach "
                   "it, so its workflow jobs are skipped (docs/deploying.md: Private clusters)", file=sys.stderr)
             continue
-        include.append({"stack": stack, "runner": runs_on, "environment": environment(stack)})
+        include.append({"stack": stack, "runner": runs_on, "environment": environment(stack),
+                        "freeDisk": frees_disk(stack)})
     return {"include": include}
 
 

@@ -25,6 +25,7 @@ ROUTES = {
     "features": r"/providers/Microsoft\.Features/providers/[^/]+/features/[^/]+$",
     "prices": r"^/api/retail/prices$",
     "locations": r"^/subscriptions/[^/]+/locations$",
+    "subscription": r"^/subscriptions/[^/]+$",
 }
 """Which recorded file answers a request, by the path it asks for."""
 

@@ -283,3 +283,40 @@ def test_an_infiniband_pool_without_aks_infiniband_support_does_not_fit_and_says
 def test_a_stack_without_infiniband_pools_never_asks_for_the_feature():
     checks, replay = run([T4_SPOT])
     assert not any("Microsoft.Features" in url for _, url, _ in replay.seen)
+
+
+ACR_TASKS = {"scenario": "function-gpu", "cluster": {"openApiServer": True}, "build": {"mode": "acr"}}
+
+
+@pytest.mark.parametrize("offer, says", [("subscription-free-trial.json", True),
+                                         ("subscription-pay-as-you-go.json", False)])
+def test_a_stack_that_builds_with_acr_tasks_on_a_free_trial_is_told_its_build_fails_and_what_to_do(
+        monkeypatch, capsys, tmp_path, offer, says):
+    """Round-4 Azure audit #6: ACR Task runs "are temporarily paused from Azure free credits"
+    (learn.microsoft.com/azure/container-registry/container-registry-tasks-overview); the Free Trial's quotaId is
+    FreeTrial_2014-09-01 (learn.microsoft.com/azure/cost-management-billing/costs/understand-cost-mgt-data)."""
+    replay = Replay({**ENOUGH, "subscription": offer})
+    monkeypatch.setattr(capacity, "connect", lambda subscription: Azure(subscription, Token(), replay))
+    monkeypatch.setattr(capacity, "stack_config", lambda stack: load(ACR_TASKS))
+    summary = tmp_path / "summary.md"
+    code = main(["capacity", "--stack", "function-gpu", "--subscription", SUBSCRIPTION, "--markdown", str(summary)])
+    out = capsys.readouterr().out.splitlines()
+    images = [line for line in out if line.startswith("images: ")]
+    assert code == Verdict.FITS  # the pools' verdict: the build is another matter, said on its own line
+    if not says:
+        assert images == [] and "images: " not in summary.read_text()
+        return
+    assert images == [
+        "images: build.mode acr runs ACR Tasks, paused on Azure free credits, and this subscription is a Free Trial "
+        "(FreeTrial_2014-09-01): pulumi up fails building the images (TasksOperationsNotAllowed). Fix: build.mode "
+        "local, the default (Docker where pulumi up runs), or upgrade the subscription to pay-as-you-go"]
+    assert images[0] in summary.read_text()
+    assert any(url.endswith(f"/subscriptions/{SUBSCRIPTION}?api-version=2022-12-01") for _, url, _ in replay.seen)
+
+
+def test_a_stack_that_builds_with_docker_never_asks_for_the_subscriptions_offer(monkeypatch, capsys):
+    replay = Replay({**ENOUGH, "subscription": "subscription-free-trial.json"})
+    monkeypatch.setattr(capacity, "connect", lambda subscription: Azure(subscription, Token(), replay))
+    assert main(["capacity", "--stack", "function-gpu", "--subscription", SUBSCRIPTION, "--json"]) == Verdict.FITS
+    assert "images" not in json.loads(capsys.readouterr().out)
+    assert not any(url.split("?")[0].endswith(f"/subscriptions/{SUBSCRIPTION}") for _, url, _ in replay.seen)

@@ -113,7 +113,7 @@ BAD_CONFIGS = [
                                {"role": "out", "name": "stsame01", "containers": ["output"]}]}},
      "aksgpu:storage.accounts[1].name", "each storage account needs its own name"),
     ({"owner": ""}, "aksgpu:owner", "must not be empty"),
-    ({"registry": {"sku": "Premium", "private": True}}, "aksgpu:build.mode",
+    ({"registry": {"sku": "Premium", "private": True}, "build": {"mode": "acr"}}, "aksgpu:build.mode",
      "an ACR Task run cannot push into a private registry (registry.private); use build.mode local"),
     ({"gpuPools": [{**T4, "spotMaxPrice": "nan"}]}, "aksgpu:gpuPools[0].spotMaxPrice", "must be a number"),
     ({"gpuPools": [{**T4, "spotMaxPrice": float("inf")}]}, "aksgpu:gpuPools[0].spotMaxPrice", "finite"),

@@ -1,5 +1,6 @@
-"""How a stack's images get into its registry: `az acr build` (``acr``) or the local Docker engine pushing with an
-Entra token (``local``); either way pods run the digest the registry holds, after the kubelet's pull grant."""
+"""How a stack's images get into its registry: the local Docker engine through pulumi-docker, pushing with an Entra
+token (``local``, the default), or `az acr build` (``acr``, for a machine without Docker); either way pods run the
+digest the registry holds, after the kubelet's pull grant."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 from components.images.built import TOKEN_USER
 from components.images.context import load_context
 from components.images.digest import digest_of
+from components.vocabulary import BuildMode
 from program import outputs
+from program.config.schema import BuildConfig
 from tests.helpers import STACKS, render_with
 
 STACK = "function-gpu"
@@ -24,52 +27,69 @@ def r(render_of):
 
 
 @pytest.fixture(scope="module")
-def local():
-    return render_with(scenario=STACK, build={"mode": "local"})
+def acr():
+    return render_with(scenario=STACK, build={"mode": "acr"})
 
 
-def test_acr_mode_builds_the_folder_in_azure_for_amd64_and_prints_only_the_pushed_digest(r):
+def test_images_build_with_the_local_docker_engine_unless_a_stack_asks_for_acr_tasks():
+    """Issue 36 item 7, round-4 Azure audit #6: ACR Task runs "are temporarily paused from Azure free credits"
+    (learn.microsoft.com/azure/container-registry/container-registry-tasks-overview), so the default build needs
+    none; GitHub-hosted runners have a Docker engine."""
+    assert BuildConfig().mode == BuildMode.LOCAL
+
+
+def test_the_function_image_is_built_and_pushed_by_pulumi_docker_with_an_entra_token(r):
+    """Round-3 audit #3: Docker's credential store has nothing for a registry made in the same `pulumi up`; the
+    push carries a token from `az acr login --expose-token` (container-registry-authentication), never the
+    registry's admin user."""
+    image = r.named("image-function-image", "docker:index/image:Image")
+    assert image.parent == "image-function"
+    assert image.inputs["build"] == {"context": "docker/function", "dockerfile": "docker/function/Dockerfile",
+                                     "platform": "linux/amd64"}
+    assert image.inputs["imageName"] == f"{r.cfg.naming.registry()}.azurecr.io/function:{TAG}"
+    registry = image.revealed["registry"]
+    assert registry["username"] == TOKEN_USER and registry["server"] == f"{r.cfg.naming.registry()}.azurecr.io"
+    assert registry["password"] == "mock-entra-access-token"  # the token, stripped of the CLI's newline
+    assert image.inputs["registry"]["password"] == "[secret]"
+    assert "command:local:run" in r.invokes
+    assert not r.of_type("command:local:Command")
+    assert r.named("registry-acr").inputs.get("adminUserEnabled") in (None, False)
+
+
+def test_a_preview_does_not_build(r):
+    """pulumi-docker 5.2.0's Image builds on preview only with ``buildOnPreview`` (default false): a pull request's
+    preview needs no Docker build."""
+    assert not r.named("image-function-image").inputs.get("buildOnPreview")
+
+
+def test_the_function_deployment_runs_the_pushed_digest(r):
+    image = r.named("function-deployment").inputs["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert re.fullmatch(rf"{r.cfg.naming.registry()}\.azurecr\.io/function@sha256:[0-9a-f]{{64}}", image)
+
+
+def test_acr_mode_builds_the_folder_in_azure_for_amd64_and_prints_only_the_pushed_digest(acr):
     """Round-3 audit #5: the CLI follows the run itself, so the TaskRun polling bug (pulumi-azure-native#1713)
     cannot fail a build that ran; the log goes to stderr, stdout is the digest."""
-    build = r.named("image-function-build", "command:local:Command")
-    registry = r.cfg.naming.registry()
+    build = acr.named("image-function-build", "command:local:Command")
+    registry = acr.cfg.naming.registry()
     assert build.inputs["create"] == (
         f"az acr build --registry {registry} --image function:{TAG} --platform linux/amd64 --timeout 3600 "
         f"docker/function >&2 && az acr repository show --name {registry} --image function:{TAG} "
         "--query digest --output tsv")
-    assert not r.of_type("azure-native:containerregistry:TaskRun") and not r.of_type("azure-native:storage:Blob")
+    assert not acr.of_type("docker:index/image:Image")
+    assert not acr.of_type("azure-native:containerregistry:TaskRun") and not acr.of_type("azure-native:storage:Blob")
 
 
-def test_acr_mode_rebuilds_only_for_a_new_context(r):
-    build = r.named("image-function-build")
+def test_acr_mode_rebuilds_only_for_a_new_context(acr):
+    build = acr.named("image-function-build")
     assert build.inputs["triggers"] == [load_context("docker/function").digest]
     assert build.replace_on_changes == ["triggers[*]"]
-
-
-def test_local_mode_pushes_with_an_entra_token_fetched_after_the_registry_is_reachable(local):
-    """Round-3 audit #3: Docker's credential store has nothing for a registry made in the same `pulumi up`; the
-    push carries a token from `az acr login --expose-token` (container-registry-authentication)."""
-    image = local.named("image-function-image", "docker:index/image:Image")
-    assert image.inputs["build"] == {"context": "docker/function", "dockerfile": "docker/function/Dockerfile",
-                                     "platform": "linux/amd64"}
-    assert image.inputs["imageName"] == f"{local.cfg.naming.registry()}.azurecr.io/function:{TAG}"
-    registry = image.revealed["registry"]
-    assert registry["username"] == TOKEN_USER and registry["server"] == f"{local.cfg.naming.registry()}.azurecr.io"
-    assert registry["password"] == "mock-entra-access-token"  # the token, stripped of the CLI's newline
-    assert image.inputs["registry"]["password"] == "[secret]"
-    assert "command:local:run" in local.invokes
-    assert not local.of_type("command:local:Command")
 
 
 def test_a_private_registry_is_pushed_to_only_once_its_endpoint_resolves(render_shape):
     r = render_shape("private-two-pools")
     image = r.named("image-jobs-image", "docker:index/image:Image")
     assert {"registry-private-endpoint", "registry-private-dns"} <= set(image.depends_on)
-
-
-def test_local_mode_deploys_the_pushed_digest(local):
-    image = local.named("function-deployment").inputs["spec"]["template"]["spec"]["containers"][0]["image"]
-    assert re.fullmatch(rf"{local.cfg.naming.registry()}\.azurecr\.io/function@sha256:[0-9a-f]{{64}}", image)
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -57,8 +57,9 @@ KEYS = [
      "nothing in this program reads the kubernetes namespace; it reads azure-native"),
     ({"pulumi:disable-default-providers": ["*"]}, "pulumi:disable-default-providers",
      "nothing in this program reads the pulumi namespace"),
-    ({"docker:host": "unix:///var/run/docker.sock"}, "docker:host",
-     "the docker provider runs only for a stack that builds its images with the local Docker engine"),
+    ({"aksgpu:build": {"mode": "acr"}, "docker:host": "unix:///var/run/docker.sock"}, "docker:host",
+     "the docker provider runs only for a stack that builds its images with the local Docker engine "
+     "(aksgpu:build.mode: local, the default), and this stack sets acr"),
     ({"azure-native:clientSecret": "not-in-a-stack-file"}, "azure-native:clientSecret",
      "a credential in plain text; set it with `pulumi config set --secret azure-native:clientSecret` or in the "
      "environment (ARM_CLIENT_SECRET)"),
@@ -66,7 +67,7 @@ KEYS = [
     ({"aksgpu:location": "West Europe"}, "aksgpu:location", "did you mean westeurope?"),
     ({"azure-native:subscriptionId": "00000000-0000-0000-0000-000000000000", "azure-native:useOidc": True,
       "azure-native:clientSecret": {"secure": "v1:c2VjcmV0"}, "aksgpu:location": "swedencentral"}, None, ""),
-    ({"aksgpu:build": {"mode": "local"}, "docker:host": "ssh://builder@10.0.0.4"}, None, ""),
+    ({"docker:host": "ssh://builder@10.0.0.4"}, None, ""),
 ]
 
 

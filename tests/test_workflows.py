@@ -146,6 +146,27 @@ def test_jobs_that_reach_the_cluster_run_on_the_stacks_runner_and_only_with_azur
         assert "python -m ops matrix" in text
 
 
+def test_a_hosted_deploy_that_builds_images_with_docker_makes_room_first_and_keeps_its_python(monkeypatch):
+    """GitHub guarantees a hosted runner 14 GB free (docs.github.com: GitHub-hosted runners reference); function-gpu
+    builds two torch + CUDA images at once, each about 7.3 GB unpacked beside 4.2 GB of wheels
+    (docs/deploying.md#images). A self-hosted runner's disk, and a stack that builds with ACR Tasks, are left alone."""
+    from ops import runners
+    from program.config.loader import load_config
+    from stacks import REGISTRY
+    rows = {row["stack"]: row["freeDisk"] for row in runners.matrix(["av-resim", "function-gpu"])["include"]}
+    assert rows == {"av-resim": False, "function-gpu": True}
+    monkeypatch.setattr(runners, "stack_config", lambda stack: load_config(
+        {"scenario": "function-gpu", "cluster": {"openApiServer": True}, "build": {"mode": "acr"}}, "aksgpu", stack,
+        REGISTRY))
+    assert runners.matrix(["acr"])["include"][0]["freeDisk"] is False
+    steps = load("deploy.yml")["jobs"]["up"]["steps"]
+    room = next(i for i, s in enumerate(steps) if s.get("if") == "matrix.freeDisk")
+    up = next(i for i, s in enumerate(steps) if s.get("with", {}).get("command") == "up")
+    assert room < up and "sudo rm -rf /usr/local/lib/android" in steps[room]["run"]
+    # setup-python's interpreter lives in the tool cache, and .venv runs on it.
+    assert not re.search(r"hostedtoolcache(/Python)?\s|AGENT_TOOLSDIRECTORY", steps[room]["run"])
+
+
 def test_destroy_keeps_protected_data_and_the_leftover_check_knows_it():
     """Audit #5: protected storage made every expiry destroy fail while the cluster kept billing."""
     steps = load("destroy-stack.yml")["jobs"]["destroy"]["steps"]

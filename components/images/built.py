@@ -1,12 +1,15 @@
 """Container images built from a folder under docker/ into the stack's ACR, in one of two modes.
 
-``acr`` (default): ``az acr build`` sends the folder to an ACR Task run that builds and pushes in Azure, seed 000's
-way; where ``pulumi up`` runs needs only the Azure CLI it is signed in with. The CLI follows the run itself: an
-ARM ``TaskRun`` resource's create can fail on a malformed status URL although the build ran
-(pulumi/pulumi-azure-native#1713, Azure/azure-rest-api-specs#19159).
-``local``: pulumi-docker builds with the local Docker engine and pushes with an Entra token for the registry that
-``az acr login --expose-token`` fetches during the deploy: the registry may be minutes old, so Docker's own
-credential store has nothing for it (no admin user either).
+``local`` (default): pulumi-docker builds with the Docker engine where ``pulumi up`` runs (GitHub-hosted runners
+have one) and pushes with an Entra token for the registry that ``az acr login --expose-token`` fetches during the
+deploy: the registry may be minutes old, so Docker's own credential store has nothing for it, and the ACR admin user
+stays off. It needs no ACR Tasks, and it is the only way into a private registry (from inside its VNet).
+``acr``: ``az acr build`` sends the folder to an ACR Task run that builds and pushes in Azure, seed 000's way, for a
+machine without a Docker engine: where ``pulumi up`` runs needs only the Azure CLI. ACR Task runs are paused for
+subscriptions on Azure free credits (container-registry-tasks-overview); the capacity preflight says so for a Free
+Trial subscription (ops/capacity.py ``acr_tasks_line``). The CLI follows the run itself: an ARM ``TaskRun``
+resource's create can fail on a malformed status URL although the build ran (pulumi/pulumi-azure-native#1713,
+Azure/azure-rest-api-specs#19159).
 
 Either way the tag is the context's digest (with the build arguments, where there are any), so an unchanged
 folder neither rebuilds nor rolls pods, and workloads run the digest the registry holds.
@@ -30,7 +33,8 @@ from components.vocabulary import BuildMode
 PLATFORM = "linux/amd64"
 """GPU node pools are x86_64."""
 BUILD_TIMEOUT_SECONDS = 3600
-"""The torch + CUDA layer is several GB; a cold ACR build of the function image takes 10-20 minutes."""
+"""``az acr build``'s limit: the torch + CUDA layer is several GB; a cold ACR build of the function image takes 10-20
+minutes."""
 GPU_TOOLS_IMAGE = ("jobs", "docker/jobs")
 """The project's image with torch (repository, folder): scenarios' Jobs run it, and so does the platform's CUDA
 client check on MPS pools."""
@@ -46,7 +50,7 @@ class ImageArgs:
     repository: str
     """Repository in the registry, e.g. ``function``."""
     mode: BuildMode
-    """``acr`` (an ACR Task run in Azure) or ``local`` (the local Docker engine)."""
+    """``local`` (the local Docker engine, through pulumi-docker) or ``acr`` (an ACR Task run in Azure)."""
     registry: RegistryAccess
     """The stack's ACR, where the image is pushed."""
     build_args: Mapping[str, str] = field(default_factory=dict)

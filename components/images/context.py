@@ -9,10 +9,10 @@ pattern matching a folder matches everything under it. tests/fixtures/dockerigno
 moby/patternmatcher itself (scripts/derive_dockerignore_cases.py), and tests/test_build_context.py holds this port
 to them.
 
-`az acr build` (build mode ``acr``, the default) packs the context with the Azure CLI's own reader instead
-(Azure/azure-cli, src/azure-cli/azure/cli/command_modules/acr/_archive_utils.py: ``_load_dockerignore_file`` and
-``IgnoreRule``): it strips only the line's end (``line.rstrip()``), and drops a leading ``/`` and trailing ``/`` only
-from ``!`` lines, with no path cleaning. So ``/build``, ``build/`` and ``  tmp`` exclude nothing there while Docker
+`az acr build` (build mode ``acr``, for a machine without Docker) packs the context with the Azure CLI's own reader
+instead (Azure/azure-cli, src/azure-cli/azure/cli/command_modules/acr/_archive_utils.py: ``_load_dockerignore_file``
+and ``IgnoreRule``): it strips only the line's end (``line.rstrip()``), and drops a leading ``/`` and trailing ``/``
+only from ``!`` lines, with no path cleaning. So ``/build``, ``build/`` and ``  tmp`` exclude nothing there while Docker
 excludes them, and a changed file there would be uploaded and built without a new tag. A line the two read as
 different patterns is refused (``az_disagreement``), naming the form both read alike. Both always build with the
 Dockerfile (az adds it to the archive whatever the .dockerignore says), so it is always in the digest, and so is the

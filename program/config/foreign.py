@@ -38,7 +38,8 @@ SECRET_SETTINGS = {"azure-native:clientSecret": "ARM_CLIENT_SECRET",
 """Credentials among those settings → where they belong instead of a stack file's plain text (the environment
 variable the provider reads), besides ``pulumi config set --secret``."""
 LOCAL_BUILD = "docker"
-"""The namespace read only by stacks that build images with the local Docker engine (``build.mode: local``)."""
+"""The namespace read only by stacks that build images with the local Docker engine (``build.mode: local``, the
+default)."""
 
 
 def read_namespaces(local_build: bool) -> set[str]:
@@ -68,7 +69,7 @@ def _problem(key: str, value: Any, project_keys: Iterable[str], local_build: boo
     read = read_namespaces(local_build)
     if namespace in PROVIDER_SETTINGS and namespace not in read:
         return (f"the {namespace} provider runs only for a stack that builds its images with the local Docker engine "
-                f"({KEY_PREFIX}build.mode: local)")
+                f"({KEY_PREFIX}build.mode: local, the default), and this stack sets acr")
     if namespace not in read:
         meant = _closest(namespace, [KEY_PREFIX[:-1], *read])
         hint = f"did you mean {meant}:{name}? " if meant else ""

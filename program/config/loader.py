@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from components.vocabulary import BuildMode
 from program.config import naming, rules
 from program.config.errors import ConfigError, did_you_mean
 from program.config.foreign import foreign_keys, misplaced_project_keys
@@ -111,8 +112,10 @@ def _root_problems(cfg: StackConfig, stack: str) -> list[ConfigError]:
 
 
 def _local_build(data: Mapping[str, Any]) -> bool:
+    """Whether the stack builds with the local Docker engine: unless its file says ``build.mode: acr``."""
     build = data.get("build")
-    return isinstance(build, dict) and build.get("mode") == "local"
+    mode = build.get("mode") if isinstance(build, dict) else None
+    return mode != BuildMode.ACR
 
 
 def load_config(raw: Mapping[str, Any], project: str, stack: str,

@@ -73,17 +73,17 @@ _SECURE = {"type": "object", "properties": {"secure": {"type": "string"}}, "requ
 
 def _provider_settings() -> tuple[dict[str, Any], dict[str, Any]]:
     """The provider settings the program reads, as properties, and the condition that keeps Docker's to stacks
-    that build with the local engine (``program.config.foreign`` says why)."""
+    that build with the local engine, every stack but one with ``build.mode: acr`` (``program.config.foreign`` says
+    why)."""
     properties = {}
     for namespace, names in PROVIDER_SETTINGS.items():
         for name in sorted(names):
             key = f"{namespace}:{name}"
             properties[key] = {**_SECURE, "description": "A credential: `pulumi config set --secret`."} \
                 if key in SECRET_SETTINGS else {"description": f"The {namespace} provider's setting."}
-    local = {"required": [f"{KEY_PREFIX}build"],
-             "properties": {f"{KEY_PREFIX}build": {"required": ["mode"], "properties": {"mode": {"const": "local"}}}}}
-    docker_only_local = {"if": {"not": local},
-                         "then": {"propertyNames": {"not": {"pattern": f"^{LOCAL_BUILD}:"}}}}
+    acr = {"required": [f"{KEY_PREFIX}build"],
+           "properties": {f"{KEY_PREFIX}build": {"required": ["mode"], "properties": {"mode": {"const": "acr"}}}}}
+    docker_only_local = {"if": acr, "then": {"propertyNames": {"not": {"pattern": f"^{LOCAL_BUILD}:"}}}}
     return properties, docker_only_local
 
 
@@ -250,11 +250,11 @@ def markdown(scenarios: Mapping[str, ScenarioDoc]) -> str:
         "Editing stack files).",
         "",
         "Outside this namespace a stack file holds only what a provider the program uses reads: "
-        f"{', '.join(f'`{ns}:`' for ns in PROVIDER_SETTINGS)} settings (Azure's sign-in; Docker's engine for "
-        f"`build.mode: local`), credentials among them encrypted (`pulumi config set --secret`). Any other key is an "
-        "error naming it, with the key that was probably meant: `owner` or `azure-native:location` (never used: "
-        "`location` decides) each ask whether you meant the `aksgpu:` key. `location` must be one of Azure's regions "
-        "(`components/azure/regions.yaml`).",
+        f"{', '.join(f'`{ns}:`' for ns in PROVIDER_SETTINGS)} settings (Azure's sign-in; Docker's engine, "
+        "which builds the images unless `build.mode: acr`), credentials among them encrypted (`pulumi config set "
+        "--secret`). Any other key is an error naming it, with the key that was probably meant: `owner` or "
+        "`azure-native:location` (never used: `location` decides) each ask whether you meant the `aksgpu:` key. "
+        "`location` must be one of Azure's regions (`components/azure/regions.yaml`).",
         "",
         *_rows(reference()),
         "",

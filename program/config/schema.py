@@ -469,9 +469,10 @@ class MonitoringConfig(ConfigModel):
 
 
 class BuildConfig(ConfigModel):
-    mode: BuildMode = BuildMode.ACR
-    """`acr`: `az acr build` runs an ACR Task that builds in Azure (no Docker needed where `pulumi up` runs). `local`:
-    the Docker engine where `pulumi up` runs builds, and pushes with an Entra token the deploy fetches."""
+    mode: BuildMode = BuildMode.LOCAL
+    """`local`: pulumi-docker builds with the Docker engine where `pulumi up` runs (GitHub-hosted runners have one) and
+    pushes with an Entra token the deploy fetches. `acr`: `az acr build` runs an ACR Task that builds in Azure, for a
+    machine without Docker; ACR Tasks are paused on Azure free credits and cannot push into a private registry."""
 
 
 _region = valid(region_error)

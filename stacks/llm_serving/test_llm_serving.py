@@ -239,15 +239,17 @@ def test_image_weights_are_built_once_per_model_and_commit_and_copied_from_the_n
     (c,) = pod["containers"]
     assert {"name": "weights", "mountPath": "/models", "readOnly": True} in c["volumeMounts"]
     assert {e["name"]: e["value"] for e in c["env"]}["HF_HUB_OFFLINE"] == "1"
-    build = r.named("image-weights-build", "command:local:Command").inputs
-    assert (f"--build-arg MODEL=Qwen/Qwen2.5-1.5B-Instruct --build-arg REVISION={REVISION} docker/weights"
-            in build["create"])
+    build = r.named("image-weights-image", "docker:index/image:Image").inputs
+    assert build["build"]["context"] == "docker/weights"
+    assert build["build"]["args"] == {"MODEL": "Qwen/Qwen2.5-1.5B-Instruct", "REVISION": REVISION}
     # Another commit is another tag, and so another build; the same config never rebuilds.
     other = render_with("llm-other", **{**stack_config_of("llm-serving"),
                                         "llm": {**stack_config_of("llm-serving")["llm"], "revision": "1" * 40}})
-    assert other.named("image-weights-build").inputs["triggers"] != build["triggers"]
-    assert build["triggers"] == render_with("llm-same", **stack_config_of("llm-serving")).named(
-        "image-weights-build").inputs["triggers"]
+    def tag(render):
+        return render.named("image-weights-image").inputs["imageName"].rsplit(":", 1)[1]
+
+    assert tag(other) != tag(r)
+    assert tag(render_with("llm-same", **stack_config_of("llm-serving"))) == tag(r)
 
 
 def test_blob_weights_are_read_only_with_the_servers_own_identity_and_never_downloaded(blob):
