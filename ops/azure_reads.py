@@ -332,16 +332,21 @@ class Azure:
         """When ``principal`` was granted built-in ``role`` (a role definition id) on resource group ``scope`` or
         above it; None when it is not."""
         subscription, group, _ = _scope(scope)
-        request = HttpRequest(
+        request: HttpRequest | None = HttpRequest(
             "GET", f"/subscriptions/{subscription}/resourceGroups/{group}/providers/Microsoft.Authorization/"
                    "roleAssignments",
             params={"api-version": ROLE_ASSIGNMENTS_API, "$filter": f"principalId eq '{principal}'"})
-        response = self.compute.send_request(request)
-        response.read()
-        if response.status_code != 200:
-            raise AzureReadError(f"role assignments on {group}", response.status_code, _error_message(response))
+        assignments: list[dict[str, Any]] = []
+        while request is not None:
+            response = self.compute.send_request(request)
+            response.read()
+            if response.status_code != 200:
+                raise AzureReadError(f"role assignments on {group}", response.status_code, _error_message(response))
+            page = response.json()
+            assignments += page.get("value", [])
+            request = HttpRequest("GET", page["nextLink"]) if page.get("nextLink") else None
         inside = f"/subscriptions/{subscription}/resourcegroups/{group}/".lower()
-        made = [a["properties"].get("createdOn") for a in response.json().get("value", [])
+        made = [a["properties"].get("createdOn") for a in assignments
                 if a.get("properties", {}).get("roleDefinitionId", "").lower().endswith(f"/{role}")
                 and inside.startswith(a["properties"].get("scope", "").lower().rstrip("/") + "/")]
         when = [datetime.fromisoformat(m.replace("Z", "+00:00")) for m in made if m]

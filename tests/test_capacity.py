@@ -460,6 +460,7 @@ def test_the_reservation_grant_is_said_until_it_can_have_reached_aks():
             "the pool then fails with an authorization error, run pulumi up again once the hour is up" in first.line())
     deployed = {**RESERVED, "pools": "agentpools-reserved.json", "cluster": "cluster-reserved.json",
                 "grants": "grants-recent.json"}
+    # Its Contributor on rg-reserved comes on the answer's second page (nextLink).
     checks, replay = run([A100_RESERVED], now=datetime(2026, 6, 1, 10, 20, tzinfo=UTC), **deployed)
     recent = pool(checks, "a100")
     assert recent.verdict == Verdict.FITS
