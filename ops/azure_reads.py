@@ -1,9 +1,11 @@
 """What the capacity preflight and the catalogue refresh read from Azure, through Microsoft's SDK.
 
-Resource SKUs and vCPU usage come from azure-mgmt-compute, a stack's existing agent pools from
-azure-mgmt-containerservice, Spot Placement Scores from the compute client's own pipeline (``send_request``: the SDK
-that wraps that API, azure-mgmt-computerecommender, is a beta), and retail prices from azure-core's pipeline (the
-Retail Prices API needs no sign-in). Every call returns plain data. Reads only: nothing here changes Azure.
+Resource SKUs, vCPU usage, capacity reservation groups and the VMs node auto-provisioning made come from
+azure-mgmt-compute, a stack's deployed cluster and agent pools from azure-mgmt-containerservice, Spot Placement Scores
+from the compute client's own pipeline (``send_request``: the SDK that wraps that API, azure-mgmt-computerecommender,
+is a beta), as are feature registrations and role assignments (their SDKs are not runtime dependencies), and retail
+prices from azure-core's pipeline (the Retail Prices API needs no sign-in). Every call returns plain data. Reads only:
+nothing here changes Azure.
 
 Tests pass a ``transport`` that answers from recorded responses (tests/fixtures/azure), so the same SDK code runs.
 """
@@ -15,7 +17,8 @@ import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from azure.core import PipelineClient
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
@@ -32,6 +35,15 @@ SPOT_SCORES_API = "2025-06-05"
 """Spot Placement Scores (Microsoft.Compute DiagnosticRP, stable)."""
 FEATURES_API = "2021-07-01"
 """Microsoft.Features (azure-mgmt-resource 23.3.0 features DEFAULT_API_VERSION; ``properties.state``)."""
+ROLE_ASSIGNMENTS_API = "2022-04-01"
+"""Role Assignments - List For Resource Group (Microsoft.Authorization; azure-mgmt-authorization 4.0.0's default):
+``$filter=principalId eq '{id}'`` returns the principal's assignments at, above or below the group, each with
+``properties.createdOn``."""
+NAP_NODEPOOL_TAG = "karpenter.sh_nodepool"
+"""The tag node auto-provisioning puts on each VM it makes, valued with its NodePool's name: the
+``karpenter.sh/nodepool`` label with ``/`` made ``_`` (karpenter-provider-azure v1.12.2
+pkg/providers/launchtemplate/tags.go ``NodePoolTagKey``; the VM is created in the node resource group with those
+tags, pkg/providers/instance/vminstance.go)."""
 SPOT_SCORE_MAX_REGIONS = 8
 """Regions one Spot Placement Scores request may name (learn.microsoft.com/azure/virtual-machine-scale-sets/
 spot-placement-score: up to 8 regions and 5 sizes)."""
@@ -112,6 +124,65 @@ def _merge(entries: Iterable[Any]) -> dict[str, Sku]:
     return {name: Sku(name, **fields) for name, fields in merged.items()}
 
 
+class DeployedPool(NamedTuple):
+    """One agent pool of a deployed cluster, as AKS reports it."""
+
+    vm_size: str
+    nodes: int
+    spot: bool
+    autoscale: bool = False
+    """The cluster autoscaler sizes it (``enableAutoScaling``)."""
+    reservation: str | None = None
+    """The capacity reservation group it is associated with (``capacityReservationGroupID``), lower case."""
+
+
+@dataclass(frozen=True)
+class DeployedCluster:
+    """What the preflight needs of a deployed cluster besides its pools."""
+
+    name: str
+    resource_group: str
+    node_provisioning: str
+    """``Auto`` (node auto-provisioning on) or ``Manual`` (AKS's default when the profile is absent)."""
+    node_resource_group: str
+    control_plane_principal: str | None = None
+    """Principal id of the user-assigned control-plane identity the stack names, when the cluster runs as it."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """One capacity reservation of a group: a VM size, in a zone or none, and how many of it are reserved."""
+
+    name: str
+    vm_size: str
+    zones: tuple[str, ...]
+    capacity: int
+    """What Azure reserved and bills (``utilizationInfo.currentCapacity``; ``sku.capacity`` without it)."""
+    allocated: int
+    """VMs allocated against it now (``utilizationInfo.virtualMachinesAllocated``)."""
+
+
+@dataclass(frozen=True)
+class ReservationGroup:
+    """A capacity reservation group and its reservations, read with their instance view."""
+
+    id: str
+    zones: tuple[str, ...]
+    reservations: tuple[Reservation, ...]
+    block: bool = False
+    """``reservationType: Block``: VMs take capacity only from the reservation, with no fallback beyond it."""
+
+
+def _lower(resource_id: str | None) -> str | None:
+    return resource_id.lower() if resource_id else None
+
+
+def _scope(resource_id: str) -> tuple[str, str, str]:
+    """(subscription, resource group, name) of a resource id."""
+    parts = resource_id.strip("/").split("/")
+    return parts[1], parts[3], parts[-1]
+
+
 class Azure:
     """Reads of one subscription, signed in with azure-identity's chain (az login; OIDC in the workflows)."""
 
@@ -123,6 +194,7 @@ class Azure:
             credential = DefaultAzureCredential(exclude_interactive_browser_credential=True)
         extra = {"transport": transport} if transport is not None else {}
         self.subscription = subscription
+        self._credential, self._extra = credential, extra
         self.compute = ComputeManagementClient(credential, subscription, user_agent=USER_AGENT, **extra)
         self.aks = ContainerServiceClient(credential, subscription, user_agent=USER_AGENT, **extra)
 
@@ -197,8 +269,8 @@ class Azure:
             raise AzureReadError("subscription", response.status_code, _error_message(response))
         return response.json().get("subscriptionPolicies", {}).get("quotaId")
 
-    def agent_pools(self, resource_group: str, cluster: str) -> dict[str, tuple[str, int, bool]]:
-        """The deployed cluster's pools: name → (VM size, nodes, spot); empty when there is no such cluster."""
+    def agent_pools(self, resource_group: str, cluster: str) -> dict[str, DeployedPool]:
+        """The deployed cluster's pools by name; empty when there is no such cluster."""
         try:
             pools = list(self.aks.agent_pools.list(resource_group, cluster))
         except ResourceNotFoundError:
@@ -208,8 +280,91 @@ class Azure:
         except HttpResponseError as error:
             raise AzureReadError(f"agent pools of {cluster}", error.status_code, error.message) from None
         # Optional in the SDK's models, both are set on a pool read back from a cluster.
-        return {p.name: (p.vm_size, p.count or 0, p.scale_set_priority == "Spot") for p in pools
-                if p.name is not None and p.vm_size is not None}
+        return {p.name: DeployedPool(p.vm_size, p.count or 0, p.scale_set_priority == "Spot",
+                                     bool(p.enable_auto_scaling), _lower(p.capacity_reservation_group_id))
+                for p in pools if p.name is not None and p.vm_size is not None}
+
+    def cluster(self, resource_group: str, name: str, identity: str) -> DeployedCluster | None:
+        """The deployed cluster's node provisioning mode, node resource group and the principal of its user-assigned
+        identity named ``identity``; None when there is no such cluster."""
+        try:
+            found = self.aks.managed_clusters.get(resource_group, name)
+        except ResourceNotFoundError:
+            return None
+        except ClientAuthenticationError:
+            raise
+        except HttpResponseError as error:
+            raise AzureReadError(f"cluster {name}", error.status_code, error.message) from None
+        profile = found.node_provisioning_profile
+        assigned = (found.identity.user_assigned_identities or {}) if found.identity else {}
+        principal = next((i.principal_id for key, i in assigned.items()
+                          if key.lower().endswith(f"/userassignedidentities/{identity.lower()}")), None)
+        return DeployedCluster(name, resource_group, (profile.mode if profile and profile.mode else "Manual"),
+                               found.node_resource_group or "", principal)
+
+    def nap_nodes(self, node_resource_group: str) -> list[tuple[str, str, bool]]:
+        """The VMs node auto-provisioning made in ``node_resource_group``: (NodePool, VM size, spot) each."""
+        try:
+            vms = list(self.compute.virtual_machines.list(node_resource_group))
+        except ResourceNotFoundError:
+            return []
+        except ClientAuthenticationError:
+            raise
+        except HttpResponseError as error:
+            raise AzureReadError(f"VMs in {node_resource_group}", error.status_code, error.message) from None
+        return [(vm.tags[NAP_NODEPOOL_TAG], vm.hardware_profile.vm_size, vm.priority == "Spot") for vm in vms
+                if vm.tags and NAP_NODEPOOL_TAG in vm.tags and vm.hardware_profile and vm.hardware_profile.vm_size]
+
+    def reservation_group(self, group_id: str) -> ReservationGroup | None:
+        """A capacity reservation group with its reservations' sizes, zones, reserved and allocated counts (its
+        instance view); None when it does not exist. The group may be in another subscription (a shared group)."""
+        from azure.mgmt.compute import ComputeManagementClient
+        subscription, group, name = _scope(group_id)
+        compute = self.compute if subscription.lower() == self.subscription.lower() else \
+            ComputeManagementClient(self._credential, subscription, user_agent=USER_AGENT, **self._extra)
+        try:
+            found = compute.capacity_reservation_groups.get(group, name, expand="instanceView")
+            reservations = list(compute.capacity_reservations.list_by_capacity_reservation_group(group, name))
+        except ResourceNotFoundError:
+            return None
+        except ClientAuthenticationError:
+            raise
+        except HttpResponseError as error:
+            raise AzureReadError(f"capacity reservation group {name}", error.status_code, error.message) from None
+        views = {v.name.lower(): v.utilization_info for v in
+                 (found.instance_view.capacity_reservations or () if found.instance_view else ()) if v.name}
+        made = []
+        for r in reservations:
+            use = views.get((r.name or "").lower())
+            current = use.current_capacity if use and use.current_capacity is not None else r.sku.capacity
+            made.append(Reservation(r.name or "", r.sku.name or "", tuple(r.zones or ()), int(current or 0),
+                                    len(use.virtual_machines_allocated or ()) if use else 0))
+        return ReservationGroup(group_id.lower(), tuple(found.zones or ()), tuple(made),
+                                block=(found.reservation_type or "").lower() == "block")
+
+    def grant_made(self, scope: str, principal: str, role: str) -> datetime | None:
+        """When ``principal`` was granted built-in ``role`` (a role definition id) on resource group ``scope`` or
+        above it; None when it is not."""
+        subscription, group, _ = _scope(scope)
+        request: HttpRequest | None = HttpRequest(
+            "GET", f"/subscriptions/{subscription}/resourceGroups/{group}/providers/Microsoft.Authorization/"
+                   "roleAssignments",
+            params={"api-version": ROLE_ASSIGNMENTS_API, "$filter": f"principalId eq '{principal}'"})
+        assignments: list[dict[str, Any]] = []
+        while request is not None:
+            response = self.compute.send_request(request)
+            response.read()
+            if response.status_code != 200:
+                raise AzureReadError(f"role assignments on {group}", response.status_code, _error_message(response))
+            page = response.json()
+            assignments += page.get("value", [])
+            request = HttpRequest("GET", page["nextLink"]) if page.get("nextLink") else None
+        inside = f"/subscriptions/{subscription}/resourcegroups/{group}/".lower()
+        made = [a["properties"].get("createdOn") for a in assignments
+                if a.get("properties", {}).get("roleDefinitionId", "").lower().endswith(f"/{role}")
+                and inside.startswith(a["properties"].get("scope", "").lower().rstrip("/") + "/")]
+        when = [datetime.fromisoformat(m.replace("Z", "+00:00")) for m in made if m]
+        return min(when) if when else None
 
 
 def _error_message(response: Any) -> str:

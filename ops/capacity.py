@@ -4,7 +4,17 @@ For every pool of the stack, in its region, from what Azure says to this subscri
   - the vCPU quota the pool draws on: the size's family and the region's total for regular VMs, the region's
     low-priority total for spot (learn.microsoft.com/azure/virtual-machines/spot-vms: spot VMs count against
     ``lowPriorityCores`` only); used, limit and what every pool of the stack on it needs at min and at max nodes,
-    the stack's own running nodes given back (a second run of a deployed stack does not count them twice);
+    the stack's own running nodes given back (a second run of a deployed stack does not count them twice: its agent
+    pools' nodes and the VMs node auto-provisioning made for its NAP pools); the maximum with the surge node an
+    upgrade adds to each regular pool (learn.microsoft.com/azure/aks/upgrade-aks-node-pools-rolling: "Node surges
+    require subscription quota");
+  - for a pool on reserved capacity, the group's reservations (size, zones, reserved and allocated VMs) against
+    the pool's maximum and its surge node, the nodes beyond them on ordinary quota, and how long ago the cluster
+    identity was granted Contributor on the group's resource group (learn.microsoft.com/azure/aks/
+    use-capacity-reservation-groups: up to 60 minutes to reach AKS);
+  - for a deployed stack, whether its node provisioning mode (NAP on or off) changes, which AKS refuses on a
+    cluster with the cluster autoscaler or with NAP nodes left (learn.microsoft.com/azure/aks/node-auto-provisioning,
+    use-node-auto-provisioning);
   - whether the size is offered in the region and its zones, and any restriction on the subscription
     (Resource SKUs; ``NotAvailableForSubscription`` needs a region access request);
   - for spot pools, the Spot Placement Score of the pool's maximum in its zones (learn.microsoft.com/azure/
@@ -25,8 +35,11 @@ import logging
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from components.azure.node_pools import UPGRADE_SURGE
+from components.azure.roles import CONTRIBUTOR, resource_group_of
 from components.gpu.sizes import GPU_SIZES, vcpus_of
 from components.vocabulary import BuildMode
 from offline.cli import error, unknown_stack
@@ -37,6 +50,9 @@ from ops.azure_reads import (
     SPOT_SCORE_MAX_REGIONS,
     Azure,
     AzureReadError,
+    DeployedCluster,
+    DeployedPool,
+    ReservationGroup,
     Sku,
     signed_out,
     subscription,
@@ -53,6 +69,10 @@ REGION_ACCESS = "learn.microsoft.com/troubleshoot/azure/general/region-access-re
 REGIONAL_CORES, SPOT_CORES = "cores", "lowprioritycores"
 QUOTA_NAMES = {REGIONAL_CORES: "Total Regional vCPUs", SPOT_CORES: "Total Regional Spot vCPUs"}
 GOOD_SCORES = ("High", "Medium")
+GRANT_PROPAGATION = timedelta(minutes=60)
+"""How long a role assignment to the cluster's user-assigned identity can take to reach AKS
+(learn.microsoft.com/azure/aks/use-capacity-reservation-groups: "It can take up to 60 minutes")."""
+RESERVATIONS = "learn.microsoft.com/azure/virtual-machines/capacity-reservation-overview"
 
 
 class Verdict(enum.IntEnum):
@@ -79,12 +99,16 @@ class PoolNeed:
     max_nodes: int
     zones: tuple[str, ...] = ()
     reservation: str | None = None
-    """The capacity reservation group it takes its VMs from: the reservation already holds their quota."""
+    """The capacity reservation group it takes its VMs from: VMs up to what it reserves draw no quota of their own."""
     alternatives: tuple[tuple[str, bool], ...] = ()
     """A node auto-provisioning pool: the other (size, spot) NAP may make when this one cannot be had."""
     rdma: bool = False
     """Its nodes talk over InfiniBand (an RDMA size in a stack with the network operator): the subscription needs
     the AKSInfinibandSupport feature for them to share one fabric."""
+    nap: bool = False
+    """Node auto-provisioning makes its nodes (a NodePool), not an agent pool."""
+    surge: int = 0
+    """Nodes an upgrade adds to the pool at its maximum (``_surge``)."""
 
     @property
     def nodes(self) -> str:
@@ -97,8 +121,19 @@ def pool_needs(cfg: StackConfig) -> list[PoolNeed]:
              *((c, c.spot) for c in cfg.cpu_pools)]
     return [PoolNeed(p.name, p.vm_size, spot, p.min_count, p.max_count, tuple(p.zones),
                      getattr(p, "capacity_reservation_group", None), _nap_alternatives(p),
-                     rdma=cfg.addons.network_operator and p.vm_size in GPU_SIZES and GPU_SIZES[p.vm_size].infiniband)
+                     rdma=cfg.addons.network_operator and p.vm_size in GPU_SIZES and GPU_SIZES[p.vm_size].infiniband,
+                     nap=getattr(p, "nap", False), surge=_surge(p, spot))
             for p, spot in pools]
+
+
+def _surge(pool: Any, spot: bool) -> int:
+    """Nodes an upgrade adds before it drains: ``UPGRADE_SURGE`` on a regular user pool, AKS's default of one on the
+    system pool (upgrade-aks-node-pools-rolling: "AKS configures upgrades to surge with one extra node by default"),
+    never more than the nodes there are ("the number of nodes to be upgraded is used"). A spot pool gets no surge node
+    (spot-node-pool: Upgrade a Spot node pool); NAP replaces its nodes itself."""
+    if spot or getattr(pool, "nap", False):
+        return 0
+    return min(int(UPGRADE_SURGE), pool.max_count)
 
 
 def _nap_alternatives(pool: Any) -> tuple[tuple[str, bool], ...]:
@@ -118,12 +153,22 @@ class Readings:
     """Every VM size in every region (alternatives come from the other regions)."""
     usage: Mapping[str, tuple[int, int]]
     """Quota name (lower case) → (vCPUs in use, limit) in ``region``."""
-    deployed: Mapping[str, tuple[str, int, bool]] = field(default_factory=dict)
-    """The stack's running pools: name → (VM size, nodes, spot)."""
+    deployed: Mapping[str, DeployedPool] = field(default_factory=dict)
+    """The stack's running agent pools by name."""
     spot_scores: Mapping[tuple[str, str], list[dict[str, Any]] | str] = field(default_factory=dict)
     """(spot pool, VM size) → its placement scores, or why there are none."""
     features: Mapping[str, str] = field(default_factory=dict)
     """Preview feature (``namespace/name``) → its registration state, for the features the pools need."""
+    cluster: DeployedCluster | None = None
+    """The stack's deployed cluster; None before its first deploy."""
+    nap_nodes: tuple[tuple[str, str, bool], ...] = ()
+    """The VMs node auto-provisioning made in the cluster: (NodePool, VM size, spot) each."""
+    reservations: Mapping[str, ReservationGroup | str | None] = field(default_factory=dict)
+    """Capacity reservation group id (lower case) → the group; why it could not be read; None: no such group."""
+    grants: Mapping[str, datetime | str | None] = field(default_factory=dict)
+    """A reservation group's resource group id (lower case) → when the cluster's identity was granted Contributor
+    there; why that could not be read; None or absent: not yet (this deploy grants it)."""
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 @dataclass
@@ -133,6 +178,8 @@ class PoolCheck:
     why: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    reserved: int | None = None
+    """Reserved VMs the pool can take (``_check_reservation``); None: it takes none, every node draws quota."""
 
     def worse(self, verdict: Verdict, why: str, fix: str | None = None) -> None:
         self.verdict = max(self.verdict, verdict)
@@ -158,23 +205,33 @@ def _vcpus(size: str, skus: Mapping[str, Sku]) -> int:
 
 
 def _buckets(need: PoolNeed, skus: Mapping[str, Sku]) -> tuple[str, ...]:
-    """The quotas a pool's VMs count against (none for reserved VMs: the reservation counted them)."""
-    if need.reservation:
-        return ()
+    """The quotas a pool's VMs count against (reserved VMs aside: ``_quota_nodes``)."""
     if need.spot:
         return (SPOT_CORES,)
     sku = skus.get(need.vm_size)
     return tuple(b for b in ((sku.family.lower() if sku else ""), REGIONAL_CORES) if b)
 
 
-def _own_vcpus(readings: Readings) -> dict[str, int]:
-    """vCPUs the stack's running nodes already hold, per quota: the usage counts them once."""
+def _own_vcpus(readings: Readings, nap_pools: Iterable[str]) -> dict[str, int]:
+    """vCPUs the stack's running nodes already hold, per quota: the usage counts them once. That is its agent pools'
+    nodes (those on a reservation hold the reservation's quota, not more) and the VMs NAP made for its NAP pools
+    (not agent pools: ``Azure.nap_nodes``); NAP's own default NodePools are not the stack's demand."""
+    running = [(p.vm_size, p.nodes, p.spot) for p in readings.deployed.values() if not p.reservation]
+    running += [(size, 1, spot) for pool, size, spot in readings.nap_nodes if pool in set(nap_pools)]
     held: dict[str, int] = {}
-    for size, nodes, spot in readings.deployed.values():
-        need = PoolNeed("", size, spot, nodes, nodes)
-        for bucket in _buckets(need, readings.skus):
+    for size, nodes, spot in running:
+        for bucket in _buckets(PoolNeed("", size, spot, nodes, nodes), readings.skus):
             held[bucket] = held.get(bucket, 0) + nodes * _vcpus(size, readings.skus)
     return held
+
+
+def _quota_nodes(c: PoolCheck) -> tuple[int, int, int]:
+    """The pool's nodes that draw vCPU quota at min, at max, and at max with its upgrade surge: those beyond the
+    reserved VMs it can take, which Azure allocates as overallocation, quota checked
+    (capacity-reservation-overview: "the quota checks are omitted for VM deployment up to the reserved quantity")."""
+    n, reserved = c.need, c.reserved or 0
+    return (max(0, n.min_nodes - reserved), max(0, n.max_nodes - reserved),
+            max(0, n.max_nodes + n.surge - reserved))
 
 
 def _quota_name(bucket: str, skus: Mapping[str, Sku]) -> str:
@@ -183,28 +240,33 @@ def _quota_name(bucket: str, skus: Mapping[str, Sku]) -> str:
 
 
 def _check_quota(checks: list[PoolCheck], readings: Readings) -> None:
-    """Each quota against what every pool on it needs at min and at max nodes."""
-    held = _own_vcpus(readings)
+    """Each quota against what every pool on it needs at min nodes, at max, and at max while an upgrade adds its
+    surge nodes: "Node surges require subscription quota for the requested max surge count" of every pool
+    (upgrade-aks-node-pools-rolling), so a pool sized to its quota at max fails its upgrade (InsufficientVCPUQuota)."""
+    held = _own_vcpus(readings, [c.need.pool for c in checks if c.need.nap])
     demand: dict[str, list[int]] = {}
     for c in checks:
         vcpus = _vcpus(c.need.vm_size, readings.skus)
         for bucket in _buckets(c.need, readings.skus):
-            at = demand.setdefault(bucket, [0, 0])
-            at[0] += c.need.min_nodes * vcpus
-            at[1] += c.need.max_nodes * vcpus
+            at = demand.setdefault(bucket, [0, 0, 0])
+            for i, nodes in enumerate(_quota_nodes(c)):
+                at[i] += nodes * vcpus
     for c in checks:
         if c.verdict == Verdict.NO_FIT:
             continue  # the size cannot be had here at all: quota is not the problem to fix first
+        if c.reserved is not None and not any(_quota_nodes(c)):
+            continue  # every node on reserved capacity, whose creation took the quota
         for bucket in _buckets(c.need, readings.skus):
             used, limit = readings.usage.get(bucket, (0, 0))
             free = limit - used + held.get(bucket, 0)
-            at_min, at_max = demand[bucket]
+            at_min, at_max, upgrading = demand[bucket]
             name = _quota_name(bucket, readings.skus)
             state = f"{name} in {readings.region}: {used} of {limit} used, the stack needs {at_min} at min and " \
-                    f"{at_max} at max"
+                    f"{at_max} at max" + (f", {upgrading} while an upgrade adds a surge node to each regular pool"
+                                          if upgrading > at_max else "")
             guide = SPOT_QUOTA_REQUEST if bucket == SPOT_CORES else QUOTA_REQUEST
-            request = f"request {name} in {readings.region} raised to {limit - free + at_max} ({guide})"
-            if at_max <= free:
+            request = f"request {name} in {readings.region} raised to {limit - free + upgrading} ({guide})"
+            if upgrading <= free:
                 c.notes.append(f"{name} {used}/{limit}")
             elif at_min <= free:
                 c.worse(Verdict.MIN_ONLY, state, request)
@@ -323,17 +385,157 @@ def _check_each(needs: list[PoolNeed], readings: Readings) -> list[PoolCheck]:
     for c in checks:
         _check_offer(c, readings)
         _check_feature(c, readings)
+        _check_reservation(c, readings)
+        _check_grant(c, readings)
+    _check_provisioning(checks, readings)
     _check_quota(checks, readings)
     for c in checks:
         if c.verdict != Verdict.NO_FIT and c.need.spot:
             _check_spot_score(c, readings)
-        if c.need.reservation:
-            c.notes.append(f"takes reserved capacity ({c.need.reservation.rsplit('/', 1)[-1]}), whose reservations "
-                           "hold their quota: as many nodes as they reserve")
         running = readings.deployed.get(c.need.pool)
-        if running and running[1]:
-            c.notes.append(f"{running[1]} node(s) running, not counted twice")
+        if running and running.nodes:
+            c.notes.append(f"{running.nodes} node(s) running, not counted twice")
+        made = sum(1 for pool, _, _ in readings.nap_nodes if c.need.nap and pool == c.need.pool)
+        if made:
+            c.notes.append(f"{made} NAP node(s) running, not counted twice")
     return checks
+
+
+def _reservation_fix(need: PoolNeed, group_id: str, region: str, zones: Iterable[str], capacity: int) -> str:
+    """The Azure CLI command that creates the reservation a pool needs (capacity-reservation-create)."""
+    parts = group_id.strip("/").split("/")
+    group, name, zones = parts[3], parts[-1], list(zones)
+    command = (f"az capacity reservation create -c {name} -g {group} -n <name> -l {region} --sku {need.vm_size} "
+               f"--capacity {capacity}")
+    if not zones:
+        return command
+    return command + f" --zone {zones[0]}" + (f" (one for each zone: {', '.join(zones)})" if len(zones) > 1 else "")
+
+
+def _check_reservation(c: PoolCheck, readings: Readings) -> None:
+    """A pool on reserved capacity against its group's reservations: AKS adds the pool without an empty group
+    ("the node pool is added to the cluster with a warning and no capacity reservation group gets associated",
+    use-capacity-reservation-groups), Azure refuses a VM the group holds no reservation of its size and zone for
+    ("If the group doesn't have a reservation matching the size and location, Azure returns an error message";
+    a reservation without a zone "supports only non-zonal deployments", REST CapacityReservation ``zones``), and
+    the group must also hold the surge node of an upgrade ("When maxSurge > 0, reserve extra capacity for the max
+    surge value"). Nodes beyond the reservation are overallocated on ordinary quota, except from a Block group."""
+    n = c.need
+    if not n.reservation:
+        return
+    group_name, needed = n.reservation.rsplit("/", 1)[-1], n.max_nodes + n.surge
+    group = readings.reservations.get(n.reservation.lower())
+    c.reserved = needed  # what the pool is taken to get when the group says nothing else
+    if isinstance(group, str):
+        c.notes.append(f"takes reserved capacity ({group_name}), whose reservations were not read: {group}")
+        return
+    if group is None:
+        c.worse(Verdict.NO_FIT, f"capacity reservation group {group_name} does not exist",
+                "capacityReservationGroup: an existing group's id (az capacity reservation group list)")
+        return
+    if bool(n.zones) != bool(group.zones):
+        # A reservation in a zone takes only VMs in that zone, one without only VMs without (REST CapacityReservation
+        # zones), and a group with zones holds only reservations in them (CapacityReservationGroup zones).
+        has = f"has zones ({', '.join(group.zones)}) and the pool none" if group.zones else "has no zones, the pool has"
+        c.worse(Verdict.NO_FIT, f"capacity reservation group {group_name} {has}, so no reservation of it can take the "
+                f"pool's VMs ({RESERVATIONS})", f"zones: [{group.zones[0]}] for the pool, or a group without zones"
+                if group.zones else "zones: [] for the pool, or a group with the pool's zones")
+        return
+    if not group.reservations:
+        c.reserved = None
+        c.worse(Verdict.NO_FIT, f"capacity reservation group {group_name} holds no reservation, so AKS would add the "
+                "pool without it (a warning, no group associated) and its VMs would draw ordinary quota",
+                _reservation_fix(n, n.reservation, readings.region, n.zones, needed))
+        return
+    same = [r for r in group.reservations if r.vm_size.lower() == n.vm_size.lower()
+            and (any(z in n.zones for z in r.zones) if n.zones else not r.zones)]
+    missing = [z for z in n.zones if not any(z in r.zones for r in same)]
+    if not same or missing:
+        where = f" in zone(s) {', '.join(missing)}" if missing else ""
+        held = sorted({f"{r.vm_size}{' in zone ' + ','.join(r.zones) if r.zones else ''}" for r in group.reservations})
+        outside = [z for z in missing if z not in group.zones]
+        c.worse(Verdict.NO_FIT, f"capacity reservation group {group_name} holds no reservation of {n.vm_size}{where} "
+                f"(it holds {'; '.join(held)}), and Azure refuses a VM the group cannot match ({RESERVATIONS})",
+                f"zones among the group's ({', '.join(group.zones)}) for the pool" if outside else
+                _reservation_fix(n, n.reservation, readings.region, missing, needed))
+        return
+    capacity, allocated = sum(r.capacity for r in same), sum(r.allocated for r in same)
+    deployed = readings.deployed.get(n.pool)
+    ours = min(deployed.nodes, allocated) if deployed and deployed.reservation == n.reservation.lower() else 0
+    c.reserved = free = max(0, capacity - allocated + ours)
+    held_here = f"{capacity} {n.vm_size} reserved{' in zone(s) ' + ', '.join(n.zones) if n.zones else ''}, " \
+                f"{free} free for it"
+    if needed <= free:
+        c.notes.append(f"takes reserved capacity ({group_name}: {held_here})")
+        return
+    raise_to = capacity + needed - free
+    more = (f"az capacity reservation update -c {group_name} -g {resource_group_of(n.reservation).rsplit('/', 1)[-1]} "
+            f"-n {same[0].name} --capacity {raise_to}" if len(same) == 1 else
+            f"raise {group_name}'s {n.vm_size} reservations by {needed - free} (az capacity reservation update)")
+    short = f"{group_name}: {held_here}, the pool needs {needed} at max with an upgrade's surge node"
+    if group.block:
+        c.reserved = max(free, needed)  # nothing beyond it draws quota: Azure gives none
+        c.worse(Verdict.MIN_ONLY if n.min_nodes <= free else Verdict.NO_FIT,
+                f"{short}, and a Block group gives no VM beyond its reservation", more)
+    else:
+        c.notes.append(f"{short}: the other {needed - free} come from ordinary quota without the capacity SLA "
+                       f"(capacity-reservation-overallocate), or reserve them: {more}")
+
+
+def _check_grant(c: PoolCheck, readings: Readings) -> None:
+    """The cluster's user-assigned identity needs Contributor on the reservation group's resource group before a
+    pool joins the group, and a fresh grant "can take up to 60 minutes" to reach AKS
+    (use-capacity-reservation-groups). The program grants it just before the cluster: the pool's line says whether
+    this deploy makes it, or until when a recent one may not be seen, and what to do; the verdict stays, since the
+    pool can be had once the grant is seen."""
+    if not c.need.reservation:
+        return
+    scope = resource_group_of(c.need.reservation)
+    made, group = readings.grants.get(scope.lower()), scope.rsplit("/", 1)[-1]
+    on = f"the cluster identity's Contributor on resource group {group}"
+    if isinstance(made, str):
+        c.notes.append(f"{on} was not read: {made}")
+        return
+    if made is None:
+        c.notes.append(f"{on} is granted by this deploy, just before the cluster, and can take up to 60 minutes to "
+                       "reach AKS (use-capacity-reservation-groups): if creating the pool then fails with an "
+                       "authorization error, run pulumi up again once the hour is up")
+        return
+    ready = made + GRANT_PROPAGATION
+    if readings.now < ready:
+        c.notes.append(f"{on} was granted at {made:%Y-%m-%d %H:%M} UTC and can take until {ready:%H:%M} UTC to reach "
+                       "AKS (up to 60 minutes, use-capacity-reservation-groups): deploy after then, or run pulumi up "
+                       "again then if creating the pool fails with an authorization error")
+
+
+def _check_provisioning(checks: list[PoolCheck], readings: Readings) -> None:
+    """A deployed stack whose node auto-provisioning would change: AKS refuses NAP "on clusters enabled with the
+    cluster autoscaler" (node-auto-provisioning: limitations), and the program updates the cluster before its pools;
+    and it disables NAP only once no NAP node is left and every NodePool has ``limits.cpu: 0``
+    (use-node-auto-provisioning: Disable), which the program's update does not do. Said on the system pool's line:
+    the cluster resource that AKS refuses to update declares it."""
+    cluster = readings.cluster
+    if cluster is None or not checks:
+        return
+    wanted, on = any(c.need.nap for c in checks), cluster.node_provisioning.lower() == "auto"
+    where = f"-g {cluster.resource_group} -n {cluster.name}"
+    again = "; or pulumi destroy, then deploy the stack again"
+    if wanted and not on:
+        autoscaled = sorted(name for name, p in readings.deployed.items() if p.autoscale)
+        if autoscaled:
+            checks[0].worse(
+                Verdict.NO_FIT, "switching NAP on a deployed stack is refused by AKS: the cluster autoscaler is on "
+                f"in its pool(s) {', '.join(autoscaled)} (node-auto-provisioning: limitations)",
+                f"turn it off in each first (az aks nodepool update -g {cluster.resource_group} --cluster-name "
+                f"{cluster.name} -n POOL --disable-cluster-autoscaler), then az aks update {where} "
+                f"--node-provisioning-mode Auto, then pulumi up{again}")
+    elif on and not wanted:
+        checks[0].worse(
+            Verdict.NO_FIT, "switching NAP off a deployed stack is refused by AKS until no NAP node is left "
+            f"({len(readings.nap_nodes)} now) and every NodePool has limits.cpu 0 (use-node-auto-provisioning: "
+            "Disable)", "limits.cpu 0 and the karpenter.azure.com/disable:NoSchedule taint on every NodePool "
+            "(default and system-surge too), wait until kubectl get nodes -l karpenter.sh/nodepool lists none, then "
+            f"az aks update {where} --node-provisioning-mode Manual, then pulumi up{again}")
 
 
 def connect(subscription: str) -> Azure:
@@ -341,12 +543,17 @@ def connect(subscription: str) -> Azure:
     return Azure(subscription)
 
 
-def read(azure: Azure, cfg: StackConfig, needs: list[PoolNeed]) -> Readings:
-    """Everything the verdicts need, from Azure; the spot scores' failures become notes, others raise."""
+def read(azure: Azure, cfg: StackConfig, needs: list[PoolNeed], now: datetime | None = None) -> Readings:
+    """Everything the verdicts need, from Azure, as of ``now`` (the clock by default); the spot scores', reservation
+    groups' and grants' failures become notes, others raise."""
     region = cfg.location
     skus = azure.vm_skus()
     usage = azure.usage(region)
     deployed = azure.agent_pools(cfg.naming.resource_group(), cfg.naming.cluster())
+    cluster = azure.cluster(cfg.naming.resource_group(), cfg.naming.cluster(), cfg.naming.identity("aks")) \
+        if deployed else None
+    nap_nodes = azure.nap_nodes(cluster.node_resource_group) \
+        if cluster and cluster.node_provisioning.lower() == "auto" else []
     scores: dict[tuple[str, str], list[dict[str, Any]] | str] = {}
     for need in needs:
         for size in dict.fromkeys([need.vm_size, *(s for s, spot in need.alternatives if spot)]):
@@ -364,7 +571,32 @@ def read(azure: Azure, cfg: StackConfig, needs: list[PoolNeed]) -> Readings:
     if any(n.rdma for n in needs):
         namespace, feature = INFINIBAND_FEATURE
         features[f"{namespace}/{feature}"] = azure.feature_state(namespace, feature)
-    return Readings(region, skus, usage, deployed, scores, features)
+    reservations, grants = _read_reservations(azure, needs, cluster)
+    return Readings(region, skus, usage, deployed, scores, features, cluster, tuple(nap_nodes), reservations, grants,
+                    now or datetime.now(UTC))
+
+
+def _read_reservations(azure: Azure, needs: list[PoolNeed], cluster: DeployedCluster | None
+                       ) -> tuple[dict[str, ReservationGroup | str | None], dict[str, datetime | str | None]]:
+    """The reservation groups the pools take VMs from, and when the deployed cluster's identity was granted
+    Contributor on their resource groups (none before it is deployed: the deploy grants it). A read refused is a
+    note on the pool's line, as for spot scores."""
+    def why(error: AzureReadError) -> str:
+        return "the identity may not read it (Reader)" if error.status == 403 else str(error)
+    reservations: dict[str, ReservationGroup | str | None] = {}
+    grants: dict[str, datetime | str | None] = {}
+    for group in sorted({n.reservation for n in needs if n.reservation}):
+        try:
+            reservations[group.lower()] = azure.reservation_group(group)
+        except AzureReadError as error:
+            reservations[group.lower()] = why(error)
+        scope = resource_group_of(group)
+        if cluster and cluster.control_plane_principal and scope.lower() not in grants:
+            try:
+                grants[scope.lower()] = azure.grant_made(scope, cluster.control_plane_principal, CONTRIBUTOR)
+            except AzureReadError as error:
+                grants[scope.lower()] = why(error)
+    return reservations, grants
 
 
 def worst(checks: Iterable[PoolCheck]) -> Verdict:

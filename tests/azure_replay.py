@@ -22,6 +22,11 @@ ROUTES = {
     "usages": r"/locations/[a-z0-9]+/usages$",
     "spot": r"/placementScores/spot/generate$",
     "pools": r"/managedClusters/[^/]+/agentPools$",
+    "cluster": r"/managedClusters/[^/]+$",
+    "vms": r"/providers/Microsoft\.Compute/virtualMachines$",
+    "crg": r"/capacityReservationGroups/[^/]+$",
+    "reservations": r"/capacityReservationGroups/[^/]+/capacityReservations$",
+    "grants": r"/providers/Microsoft\.Authorization/roleAssignments$",
     "features": r"/providers/Microsoft\.Features/providers/[^/]+/features/[^/]+$",
     "prices": r"^/api/retail/prices$",
     "locations": r"^/subscriptions/[^/]+/locations$",
@@ -31,8 +36,8 @@ ROUTES = {
 
 
 class Replay(HttpTransport):
-    """``files``: route name (ROUTES) → a fixture file name; a retail-prices page after the first comes from the
-    file named ``<file>-page2.json``. Every request is kept in ``seen``."""
+    """``files``: route name (ROUTES) → a fixture file name; a page after the first (a retail-prices ``$skip``, an
+    ARM ``$skipToken``) comes from the file named ``<file>-page2.json``. Every request is kept in ``seen``."""
 
     def __init__(self, files: Mapping[str, str]) -> None:
         self.files = dict(files)
@@ -56,7 +61,8 @@ class Replay(HttpTransport):
         self.seen.append((request.method, request.url, body))
         route = next(name for name, pattern in ROUTES.items() if re.search(pattern, url.path))
         name = self.files[route]
-        if route == "prices" and "$skip" in parse_qs(url.query):
+        asked = {key.lower() for key in parse_qs(url.query)}
+        if (route == "prices" and "$skip" in asked) or "$skiptoken" in asked:
             name = name.replace(".json", "-page2.json")
         status, recorded = next(iter(json.loads((FIXTURES / name).read_text())["responses"].items()))
         raw = requests.Response()

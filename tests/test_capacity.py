@@ -4,6 +4,8 @@ with its fix, through the real SDK calls."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from urllib.parse import unquote
 
 import pytest
 
@@ -19,11 +21,12 @@ ENOUGH = {"skus": "skus.json", "usages": "usages-enough.json", "spot": "spot-hig
           "pools": "agentpools-none.json"}
 
 
-def run(gpu_pools: list[dict], **files: str) -> tuple[list[capacity.PoolCheck], Replay]:
-    cfg = load({"gpuPools": gpu_pools})
+def run(gpu_pools: list[dict], raw: dict | None = None, now: datetime | None = None,
+        **files: str) -> tuple[list[capacity.PoolCheck], Replay]:
+    cfg = load({**(raw or {}), "gpuPools": gpu_pools})
     replay = Replay({**ENOUGH, **files})
     needs = capacity.pool_needs(cfg)
-    return capacity.check(needs, capacity.read(Azure(SUBSCRIPTION, Token(), replay), cfg, needs)), replay
+    return capacity.check(needs, capacity.read(Azure(SUBSCRIPTION, Token(), replay), cfg, needs, now)), replay
 
 
 def pool(checks: list[capacity.PoolCheck], name: str) -> capacity.PoolCheck:
@@ -50,9 +53,9 @@ def test_a_family_without_quota_does_not_fit_and_says_what_to_request():
     checks, _ = run([{**H100, "minCount": 1}], usages="usages-no-gpu-quota.json")
     h100 = pool(checks, "h100")
     assert h100.verdict == Verdict.NO_FIT
-    assert ("standardNDSH100v5Family vCPUs in eastus: 0 of 0 used, the stack needs 96 at min and 192 at max"
-            in h100.line())
-    assert h100.fixes == ["request standardNDSH100v5Family vCPUs in eastus raised to 192 "
+    assert ("standardNDSH100v5Family vCPUs in eastus: 0 of 0 used, the stack needs 96 at min and 192 at max, 288 "
+            "while an upgrade adds a surge node to each regular pool" in h100.line())
+    assert h100.fixes == ["request standardNDSH100v5Family vCPUs in eastus raised to 288 "
                           "(learn.microsoft.com/azure/quotas/per-vm-quota-requests)"]
     assert pool(checks, "system").verdict == Verdict.FITS  # the regional total still has room
 
@@ -61,13 +64,14 @@ def test_room_for_the_minimum_only_fits_at_min_and_asks_for_the_rest():
     checks, _ = run([{**H100, "minCount": 1}], usages="usages-one-node-free.json")
     h100 = pool(checks, "h100")
     assert h100.verdict == Verdict.MIN_ONLY
-    assert h100.fixes[0].startswith("request standardNDSH100v5Family vCPUs in eastus raised to 288 ")
+    assert h100.fixes[0].startswith("request standardNDSH100v5Family vCPUs in eastus raised to 384 ")
 
 
 def test_a_second_run_of_a_deployed_stack_does_not_count_its_own_nodes_twice():
-    # The one free node of the family is taken by this stack's own running h100 node: the usage says 96 of 192,
-    # of which 96 are ours, so both nodes fit.
-    checks, _ = run([{**H100, "minCount": 1}], usages="usages-one-node-free.json", pools="agentpools-running.json")
+    # The family's quota holds two nodes, one of them this stack's own running h100 node: the usage says 96 of 192,
+    # of which 96 are ours, so the pool's node and an upgrade's surge node fit.
+    checks, _ = run([{**H100, "minCount": 1, "maxCount": 1}], usages="usages-one-node-free.json",
+                    pools="agentpools-running.json", cluster="cluster-autoscaler.json")
     h100 = pool(checks, "h100")
     assert h100.verdict == Verdict.FITS and "1 node(s) running, not counted twice" in h100.line()
 
@@ -239,14 +243,6 @@ def test_a_credential_chain_that_finds_nothing_is_one_line_first_without_its_dia
     assert issubclass(CredentialUnavailableError, ClientAuthenticationError)
 
 
-def test_a_pool_on_reserved_capacity_draws_no_quota_of_its_own():
-    crg = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-reserved/providers/"
-           "Microsoft.Compute/capacityReservationGroups/crg-h100")
-    checks, _ = run([{**H100, "minCount": 1, "capacityReservationGroup": crg}], usages="usages-no-gpu-quota.json")
-    h100 = pool(checks, "h100")
-    assert h100.verdict == Verdict.FITS and "takes reserved capacity (crg-h100)" in h100.line()
-
-
 def test_a_nap_pool_falls_back_as_nap_does_and_says_from_what():
     """node-auto-provisioning-node-pools: with both capacity types allowed NAP launches spot first and on-demand
     when spot cannot be had; the verdict is the first size and type that fits best."""
@@ -320,3 +316,196 @@ def test_a_stack_that_builds_with_docker_never_asks_for_the_subscriptions_offer(
     assert main(["capacity", "--stack", "function-gpu", "--subscription", SUBSCRIPTION, "--json"]) == Verdict.FITS
     assert "images" not in json.loads(capsys.readouterr().out)
     assert not any(url.split("?")[0].endswith(f"/subscriptions/{SUBSCRIPTION}") for _, url, _ in replay.seen)
+
+
+def test_an_upgrade_surge_node_draws_quota_so_a_regular_pool_sized_to_its_quota_fits_at_min_only():
+    """Round-4 Azure audit #15: AKS upgrade-aks-node-pools-rolling ("Node surges require subscription quota for the
+    requested max surge count for each upgrade operation"; the program's maxSurge is 1, components/azure/
+    node_pools.py UPGRADE_SURGE, AKS's default too) and spot-node-pool ("There are no surge nodes available for
+    Spot node pool upgrades")."""
+    # 288 H100 vCPUs: two nodes and the surge node of their upgrade fit, three nodes fit only without it.
+    assert pool(run([H100])[0], "h100").verdict == Verdict.FITS
+    h100 = pool(run([{**H100, "maxCount": 3}])[0], "h100")
+    assert h100.verdict == Verdict.MIN_ONLY
+    assert ("the stack needs 0 at min and 288 at max, 384 while an upgrade adds a surge node to each regular pool"
+            in h100.line())
+    assert h100.fixes[0].startswith("request standardNDSH100v5Family vCPUs in eastus raised to 384 ")
+    # A spot pool gets no surge node: 25 T4 spot nodes take the 100 spot vCPUs exactly.
+    assert pool(run([{**T4_SPOT, "maxCount": 25}])[0], "t4").verdict == Verdict.FITS
+    assert [n.surge for n in capacity.pool_needs(load({"gpuPools": [H100, T4_SPOT]}))] == [1, 1, 0]
+
+
+NAP_T4 = {"name": "t4", "provisioning": "nap", "vmSize": "Standard_NC4as_T4_v3", "minCount": 0, "maxCount": 25}
+NAP_STACK = {"cluster": {"systemPool": {"minCount": 2, "maxCount": 2}}}
+NAP_RUNNING = {"pools": "agentpools-nap.json", "cluster": "cluster-nap.json", "usages": "usages-nap-running.json"}
+
+
+def test_the_vms_nap_made_for_the_stacks_pools_are_not_counted_twice():
+    """Round-4 Azure audit #16: NAP nodes are no agent pools but VMs in the node resource group tagged
+    karpenter.sh_nodepool with their NodePool's name (karpenter-provider-azure v1.12.2 pkg/providers/launchtemplate/
+    tags.go NodePoolTagKey, pkg/providers/instance/vminstance.go); the usage counts them once."""
+    # 25 spot T4 nodes need the 100 spot vCPUs, 12 of which NAP's two t4 nodes hold.
+    checks, replay = run([NAP_T4], NAP_STACK, **NAP_RUNNING, vms="vms-nap.json")
+    t4 = pool(checks, "t4")
+    assert t4.verdict == Verdict.FITS and "2 NAP node(s) running, not counted twice" in t4.line()
+    assert any(url.split("?")[0].endswith("/resourceGroups/rg-test-nodes/providers/Microsoft.Compute/virtualMachines")
+               for _, url, _ in replay.seen)
+    # Read as none, they would be counted in the usage and again in the demand.
+    checks, _ = run([NAP_T4], NAP_STACK, **NAP_RUNNING, vms="vms-none.json")
+    assert pool(checks, "t4").verdict == Verdict.MIN_ONLY
+
+
+def test_switching_nap_on_a_deployed_stack_is_refused_with_the_documented_way():
+    """Round-4 Azure audit #10: AKS node-auto-provisioning, Limitations ("You can't enable NAP on clusters enabled
+    with the cluster autoscaler"); use-node-auto-provisioning, Enable NAP on an existing cluster
+    (az aks update --node-provisioning-mode Auto); cluster-autoscaler (--disable-cluster-autoscaler)."""
+    switching = {"pools": "agentpools-running.json", "cluster": "cluster-autoscaler.json", "vms": "vms-none.json"}
+    system = pool(run([NAP_T4], NAP_STACK, **switching)[0], "system")
+    assert system.verdict == Verdict.NO_FIT
+    assert system.line().startswith(
+        "system (Standard_D4ds_v5, 2–2 nodes): does not fit — switching NAP on a deployed stack is refused by AKS: "
+        "the cluster autoscaler is on in its pool(s) h100, system")
+    assert system.fixes == [
+        "turn it off in each first (az aks nodepool update -g rg-test --cluster-name aks-test -n POOL "
+        "--disable-cluster-autoscaler), then az aks update -g rg-test -n aks-test --node-provisioning-mode Auto, then "
+        "pulumi up; or pulumi destroy, then deploy the stack again"]
+    # Already on NAP, or not deployed yet: nothing to switch.
+    assert pool(run([NAP_T4], NAP_STACK, **NAP_RUNNING, vms="vms-none.json")[0], "system").verdict == Verdict.FITS
+    checks, replay = run([NAP_T4], NAP_STACK)
+    assert pool(checks, "system").verdict == Verdict.FITS
+    assert not any("/managedClusters/aks-test?" in url for _, url, _ in replay.seen)
+
+
+def test_switching_nap_off_a_deployed_stack_is_refused_until_no_nap_node_is_left():
+    """Round-4 Azure audit #10: AKS use-node-auto-provisioning, Disable ("You can only disable NAP on a cluster if
+    ... There are no existing NAP nodes ... All existing Karpenter NodePools have their spec.limits.cpu field set to
+    0"), which the program's update does not do."""
+    system = pool(run([T4_SPOT], **NAP_RUNNING, vms="vms-nap.json")[0], "system")
+    assert system.verdict == Verdict.NO_FIT
+    assert ("switching NAP off a deployed stack is refused by AKS until no NAP node is left (3 now) and every NodePool "
+            "has limits.cpu 0" in system.line())
+    assert "az aks update -g rg-test -n aks-test --node-provisioning-mode Manual, then pulumi up" in system.fixes[0]
+    assert pool(run([T4_SPOT], pools="agentpools-running.json", cluster="cluster-autoscaler.json")[0],
+                "system").verdict == Verdict.FITS
+
+
+def test_the_command_refuses_a_nap_switch_with_the_system_pool_first_and_the_no_fit_exit_code(monkeypatch, capsys):
+    """The first line is still the system pool's and the exit code the worst verdict's, so the deploy job's
+    `--fail-on no-fit` stops before `pulumi up` sends the update AKS refuses (round-4 Azure audit #10)."""
+    answers = {**ENOUGH, "pools": "agentpools-running.json", "cluster": "cluster-autoscaler.json",
+               "vms": "vms-none.json"}
+    monkeypatch.setattr(capacity, "connect", lambda subscription: Azure(subscription, Token(), Replay(answers)))
+    code = main(["capacity", "--stack", "gpu-nap", "--subscription", SUBSCRIPTION])
+    out = capsys.readouterr().out.splitlines()
+    assert code == Verdict.NO_FIT
+    assert out[0].startswith("system (") and "switching NAP on a deployed stack is refused by AKS" in out[0]
+
+
+CRG = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-reserved/providers/"
+       "Microsoft.Compute/capacityReservationGroups/crg-a100")
+A100_RESERVED = {"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "priority": "regular", "minCount": 0,
+                 "maxCount": 2, "zones": ["1"], "capacityReservationGroup": CRG}
+RESERVED = {"crg": "crg-a100.json", "reservations": "reservations-a100.json", "usages": "usages-no-gpu-quota.json"}
+
+
+def test_a_pool_takes_no_quota_for_what_its_group_reserves_and_quota_for_the_nodes_beyond():
+    """Round-4 Azure audit #8 (b) and #15: capacity-reservation-overview ("the quota checks are omitted for VM
+    deployment up to the reserved quantity. Allocating VMs beyond the reserved quantity is called overallocating
+    ... subject to quota checks"); use-capacity-reservation-groups ("When maxSurge > 0, reserve extra capacity for
+    the max surge value")."""
+    # The group reserves 4 A100 in zone 1, one taken by another VM: 3 for the pool's 2 nodes and a surge node.
+    checks, replay = run([A100_RESERVED], **RESERVED)
+    a100 = pool(checks, "a100")
+    assert a100.verdict == Verdict.FITS, a100.line()
+    assert ("takes reserved capacity (crg-a100: 4 Standard_NC24ads_A100_v4 reserved in zone(s) 1, 3 free for it)"
+            in a100.line())
+    assert any("/capacityReservationGroups/crg-a100?" in url and "$expand=instanceView" in unquote(url)
+               for _, url, _ in replay.seen)
+    # One node more: its upgrade's surge node is beyond the reservation, on a family quota of none.
+    a100 = pool(run([{**A100_RESERVED, "maxCount": 3}], **RESERVED)[0], "a100")
+    assert a100.verdict == Verdict.MIN_ONLY
+    assert ("crg-a100: 4 Standard_NC24ads_A100_v4 reserved in zone(s) 1, 3 free for it, the pool needs 4 at max with "
+            "an upgrade's surge node: the other 1 come from ordinary quota without the capacity SLA "
+            "(capacity-reservation-overallocate), or reserve them: az capacity reservation update -c crg-a100 "
+            "-g rg-reserved -n a100-z1 --capacity 5" in a100.line())
+    assert "StandardNCADSA100v4Family vCPUs in eastus: 0 of 0 used, the stack needs 0 at min and 0 at max, 24 while" \
+        in a100.line()
+
+
+def test_a_block_group_gives_no_vm_beyond_its_reservation():
+    """Compute API 2026-04-01 (azure-mgmt-compute 39.0.0) ReservationType: "'Block' for block capacity
+    reservations that enable a VM to consume capacity only from this capacity block"; 'Targeted' ones "fall back to
+    the publicly available capacity if the reservation is full"."""
+    block = {**RESERVED, "crg": "crg-a100-block.json"}
+    assert pool(run([A100_RESERVED], **block)[0], "a100").verdict == Verdict.FITS
+    a100 = pool(run([{**A100_RESERVED, "maxCount": 3}], **block)[0], "a100")
+    assert a100.verdict == Verdict.MIN_ONLY and "a Block group gives no VM beyond its reservation" in a100.line()
+    assert a100.fixes == ["az capacity reservation update -c crg-a100 -g rg-reserved -n a100-z1 --capacity 5"]
+
+
+def test_a_group_with_no_reservation_does_not_fit_though_aks_would_add_the_pool():
+    """Round-4 Azure audit #8 (b): use-capacity-reservation-groups, Prerequisites ("You need an existing capacity
+    reservation group with at least one capacity reservation. If not, the node pool is added to the cluster with a
+    warning and no capacity reservation group gets associated")."""
+    a100 = pool(run([A100_RESERVED], **{**RESERVED, "crg": "crg-empty.json",
+                                        "reservations": "reservations-none.json"})[0], "a100")
+    assert a100.verdict == Verdict.NO_FIT
+    assert ("capacity reservation group crg-a100 holds no reservation, so AKS would add the pool without it "
+            "(a warning, no group associated) and its VMs would draw ordinary quota" in a100.line())
+    assert a100.fixes[0] == ("az capacity reservation create -c crg-a100 -g rg-reserved -n <name> -l eastus "
+                             "--sku Standard_NC24ads_A100_v4 --capacity 3 --zone 1")
+
+
+def test_a_group_without_the_pools_size_in_its_zones_or_that_does_not_exist_does_not_fit():
+    """capacity-reservation-overview ("If the group doesn't have a reservation matching the size and location, Azure
+    returns an error message"); REST CapacityReservation zones ("If not provided, the reservation supports only
+    non-zonal deployments. If provided, enforces VM/VMSS using this capacity reservation to be in same zone") and
+    CapacityReservationGroup zones ("If provided, enforces each capacity reservation in the group to be in one of
+    the zones")."""
+    zone3 = pool(run([{**A100_RESERVED, "zones": ["3"]}], **RESERVED)[0], "a100")
+    assert zone3.verdict == Verdict.NO_FIT
+    assert ("capacity reservation group crg-a100 holds no reservation of Standard_NC24ads_A100_v4 in zone(s) 3 (it "
+            "holds Standard_NC24ads_A100_v4 in zone 1)" in zone3.line())
+    assert zone3.fixes[0].endswith("--capacity 3 --zone 3")
+    outside = pool(run([{**A100_RESERVED, "zones": ["1", "2"]}], **RESERVED)[0], "a100")
+    assert outside.verdict == Verdict.NO_FIT and "zones among the group's (1, 3) for the pool" in outside.fixes
+    regional = pool(run([{**A100_RESERVED, "zones": []}], **RESERVED)[0], "a100")
+    assert regional.verdict == Verdict.NO_FIT
+    assert "capacity reservation group crg-a100 has zones (1, 3) and the pool none" in regional.line()
+    assert regional.fixes == ["zones: [1] for the pool, or a group without zones"]
+    missing = pool(run([A100_RESERVED], **{**RESERVED, "crg": "crg-missing.json"})[0], "a100")
+    assert missing.verdict == Verdict.NO_FIT and "capacity reservation group crg-a100 does not exist" in missing.line()
+
+
+def test_a_reserved_pools_running_nodes_are_its_own_share_of_the_reservation():
+    """capacity-reservation-overview: ``virtualMachinesAllocated`` lists the VMs allocated against a reservation, the
+    pool's own running nodes among them once it is associated (its agent pool's ``capacityReservationGroupID``)."""
+    # The one allocated VM is the pool's own running node: all 4 reserved VMs are the pool's.
+    deployed = {**RESERVED, "pools": "agentpools-reserved.json", "cluster": "cluster-reserved.json",
+                "grants": "grants-recent.json"}
+    a100 = pool(run([{**A100_RESERVED, "maxCount": 3}], **deployed)[0], "a100")
+    assert a100.verdict == Verdict.FITS and "4 free for it" in a100.line()
+
+
+def test_the_reservation_grant_is_said_until_it_can_have_reached_aks():
+    """Round-4 Azure audit #8 (a): use-capacity-reservation-groups ("Assign the Contributor role to the user-assigned
+    identity ... It can take up to 60 minutes for the role assignment to propagate")."""
+    first = pool(run([A100_RESERVED], **RESERVED)[0], "a100")
+    assert first.verdict == Verdict.FITS
+    assert ("the cluster identity's Contributor on resource group rg-reserved is granted by this deploy, just before "
+            "the cluster, and can take up to 60 minutes to reach AKS (use-capacity-reservation-groups): if creating "
+            "the pool then fails with an authorization error, run pulumi up again once the hour is up" in first.line())
+    deployed = {**RESERVED, "pools": "agentpools-reserved.json", "cluster": "cluster-reserved.json",
+                "grants": "grants-recent.json"}
+    # Its Contributor on rg-reserved comes on the answer's second page (nextLink).
+    checks, replay = run([A100_RESERVED], now=datetime(2026, 6, 1, 10, 20, tzinfo=UTC), **deployed)
+    recent = pool(checks, "a100")
+    assert recent.verdict == Verdict.FITS
+    assert ("the cluster identity's Contributor on resource group rg-reserved was granted at 2026-06-01 10:00 UTC and "
+            "can take until 11:00 UTC to reach AKS (up to 60 minutes, use-capacity-reservation-groups): deploy after "
+            "then" in recent.line())
+    grants = next(url for _, url, _ in replay.seen if "roleAssignments" in url)
+    assert "/resourceGroups/rg-reserved/providers/Microsoft.Authorization/roleAssignments" in grants
+    assert "$filter=principalId eq '11111111-1111-1111-1111-111111111111'" in unquote(grants)
+    later = pool(run([A100_RESERVED], now=datetime(2026, 6, 1, 11, 30, tzinfo=UTC), **deployed)[0], "a100")
+    assert "Contributor" not in later.line()

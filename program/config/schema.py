@@ -285,7 +285,7 @@ class GpuPool(Pool):
     """Resource id of a capacity reservation group whose reserved VMs this regular (on-demand) pool takes, so its
     nodes are there when it scales (use-capacity-reservation-groups). The cluster then runs as a user-assigned
     identity with Contributor on the group's resource group, as AKS requires; the group, its reservations of this
-    size in the pool's zones, and the quota they hold are yours to make."""
+    size in the pool's zones, and the quota they hold are yours to make, and the capacity preflight checks them."""
 
     @property
     def size(self) -> GpuSize:
