@@ -18,6 +18,13 @@ SECURITY_EXCEPTION = "security-exception"
 """Tag naming the one deliberate departure from the security baseline a resource makes (a ``SecurityException``
 value); the policy pack accepts exactly these, and docs/security.md justifies each."""
 
+PRIVATE_DNS_ZONES: dict[str, str] = {
+    "registry": "privatelink.azurecr.io",
+    "blob": "privatelink.blob.core.windows.net",
+}
+"""Private Link sub-resource (group id) → the DNS zone Azure documents for it (learn.microsoft.com/azure/private-link/
+private-endpoint-dns: Azure Container Registry ``registry``, Storage ``blob``)."""
+
 MIG_INSTANCES_PER_GPU = {"MIG1g": 7, "MIG2g": 3, "MIG3g": 2, "MIG4g": 1, "MIG7g": 1}
 """GPU instances one A100/H100 splits into per AKS ``gpuInstanceProfile`` (AKS multi-instance GPU docs)."""
 

@@ -14,6 +14,7 @@ from offline.cli import (
     existing_stack,
     input_file,
     input_folder,
+    ipv4_network,
     output_folder,
     stack_name,
 )
@@ -40,6 +41,8 @@ def _new_stack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--owner", help="owner tag (asked in a terminal; needed without one, as in CI)")
     p.add_argument("--lifetime", choices=("demo", "long-lived"),
                    help="lifetime (asked in a terminal; needed without one, as in CI)")
+    p.add_argument("--address-space", type=ipv4_network,
+                   help="network.addressSpace of a private stack (asked in a terminal; else a free one is picked)")
 
 
 COMMANDS = {

@@ -73,6 +73,15 @@ def stack_name(value: str) -> str:
     return value
 
 
+def ipv4_network(value: str) -> str:
+    """An argument that is an IPv4 network in CIDR form (its host bits zero)."""
+    import ipaddress
+    try:
+        return str(ipaddress.IPv4Network(value))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an IPv4 network such as 10.41.0.0/16 ({e})") from None
+
+
 def existing_stack(value: str) -> str:
     """An argument that names one of the project's stacks."""
     if problem := unknown_stack(value):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import ipaddress
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from offline.cli import error
 from offline.stack_files import REPO_ROOT, read_yaml, stack_config, stack_files
 from program.config.errors import ConfigError
 from program.config.keys import PROJECT
+from program.config.rules import shared_runners
 
 if TYPE_CHECKING:
     from program.config.schema import StackConfig
@@ -33,9 +35,75 @@ def _set(text: str, key: str, value: str) -> str:
     return re.sub(r"^config:\n", f"config:\n{line}\n", text, count=1, flags=re.MULTILINE)
 
 
-def new_stack_file(name: str, like: str, settings: dict[str, str], root: Path = REPO_ROOT) -> Path:
-    """Write ``Pulumi.<name>.yaml`` from ``like``'s file with ``settings`` (SETTINGS keys) set, and check it; a file
-    that does not load is removed again and its error raised."""
+NETWORK_KEYS = ("addressSpace", "nodeSubnet", "endpointSubnet")
+"""What moves with a private stack's address space."""
+
+
+def _set_network(text: str, values: dict[str, str], old_space: str) -> str:
+    """``text`` with ``PROJECT:network``'s ``values`` set (lines replaced or added under it, the section added under
+    ``config:`` if missing) and the old address space in its comments replaced too (they name it)."""
+    head = re.compile(rf"^  {PROJECT}:network:[ \t]*\n", re.MULTILINE)
+    if not head.search(text):
+        text = re.sub(r"^config:\n", f"config:\n  {PROJECT}:network:\n", text, count=1, flags=re.MULTILINE)
+    start = head.search(text).end()  # type: ignore[union-attr]
+    end = next((m.start() for m in re.finditer(r"^  \S.*$", text[start:], re.MULTILINE)), len(text) - start) + start
+    block = text[start:end]
+    for key, value in values.items():
+        line = re.compile(rf"^    {key}:.*$", re.MULTILINE)
+        set_line = f"    {key}: {value}"
+        block = line.sub(set_line, block, count=1) if line.search(block) else f"{set_line}\n{block}"
+    block = "\n".join(b.replace(old_space, values["addressSpace"]) if b.lstrip().startswith("#") else b
+                      for b in block.split("\n"))
+    return text[:start] + block + text[end:]
+
+
+def _moved(subnet: str, old: ipaddress.IPv4Network, new: ipaddress.IPv4Network) -> str:
+    """``subnet`` at the same offset in ``new`` as it had in ``old``."""
+    net = ipaddress.IPv4Network(subnet)
+    moved = ipaddress.IPv4Network((int(new.network_address) + int(net.network_address) - int(old.network_address),
+                                   net.prefixlen))
+    if not moved.subnet_of(new):
+        raise ValueError(f"address space {new} is too small for the copied subnet {subnet} (a /{old.prefixlen} "
+                         "holds it)")
+    return str(moved)
+
+
+def private_network(like: StackConfig, taken: dict[str, str], wanted: str | None) -> dict[str, str] | None:
+    """A private stack's network keys for its copy: ``wanted`` (``--address-space``) or else the first /N of
+    10.0.0.0/8 that no stack file uses, with the subnets moved along. A private stack peers its VNet with the
+    runner's, and Azure peers one VNet only with address spaces that do not overlap (round-4 Azure audit #7);
+    ``taken`` is stack → address space of every stack file. None for a stack that is not private: its VNet is
+    peered with nothing, so its copy keeps the address space."""
+    if not like.private_endpoints_or_api_server:
+        return None
+    old = ipaddress.IPv4Network(like.network.address_space)
+    used = {stack: ipaddress.IPv4Network(space) for stack, space in taken.items()}
+    if wanted is not None:
+        new = ipaddress.IPv4Network(wanted)
+        if clash := next((s for s, space in sorted(used.items()) if space.overlaps(new)), None):
+            raise ValueError(f"--address-space {new} overlaps {used[clash]} of stack {clash}: a private stack's "
+                             f"VNet peers the runner's, which takes no two overlapping spaces; free: "
+                             f"{_free(used.values(), old.prefixlen)}")
+    else:
+        new = _free(used.values(), old.prefixlen)
+    return {"addressSpace": str(new), "nodeSubnet": _moved(like.network.node_subnet, old, new),
+            "endpointSubnet": _moved(like.network.endpoint_subnet, old, new)}
+
+
+def _free(used: Iterable[ipaddress.IPv4Network], prefix: int) -> ipaddress.IPv4Network:
+    """The first /``prefix`` of 10.0.0.0/8 that overlaps none of ``used``."""
+    used = list(used)
+    for candidate in ipaddress.IPv4Network("10.0.0.0/8").subnets(new_prefix=max(prefix, 8)):
+        if not any(candidate.overlaps(u) for u in used):
+            return candidate
+    raise ValueError(f"no free /{prefix} left in 10.0.0.0/8; pass --address-space")
+
+
+def new_stack_file(name: str, like: str, settings: dict[str, str], root: Path = REPO_ROOT,
+                   network: dict[str, str] | None = None) -> Path:
+    """Write ``Pulumi.<name>.yaml`` from ``like``'s file with ``settings`` (SETTINGS keys) and ``network`` (keys of
+    ``PROJECT:network``) set, and check it, alone and beside the other stack files; a file that does not load is
+    removed again and its error raised."""
     files = stack_files(root)
     target = root / f"Pulumi.{name}.yaml"
     if target.exists():
@@ -51,13 +119,26 @@ def new_stack_file(name: str, like: str, settings: dict[str, str], root: Path = 
     text = "\n".join(filter(None, [schema, note, rest]))
     for key, value in settings.items():
         text = _set(text, key, value)
+    if network:
+        text = _set_network(text, network, str(stack_config(like, files[like]).network.address_space))
     target.write_text(text)
     try:
-        stack_config(name, target)
+        cfg = stack_config(name, target)
+        others = {s: c for s, p in sorted(files.items()) if (c := _loads(s, p)) is not None}
+        if beside := [e for stack, e in shared_runners({**others, name: cfg}) if stack == name]:
+            raise ConfigError.several(beside)
     except ConfigError:
         target.unlink()
         raise
     return target
+
+
+def _loads(stack: str, path: Path) -> StackConfig | None:
+    """A stack file's config, or None where it does not load (its own error is its own render's to report)."""
+    try:
+        return stack_config(stack, path)
+    except ConfigError:
+        return None
 
 
 ASKED = (("owner", "owner", "the team the stack's resources are tagged to"),
@@ -92,9 +173,21 @@ def copied(cfg: StackConfig, like: str) -> str:
     """What the new stack took from ``like``'s file, in one line to review."""
     pools = "; ".join(f"{g.name} {g.vm_size}{' spot' if g.spot else ''} {g.min_count}–{g.max_count}"
                       for g in cfg.gpu_pools)
+    network = f", address space {cfg.network.address_space}" if cfg.private_endpoints_or_api_server else ""
     return (f"copied from Pulumi.{like}.yaml: scenario {cfg.scenario}, region {cfg.location}, "
             f"GPU pools {pools or 'none'}; set: owner {cfg.owner}, lifetime {cfg.lifetime.value}, "
-            f"naming root {cfg.naming.root}")
+            f"naming root {cfg.naming.root}{network}")
+
+
+def asked_network(args: argparse.Namespace, like: StackConfig, taken: dict[str, str],
+                  ask: Callable[[str], str] | None) -> dict[str, str] | None:
+    """``--address-space``, else asked in a terminal (a free one as the default), else a free one: a private stack
+    never keeps the address space of the stack it copies (``private_network``)."""
+    wanted = args.address_space
+    if wanted is None and ask is not None and (free := private_network(like, taken, None)):
+        wanted = ask(f"address space (its VNet peers the runner's, which takes no two overlapping spaces; "
+                     f"{args.like} has {like.network.address_space}) [{free['addressSpace']}]: ").strip() or None
+    return private_network(like, taken, wanted)
 
 
 def new_stack_command(args: argparse.Namespace) -> int:
@@ -102,9 +195,12 @@ def new_stack_command(args: argparse.Namespace) -> int:
     files = stack_files()
     like = stack_config(args.like) if args.like in files else None
     try:
-        asked = asked_settings(args, like, input if sys.stdin.isatty() else None) if like else {}
+        ask = input if sys.stdin.isatty() else None
+        asked = asked_settings(args, like, ask) if like else {}
         settings = {**({"nameRoot": args.name_root} if args.name_root else {}), **asked}
-        path = new_stack_file(args.name, args.like, settings)
+        taken = {s: c.network.address_space for s, p in files.items() if (c := _loads(s, p)) is not None}
+        network = asked_network(args, like, taken, ask) if like else None
+        path = new_stack_file(args.name, args.like, settings, network=network)
     except ValueError as e:
         return error(str(e))
     print(copied(stack_config(args.name, path), args.like))

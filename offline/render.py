@@ -80,6 +80,8 @@ class Render:
     outputs: dict[str, Any]
     invokes: list[str]
     """Provider functions the program called (sorted), e.g. which AKS credentials it fetched."""
+    reads: list[str] = field(default_factory=list)
+    """Existing resources the program reads (``Resource.get``), as ``type::name`` (sorted)."""
 
     def of_type(self, typ: str) -> list[Resource]:
         return [r for r in self.resources if r.type == typ]
@@ -153,8 +155,13 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: AzureMocks):
         super().__init__(mocks)
         self.recorded: list[Resource] = []
+        self.reads: list[str] = []
         self.qualified: dict[str, str] = {}
         """Mock URN → the type chain the engine puts in the real URN (the mock keeps only the parent's last type)."""
+
+    def ReadResource(self, request):
+        self.reads.append(f"{request.type}::{request.name}")
+        return super().ReadResource(request)
 
     def _qualified(self, parent: str, typ: str) -> str:
         chain = self.qualified.get(parent) if parent and not _is_stack(parent) else None
@@ -267,4 +274,4 @@ def render_namespace(stack: str, namespace: dict[str, Any], others: dict[str, An
     cfg, monitor, outputs = contextvars.Context().run(_run_program, stack, cli_encoded(namespace, others),
                                                       subscription)
     resources = sorted(monitor.recorded, key=lambda r: (r.type, r.name))
-    return Render(stack, cfg, resources, outputs, sorted(monitor.mocks.invokes))
+    return Render(stack, cfg, resources, outputs, sorted(monitor.mocks.invokes), sorted(monitor.reads))

@@ -1,4 +1,5 @@
-"""``python -m offline render``: check every requested stack's config, then render each into OUT/<stack>/."""
+"""``python -m offline render``: check every requested stack's config, alone and beside the other stack files, then
+render each into OUT/<stack>/."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from offline.render import check_stack, render_stack
 from offline.report import warnings, write_render
 from offline.stack_files import stack_files
 from program.config.errors import ConfigError
+from program.config.rules import shared_runners
 
 
 def render(stack: str | None, config: Path | None, out: Path) -> int:
@@ -23,14 +25,21 @@ def render(stack: str | None, config: Path | None, out: Path) -> int:
         if config is None and (problem := unknown_stack(stack)):
             return error(problem)
         targets = {stack: config or files[stack]}
-    bad = 0
-    for name, path in targets.items():  # every config is checked before anything is written
+    bad = set()
+    checked = {}
+    for name, path in {**files, **targets}.items():  # every config is checked before anything is written
         try:
-            check_stack(name, path)
+            checked[name] = check_stack(name, path)
         except ConfigError as e:
-            bad += 1
-            for found in e.problems:
-                print(f"error: stack {name}: {found}", file=sys.stderr)
+            if name in targets:
+                bad.add(name)
+                for found in e.problems:
+                    print(f"error: stack {name}: {found}", file=sys.stderr)
+    # Stack files are deployed side by side: what two of them would make Azure refuse together.
+    for name, found in shared_runners(dict(sorted(checked.items()))):
+        if name in targets:
+            bad.add(name)
+            print(f"error: stack {name}: {found}", file=sys.stderr)
     if bad:
         return 2
     for name, path in targets.items():

@@ -121,6 +121,9 @@ COMMANDS = {
     "expired-stacks": Command("demo stacks past their expiry, from `az group list` JSON on stdin",
                               lambda p: p.add_argument("--project", default=PROJECT, help="Pulumi project name"),
                               "ops.lifecycle:expired_stacks_command"),
+    "expiry-schedule": Command("whether a deploy turns the expiry schedule back on (enable or keep), from `gh api "
+                               "repos/OWNER/NAME/actions/workflows/destroy-expired.yml` on stdin", lambda p: None,
+                               "ops.lifecycle:expiry_schedule_command"),
     "preview-backend": Command("where a pull request previews the stack: shared (the backend holds it) or local "
                                "(a stack the pull request adds), from `pulumi stack ls --json` on stdin",
                                stack_argument, "ops.lifecycle:preview_backend_command"),

@@ -208,26 +208,37 @@ cluster's Entra ID profile, not to role assignments, so no group is ever assigne
 
 def assignable_condition(role_ids: Iterable[str] = PROGRAM_ROLES, principal_types: Iterable[str] = ASSIGNEE_TYPES
                          ) -> str:
-    """An RBAC Administrator condition: it may create and delete assignments of ``role_ids`` to principals of
-    ``principal_types`` only (learn.microsoft.com/azure/role-based-access-control/delegate-role-assignments-examples:
-    "Constrain roles and principal types"; conditions-authorization-actions-attributes: RoleDefinitionId and
-    PrincipalType, request attributes of write, resource attributes of delete)."""
+    """An RBAC Administrator condition: it may create assignments of ``role_ids`` to principals of
+    ``principal_types`` only, and delete assignments of ``role_ids`` to any principal (learn.microsoft.com/azure/
+    role-based-access-control/delegate-role-assignments-examples: "Constrain roles and principal types";
+    conditions-authorization-actions-attributes: RoleDefinitionId and PrincipalType, request attributes of write,
+    resource attributes of delete).
+
+    Deletes are not held to the principal types: an assignment a stack made earlier to a user or a group (a local
+    ``pulumi up`` with ``cluster.deployerPrincipalType: User``, its Grafana admin) must go when the deploy app
+    replaces or destroys it, or that ``pulumi up`` fails with 403 (final audit). A delete grants nothing, and the
+    deploy app, Contributor on the subscription, can delete the clusters those assignments are on anyway."""
     ids = "{" + ", ".join(sorted(role_ids)) + "}"
     types = "{" + ", ".join(f"'{t}'" for t in principal_types) + "}"
-
-    def allowed(source: str) -> str:
-        return (f"{source}[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals "
-                f"{ids} AND {source}[Microsoft.Authorization/roleAssignments:PrincipalType] "
-                f"ForAnyOfAnyValues:StringEqualsIgnoreCase {types}")
-    return (f"((!(ActionMatches{{'Microsoft.Authorization/roleAssignments/write'}})) OR ({allowed('@Request')}))"
-            f" AND ((!(ActionMatches{{'Microsoft.Authorization/roleAssignments/delete'}})) OR "
-            f"({allowed('@Resource')}))")
+    role = "[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals " + ids
+    return (f"((!(ActionMatches{{'Microsoft.Authorization/roleAssignments/write'}})) OR (@Request{role} AND "
+            f"@Request[Microsoft.Authorization/roleAssignments:PrincipalType] ForAnyOfAnyValues:StringEqualsIgnoreCase "
+            f"{types})) AND ((!(ActionMatches{{'Microsoft.Authorization/roleAssignments/delete'}})) OR "
+            f"(@Resource{role}))")
 
 
 BRANCH_POLICY = {"protected_branches": False, "custom_branch_policies": True}
 """An environment's deployment branch policy: only the branches its custom policies name (REST "Create or update an
 environment": ``deployment_branch_policy``; only ``custom_branch_policies: true`` lets the deployment branch
 policies endpoints name branches, docs.github.com/rest/deployments/branch-policies)."""
+KEEP_PROTECTION = (
+    "{deployment_branch_policy: " + json.dumps(BRANCH_POLICY) + "}"
+    ' + ([.protection_rules[]? | select(.type == "wait_timer") | {wait_timer}] | add // {})'
+    ' + ([.protection_rules[]? | select(.type == "required_reviewers")'
+    ' | {prevent_self_review, reviewers: [.reviewers[] | {type, id: .reviewer.id}]}] | add // {})')
+"""A jq filter (gh api --jq) from an environment as "Get an environment" answers (``protection_rules`` of type
+``wait_timer``, ``required_reviewers`` with ``reviewers[].{type, reviewer.id}``) to the body "Create or update an
+environment" takes (``wait_timer``, ``prevent_self_review``, ``reviewers[].{type, id}``), with the branch policy."""
 FEATURE_WAIT_MINUTES = 20
 """How long the script waits for a feature registration before it stops, saying the state."""
 
@@ -291,17 +302,27 @@ keep_only() {
   done
 }
 # A role assignment, unless the principal already has it there; by object id with the principal type, so a
-# service principal created seconds ago is not refused while Entra ID replicates it. With a condition, an
-# assignment whose condition differs (none, or one from before the program's roles changed) is replaced; conditions
-# are compared without their whitespace.
+# service principal created seconds ago is not refused while Entra ID replicates it. The list filters on the
+# principal id and asks nothing of Microsoft Graph, so a fresh principal lists as none, and a failed list (throttled,
+# signed out) is retried, then stops the script: taken for empty it would create a duplicate (RoleAssignmentExists)
+# or replace a right assignment. With a condition, an assignment whose condition differs (none, or one from before
+# the program's roles changed) is replaced; conditions are compared without whitespace and case (GUIDs, operators).
 grant() {
-  local assignments line kept=""
-  # A principal Entra ID has not replicated yet is not found by --assignee (a CLIError): nothing to keep then.
-  assignments=$(az role assignment list --assignee "$1" --role "$2" --scope "$3" \
-    --query "[].join('|', [id, condition || ''])" --output tsv) || assignments=""
+  local assignments line kept="" try
+  for try in 1 2 3 4 5; do
+    if assignments=$(az role assignment list --role "$2" --scope "$3" --fill-principal-name false \
+        --query "[?principalId=='$1'].join('|', [id, condition || ''])" --output tsv); then
+      break
+    fi
+    if [ "$try" = 5 ]; then
+      echo "could not list the $2 assignments on $3 after 5 tries; nothing was changed for it: run the script again" >&2
+      exit 1
+    fi
+    sleep $((try * 10))
+  done
   while IFS= read -r line; do
     [ -n "$line" ] || continue
-    if [ -z "${4:-}" ] || [ "$(tr -d '[:space:]' <<< "${line#*|}")" = "$(tr -d '[:space:]' <<< "$4")" ]; then
+    if [ -z "${4:-}" ] || [ "$(canonical <<< "${line#*|}")" = "$(canonical <<< "$4")" ]; then
       kept=yes
     else
       az role assignment delete --ids "${line%%|*}" --output none
@@ -318,13 +339,34 @@ grant() {
       --scope "$3" --output none
   fi
 }
+canonical() {
+  tr -d '[:space:]' | tr '[:upper:]' '[:lower:]'
+}
 # A GitHub environment that only main may deploy from: created, or its branch policy set, where it is not; other
 # branches' and tags' policies go. The token subject of a job in an environment names no branch, so this is what
-# keeps a branch's code from signing in as the deploy app.
+# keeps a branch's code from signing in as the deploy app. The PUT resends the environment's reviewers, wait timer
+# and self-review setting (REST "Create or update an environment" documents no keeping of what a PUT omits); a
+# repository whose plan has no environments (a private one on GitHub Free) stops the script, saying so.
 environment() {
-  local path="repos/$repo/environments/$1" policies id kind name
-  if [ "$(gh api "$path" --jq .deployment_branch_policy.custom_branch_policies 2>/dev/null || true)" != true ]; then
-    gh api --method PUT "$path" --input - <<< '{BODY}' > /dev/null
+  local path="repos/$repo/environments/$1" custom body policies id kind name
+  if ! custom=$(gh api "$path" --jq .deployment_branch_policy.custom_branch_policies 2>&1); then
+    case "$custom" in
+      *"HTTP 404"*) custom=absent ;;
+      *) echo "environment $1: $custom" >&2; exit 1 ;;
+    esac
+  fi
+  if [ "$custom" != true ]; then
+    body='{BODY}'
+    if [ "$custom" != absent ]; then
+      body=$(gh api "$path" --jq '{KEEP}')
+    fi
+    if ! gh api --method PUT "$path" --input - <<< "$body" > /dev/null; then
+      echo "environment $1: GitHub refused its deployment branch policy. Environments with branch policies need a" \
+        "public repository or GitHub Pro, Team or Enterprise for a private one (docs.github.com: Managing" \
+        "environments for deployment); without one, any branch could run a deploy job and sign in as the deploy" \
+        "app, so the setup stops before any credential trusts the environment" >&2
+      exit 1
+    fi
   fi
   policies=$(gh api "$path/deployment-branch-policies" --jq '.branch_policies[] | "\(.id) \(.type) \(.name)"')
   while read -r id kind name; do
@@ -335,7 +377,7 @@ environment() {
   if ! grep -q ' branch main$' <<< "$policies"; then
     gh api --method POST "$path/deployment-branch-policies" -f name=main -f type=branch > /dev/null
   fi
-}""".replace("{BODY}", json.dumps({"deployment_branch_policy": BRANCH_POLICY}))
+}""".replace("{BODY}", json.dumps({"deployment_branch_policy": BRANCH_POLICY})).replace("{KEEP}", KEEP_PROTECTION)
 """The script's shell functions, each looking before it changes anything."""
 
 

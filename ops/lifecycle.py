@@ -240,3 +240,36 @@ def expired_stacks_command(args: argparse.Namespace) -> int:
     groups = json_input(sys.stdin.read(), "stdin (az group list --output json)")
     print(json.dumps(expired_stacks(groups, dt.datetime.now(dt.UTC), args.project)))
     return 0
+
+
+EXPIRY_WORKFLOW = "destroy-expired.yml"
+"""The scheduled workflow that destroys demos past their ``expires-at``."""
+
+
+def expiry_schedule(workflow: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """From GitHub's "Get a workflow" answer for the expiry workflow (``state``: active, disabled_inactivity,
+    disabled_manually, disabled_fork, deleted): whether to enable it again, and what to warn.
+
+    In a public repository GitHub disables a scheduled workflow after 60 days without repository activity
+    (docs.github.com, "Disabling and enabling a workflow"), and a disabled workflow runs on no event, so demos
+    deployed afterwards would never expire. A deploy is activity someone chose: it turns the schedule back on. One
+    disabled by hand stays off, with a warning, since someone meant it."""
+    state = workflow.get("state")
+    if state == "active":
+        return False, None
+    if state == "disabled_inactivity":
+        return True, None
+    return False, (f"{EXPIRY_WORKFLOW} is {state}: a demo deployed now is not destroyed after its ttlHours; enable "
+                   f"it (gh workflow enable {EXPIRY_WORKFLOW}) or destroy the demo by hand (destroy.yml)")
+
+
+def expiry_schedule_command(args: argparse.Namespace) -> int:
+    found = json_input(sys.stdin.read(), f"stdin (gh api repos/OWNER/NAME/actions/workflows/{EXPIRY_WORKFLOW})")
+    enable, warning = expiry_schedule(found if isinstance(found, Mapping) else {})
+    if warning:
+        print(f"::warning::{warning}", file=sys.stderr)
+    if enable:
+        print(f"::notice::GitHub disabled {EXPIRY_WORKFLOW} after 60 days without activity; this deploy enables it "
+              "again", file=sys.stderr)
+    print("enable" if enable else "keep")
+    return 0

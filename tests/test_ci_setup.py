@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from offline.mocks import azure_id
 from offline.stack_files import REPO_ROOT, stack_config, stack_files
@@ -140,13 +141,37 @@ def test_every_deploy_job_runs_in_its_stacks_scenario_environment():
     assert WORKFLOWS["deploy.yml"]["jobs"]["up"]["environment"] in ci_setup.ENVIRONMENT_EXPRESSIONS
 
 
+def _allows(condition: str, action: str, role_id: str, principal_type: str) -> bool:
+    """Whether an RBAC condition (the subset assignable_condition writes: ActionMatches, ForAnyOfAnyValues:GuidEquals
+    and :StringEqualsIgnoreCase over a set, !, AND, OR; learn.microsoft.com/azure/role-based-access-control/
+    conditions-format) lets ``action`` on a role assignment of ``role_id`` to a ``principal_type`` through."""
+    import re
+    expression = re.sub(r"ActionMatches\{'([^']+)'\}", lambda m: repr(m[1] == action), condition)
+    expression = re.sub(r"@(?:Request|Resource)\[Microsoft\.Authorization/roleAssignments:RoleDefinitionId\] "
+                        r"ForAnyOfAnyValues:GuidEquals \{([^}]*)\}",
+                        lambda m: repr(role_id.lower() in {g.strip().lower() for g in m[1].split(",")}), expression)
+    expression = re.sub(r"@(?:Request|Resource)\[Microsoft\.Authorization/roleAssignments:PrincipalType\] "
+                        r"ForAnyOfAnyValues:StringEqualsIgnoreCase \{([^}]*)\}",
+                        lambda m: repr(principal_type.lower() in {t.strip(" '").lower() for t in m[1].split(",")}),
+                        expression)
+    expression = expression.replace("!", " not ").replace(" AND ", " and ").replace(" OR ", " or ")
+    assert re.fullmatch(r"[()\sA-Za-z]*", expression) and set(re.findall(r"[A-Za-z]+", expression)) <= {
+        "True", "False", "not", "and", "or"}, expression  # every part of the condition understood
+    return bool(eval(expression, {"__builtins__": {}}))  # noqa: S307 (only True/False/not/and/or, checked above)
+
+
+WRITE, DELETE = "Microsoft.Authorization/roleAssignments/write", "Microsoft.Authorization/roleAssignments/delete"
+OWNER, USER_ACCESS_ADMIN = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635", "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9"
+AKS_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+
+
 def test_the_deploy_app_may_assign_only_the_roles_the_program_assigns_to_service_principals(render_of, renders):
     """Round-4 Azure audit #11: an unconditioned RBAC Administrator could grant itself Owner; constrained to the
     program's roles, on create and on delete. Issue 33b audit #10: and to the principal types the program assigns
     to, or it could grant Contributor to any user (delegate-role-assignments-examples: "Constrain roles and principal
-    types", PrincipalType a request attribute of write and a resource attribute of delete). The workflows deploy
-    with cluster.deployerPrincipalType ServicePrincipal, so every assignment a CI deploy makes is to one; the admin
-    groups (cluster.adminGroupObjectIds) go to the cluster's Entra ID profile, never to a role assignment."""
+    types", PrincipalType a request attribute of write). The workflows deploy with cluster.deployerPrincipalType
+    ServicePrincipal, so every assignment a CI deploy makes is to one; the admin groups (cluster.adminGroupObjectIds)
+    go to the cluster's Entra ID profile, never to a role assignment."""
     assignments = [(stack, r) for stack in renders
                    for r in render_of(stack).of_type("azure-native:authorization:RoleAssignment")]
     assert {r.inputs["roleDefinitionId"].rsplit("/", 1)[1] for _, r in assignments} <= set(PROGRAM_ROLES)
@@ -157,14 +182,24 @@ def test_the_deploy_app_may_assign_only_the_roles_the_program_assigns_to_service
             REPO_ROOT / ".github" / "workflows" / workflow).read_text()
     assert ci_setup.ASSIGNEE_TYPES == ("ServicePrincipal",)
     condition = assignable_condition()
-    assert "8e3af657-a8ff-443c-a75c-2fe8c4bcb635" not in PROGRAM_ROLES  # Owner
-    assert "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9" not in PROGRAM_ROLES  # User Access Administrator
-    for action, source in (("write", "@Request"), ("delete", "@Resource")):
-        assert (f"(!(ActionMatches{{'Microsoft.Authorization/roleAssignments/{action}'}})) OR ({source}"
-                f"[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals "
-                f"{{{', '.join(PROGRAM_ROLES)}}} AND {source}[Microsoft.Authorization/roleAssignments:PrincipalType] "
-                f"ForAnyOfAnyValues:StringEqualsIgnoreCase {{'ServicePrincipal'}})") in condition
-    assert condition.count("ServicePrincipal") == 2 and "'User'" not in condition and "'Group'" not in condition
+    assert not {OWNER, USER_ACCESS_ADMIN} & set(PROGRAM_ROLES)
+    for role in PROGRAM_ROLES:
+        assert _allows(condition, WRITE, role, "ServicePrincipal")
+        assert not _allows(condition, WRITE, role, "User") and not _allows(condition, WRITE, role, "Group")
+    for role in (OWNER, USER_ACCESS_ADMIN):
+        assert not _allows(condition, WRITE, role, "ServicePrincipal")
+        assert not _allows(condition, DELETE, role, "User")  # nor take an admin's access away
+    assert _allows(condition, "Microsoft.Authorization/roleAssignments/read", OWNER, "User")
+
+
+def test_the_deploy_app_may_delete_the_programs_earlier_assignments_to_users_and_groups():
+    """Final audit: with PrincipalType on delete too, an assignment a stack made to a user or a group (a local
+    `pulumi up` with cluster.deployerPrincipalType User: AKS RBAC Cluster Admin, the Grafana admin) could not be
+    replaced or destroyed by the deploy app, and that `pulumi up` failed with 403. A delete grants nothing."""
+    condition = assignable_condition()
+    for principal_type in ("User", "Group", "ServicePrincipal"):
+        assert _allows(condition, DELETE, AKS_CLUSTER_ADMIN, principal_type)
+    assert AKS_CLUSTER_ADMIN in PROGRAM_ROLES
 
 
 def test_every_namespace_a_stack_creates_resources_in_is_registered(render_of, renders):
@@ -190,14 +225,17 @@ tool, args = os.path.basename(sys.argv[0]), sys.argv[1:]
 def flag(name, default=None):
     return args[args.index(name) + 1] if name in args else default
 def jq(expression, value):
-    # The two shapes the script asks gh for: a path, and a projection into a string template.
-    if " | " in expression:
-        items, template = expression.split(" | ")
-        rows = value[items[1:-2]]
-        return "\n".join(re.sub(r"\\\(\.(\w+)\)", lambda m: str(row[m[1]]), template.strip('"')) for row in rows)
-    for key in expression.strip(".").split("."):
-        value = value.get(key) if isinstance(value, dict) else None
-    return json.dumps(value) if not isinstance(value, str) else value
+    # gh api --jq: the filter run by jq itself; strings print raw, anything else as JSON (gh's --jq output).
+    import jq as library
+    return "\n".join(r if isinstance(r, str) else json.dumps(r)
+                     for r in library.compile(expression).input_value(value).all())
+def rules_of(body):
+    # "Create or update an environment" body -> "Get an environment" protection_rules.
+    rules = [{"type": "wait_timer", "wait_timer": body["wait_timer"]}] if "wait_timer" in body else []
+    if "reviewers" in body:
+        rules.append({"type": "required_reviewers", "prevent_self_review": body.get("prevent_self_review", False),
+                      "reviewers": [{"type": r["type"], "reviewer": {"id": r["id"]}} for r in body["reviewers"]]})
+    return rules
 verb = " ".join(a for a in args[:4] if not a.startswith("-"))
 if tool == "az":
     cloud["calls"].append(f"az {verb}")
@@ -217,11 +255,18 @@ elif tool == "gh":
         if env is None:
             fail = "gh: Not Found (HTTP 404)"
         else:
-            out = jq(flag("--jq"), {"name": parts[4], "deployment_branch_policy": env["policy"]})
+            out = jq(flag("--jq"), {"name": parts[4], "deployment_branch_policy": env["policy"],
+                                    "protection_rules": env.get("rules", [])})
     elif len(parts) == 5 and method == "PUT":
         body = json.loads(sys.stdin.read())
-        env = cloud["environments"].setdefault(parts[4], {"policy": None, "branch_policies": []})
-        env["policy"] = body["deployment_branch_policy"]
+        if cloud.get("plan") == "free-private":
+            fail = "gh: Not Found (HTTP 404)"  # no environments on this plan
+        else:
+            # A PUT replaces the environment's protection: what the body omits is gone (the REST docs say no
+            # otherwise, so the script must not count on GitHub keeping it).
+            env = cloud["environments"].setdefault(parts[4], {"policy": None, "branch_policies": []})
+            env["policy"] = body["deployment_branch_policy"]
+            env["rules"] = rules_of(body)
     elif env is None or not (env["policy"] or {}).get("custom_branch_policies"):
         fail = "gh: Not Found (HTTP 404)"  # the policies endpoints need custom_branch_policies
     elif method == "GET":
@@ -266,9 +311,15 @@ elif verb.startswith("ad app federated-credential update"):
 elif verb.startswith("ad app federated-credential delete"):
     del cloud["creds"][flag("--id")][flag("--federated-credential-id")]
 elif verb.startswith("role assignment list"):
-    assert flag("--query") == "[].join('|', [id, condition || ''])", flag("--query")
-    key = [flag("--assignee"), flag("--role"), flag("--scope")]
-    out = "\n".join(f"{r[4]}|{r[3] or ''}" for r in cloud["roles"] if r[:3] == key)
+    # By principal id in the query, nothing asked of Graph: a principal not replicated yet lists as none.
+    query = re.fullmatch(r"\[\?principalId=='([^']+)'\]\.join\('\|', \[id, condition \|\| ''\]\)", flag("--query"))
+    assert query and "--assignee" not in args and flag("--fill-principal-name") == "false", args
+    key = [query[1], flag("--role"), flag("--scope")]
+    if cloud.get("list_failures", 0):
+        cloud["list_failures"] -= 1
+        fail = "(TooManyRequests) The request is being throttled."
+    else:
+        out = "\n".join(f"{r[4]}|{r[3] or ''}" for r in cloud["roles"] if r[:3] == key)
 elif verb.startswith("role assignment delete"):
     cloud["roles"] = [r for r in cloud["roles"] if r[4] != flag("--ids")]
 elif verb.startswith("role assignment create"):
@@ -298,6 +349,8 @@ def _fake_tools(folder: Path) -> dict[str, str]:
         fake = folder / tool
         fake.write_text(f"#!{sys.executable}\n{FAKE_AZ}")
         fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    (folder / "sleep").write_text("#!/bin/sh\n")  # the script's retries wait no time here
+    (folder / "sleep").chmod(0o755)
     return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "FAKE_CLOUD": str(folder / "cloud.json")}
 
 
@@ -361,6 +414,34 @@ def test_the_preview_app_reads_inside_the_clusters_and_cannot_write_there():
                "f58310d9-a9f6-439a-9e8d-f62e7b41a168": "Role Based Access Control Administrator"}
     assert not set(ci_setup.PREVIEW_ROLES.values()) & set(writers)
     assert not {"Contributor", *writers.values()} & set(ci_setup.PREVIEW_ROLES)
+
+
+KUBERNETES_PREVIEW_FALLBACK = "4.1.0"
+"""The pulumi-kubernetes release from which a preview whose server-side dry run is Forbidden shows the inputs
+instead of failing: Create since PR #2522 ("fix: ensure CSA does not hit API Server for preview", CHANGELOG 4.1.0,
+which answers issue #2521, filed against 4.0.3 and left open), Update since PR #2419 (provider/pkg/provider/
+provider.go: `if req.GetPreview() && apierrors.IsForbidden(awaitErr)`); both unchanged in the provider's newest
+source read (after 4.32.0). Helm releases render client-side in a preview and install nothing (helm_release.go)."""
+
+
+def test_a_preview_as_aks_rbac_reader_writes_nothing_and_reads_no_secret(render_of, renders):
+    """Final audit (RISK, pulumi/pulumi-kubernetes#2521): a preview as AKS RBAC Reader creates nothing, so each
+    dry run of a create or update is Forbidden. The pinned provider answers that with the inputs (above); what would
+    still fail is a read of what Reader may not read, Secrets (AKS RBAC Reader "does not allow viewing Secrets",
+    built-in-roles/containers): a refresh reads every object of the stack, Secrets and Helm's
+    release Secrets included, and a `get` reads one. So previews never refresh, and the program gets no object."""
+    import re
+    from importlib.metadata import version
+
+    from packaging.version import Version
+    assert Version(version("pulumi-kubernetes")) >= Version(KUBERNETES_PREVIEW_FALLBACK)
+    workflow = (REPO_ROOT / ".github" / "workflows" / "pull-request.yml").read_text()
+    steps = [step for job in yaml.safe_load(workflow)["jobs"].values() for step in job.get("steps", [])]
+    previews = [s for s in steps if "pulumi/actions" in s.get("uses", "") and s["with"].get("command") == "preview"]
+    assert previews and not [s for s in previews if s["with"].get("refresh") not in (None, False)]
+    commands = re.findall(r"pulumi preview[^\n]*", workflow)
+    assert commands and not [c for c in commands if re.search(r"\s(--refresh|-r)\b", c)]
+    assert not [(stack, r) for stack in renders for r in render_of(stack).reads if r.startswith("kubernetes:")]
 
 
 def test_an_upgraded_repository_keeps_no_trust_or_grant_of_the_earlier_setup(tmp_path):
@@ -459,3 +540,63 @@ def test_a_setup_without_the_state_backend_is_refused_naming_what_is_missing():
     result = command("ops", "ci-setup", "--repo", "acme/infra")
     assert result.returncode == 2
     assert "--state-account" in result.stderr and "--key-vault" in result.stderr and not result.stdout
+
+
+def _run_failing(tmp_path: Path, cloud: dict) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """Run the setup script against ``cloud`` where it is meant to stop: its result and the cloud after."""
+    (tmp_path / "cloud.json").write_text(json.dumps(cloud))
+    script = command("ops", "ci-setup", "--repo", "acme/infra", "--sub-prefix", "repo:acme/infra", *BACKEND).stdout
+    (tmp_path / "setup.sh").write_text(script)
+    done = subprocess.run(["bash", str(tmp_path / "setup.sh")], env=_fake_tools(tmp_path), capture_output=True,
+                          text=True)
+    return done, json.loads((tmp_path / "cloud.json").read_text())
+
+
+def test_a_failed_role_listing_is_retried_and_never_taken_for_no_assignment(tmp_path):
+    """Final audit: `|| assignments=""` took a throttled or failed list for none, so the create that followed got
+    RoleAssignmentExists and stopped the script (or an RBAC Administrator was replaced while a deploy ran). The list
+    now asks nothing of Microsoft Graph (`--fill-principal-name false`, the principal id in the query), so a fresh
+    principal lists as none without an error, and a failure is retried, then stops the script."""
+    first = _run_setup(tmp_path)
+    # The same conditions as ARM may return them: other case, other spacing.
+    for r in first["roles"]:
+        r[3] = r[3].upper().replace(" AND ", "  AND  ") if r[3] else r[3]
+    (tmp_path / "cloud.json").write_text(json.dumps({**first, "list_failures": 3}))
+    again = _run_setup(tmp_path)
+    later = again["calls"][len(first["calls"]):]
+    assert not [c for c in later if c.endswith(("role assignment create", "role assignment delete"))], later
+    assert later.count("az role assignment list") == len([c for c in first["calls"]
+                                                         if c == "az role assignment list"]) + 3
+    done, cloud = _run_failing(tmp_path, {**again, "list_failures": 5})
+    assert done.returncode == 1
+    assert "could not list the Contributor assignments on /subscriptions/sub-1 after 5 tries" in done.stderr
+    assert not [c for c in cloud["calls"][len(again["calls"]):] if c.endswith(("create", "delete"))]
+
+
+def test_an_environment_keeps_its_reviewers_and_wait_timer_when_its_branch_policy_is_set(tmp_path):
+    """Final audit: the environment PUT sent only deployment_branch_policy, and "Create or update an environment"
+    does not say a PUT keeps what it omits (the stand-in GitHub drops it). Required reviewers are what
+    deploy.yml asks teams to add; the script resends them, with the wait timer and self-review setting."""
+    scenario = SCENARIOS[0]
+    reviewed = {"policy": {"protected_branches": True, "custom_branch_policies": False}, "branch_policies": [],
+                "rules": [{"type": "wait_timer", "wait_timer": 30},
+                          {"type": "required_reviewers", "prevent_self_review": True,
+                           "reviewers": [{"type": "User", "reviewer": {"id": 1}},
+                                         {"type": "Team", "reviewer": {"id": 7}}]},
+                          {"type": "branch_policy"}]}
+    (tmp_path / "cloud.json").write_text(json.dumps({"environments": {scenario: reviewed}}))
+    env = _run_setup(tmp_path)["environments"][scenario]
+    assert env["policy"] == ci_setup.BRANCH_POLICY
+    assert env["rules"] == reviewed["rules"][:2]
+
+
+def test_a_repository_whose_plan_has_no_environments_stops_the_setup_before_any_credential_trusts_one(tmp_path):
+    """Final audit: on a private repository on GitHub Free, environments and their branch policies are unavailable
+    (docs.github.com, "Managing environments for deployment": "For access to environments, environment secrets, and
+    deployment branches in private or internal repositories, you must use GitHub Pro, GitHub Team, or GitHub
+    Enterprise"), so no environment can be kept to main: the script says so and stops, and no credential is made."""
+    done, cloud = _run_failing(tmp_path, {"plan": "free-private"})
+    assert done.returncode == 1
+    assert "GitHub refused its deployment branch policy" in done.stderr
+    assert "GitHub Pro, Team or Enterprise" in done.stderr
+    assert not cloud["creds"] and not [c for c in cloud["calls"] if "federated-credential create" in c]

@@ -102,3 +102,64 @@ def test_a_value_given_on_the_command_line_is_written_as_given(project):
     """Unquoted, `team # ml` would be read back as `team` (YAML starts a comment at ` #`)."""
     path = new_stack_file("gb-two", "gpu-basics", {"owner": "team # ml", "nameRoot": "gb-two"}, root=project)
     assert stack_config("gb-two", path).owner == "team # ml"
+
+
+def test_a_private_stack_gets_an_address_space_no_stack_file_uses_with_its_subnets_moved(project):
+    """Round-4 Azure audit #7: `--like av-resim` copied 10.40.0.0/16, which the runner VNet already peered with
+    av-resim cannot take again (Azure peers a VNet only with spaces that do not overlap)."""
+    from offline.new_stack import private_network
+    files = stack_files(project)
+    taken = {s: stack_config(s, p).network.address_space for s, p in files.items()}
+    network = private_network(stack_config("av-resim", files["av-resim"]), taken, None)
+    assert network is not None
+    path = new_stack_file("av-resim-two", "av-resim", {"nameRoot": "avr-two"}, root=project, network=network)
+    cfg = stack_config("av-resim-two", path)
+    import ipaddress
+    space = ipaddress.IPv4Network(cfg.network.address_space)
+    assert space.prefixlen == 16 and not any(space.overlaps(ipaddress.IPv4Network(t)) for t in taken.values())
+    assert (cfg.network.node_subnet, cfg.network.endpoint_subnet) == (
+        str(next(space.subnets(new_prefix=20))), str(ipaddress.IPv4Network((int(space.network_address) + 16 * 256,
+                                                                            24))))
+    text = path.read_text()
+    assert "10.40." not in text  # the comments that named the copied space name the new one
+    assert text.count("addressSpace:") == 1
+
+
+def test_an_address_space_another_stack_file_uses_is_refused_naming_it_and_a_free_one():
+    from offline.new_stack import private_network
+    like = stack_config("av-resim")
+    taken = {s: stack_config(s).network.address_space for s in stack_files()}
+    with pytest.raises(ValueError, match=r"--address-space 10\.40\.128\.0/17 overlaps 10\.40\.0\.0/16 of stack "
+                                         r"av-resim: .* free: 10\.\d+\.0\.0/16$"):
+        private_network(like, taken, "10.40.128.0/17")
+    with pytest.raises(ValueError, match=r"address space 10\.77\.0\.0/24 is too small for the copied subnet "):
+        private_network(like, taken, "10.77.0.0/24")
+    assert private_network(stack_config("gpu-basics"), taken, None) is None  # peered with nothing: copied as is
+
+
+def test_the_address_space_is_asked_in_a_terminal_with_a_free_one_as_the_default():
+    from offline.new_stack import asked_network
+    like = stack_config("av-resim")
+    taken = {s: stack_config(s).network.address_space for s in stack_files()}
+    questions = []
+    picked = asked_network(_args(like="av-resim", address_space=None), like, taken,
+                           lambda q: questions.append(q) or "")
+    assert picked is not None and questions and questions[0].endswith(f"[{picked['addressSpace']}]: ")
+    assert "av-resim has 10.40.0.0/16" in questions[0]
+    given = asked_network(_args(like="av-resim", address_space=None), like, taken, lambda q: "10.99.0.0/16")
+    assert given is not None and given["nodeSubnet"] == "10.99.0.0/20"
+
+
+def test_a_copy_beside_its_model_on_one_runner_is_refused_and_leaves_no_file(project):
+    """The same address space (or both stacks' own zones) on one runner VNet: refused in config, before Azure."""
+    runner = ("/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/rg-runners/providers/"
+              "Microsoft.Network/virtualNetworks/vnet-runners")
+    model = project / "Pulumi.av-resim.yaml"
+    model.write_text(model.read_text().replace("    # runnerVnetId: /subscriptions/<id>/resourceGroups/<group>/"
+                                               "providers/Microsoft.Network/virtualNetworks/<name>",
+                                               f"    runnerVnetId: {runner}"))
+    assert stack_config("av-resim", model).network.runner_vnet_id == runner
+    with pytest.raises(ConfigError, match=r"aksgpu:network\.addressSpace.*overlaps 10\.40\.0\.0/16 of stack "
+                                          r"av-resim, which peers the same runner VNet"):
+        new_stack_file("avr-b", "av-resim", {}, root=project)
+    assert not (project / "Pulumi.avr-b.yaml").exists()

@@ -1,17 +1,28 @@
 """A private stack deployed from a runner's VNet (`network.runnerVnetId`): peerings and DNS links in state, so the
-first `pulumi up` from there completes and a destroy removes them before their zones (round-3 audit #4, #18)."""
+first `pulumi up` from there completes and a destroy removes them before their zones (round-3 audit #4, #18); a
+second private stack on the same runner VNet, through existing zones (`network.privateDnsZoneIds`) and an address
+space of its own (round-4 Azure audit #7)."""
 
 from __future__ import annotations
 
 import pytest
 
 from components.azure.cluster import api_server_zone
+from offline.mocks import SUBSCRIPTION
+from program.config.rules import shared_runners
 from tests.helpers import load, render_with, shape
 
 RUNNER_VNET = ("/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/rg-runners/providers/"
                "Microsoft.Network/virtualNetworks/vnet-runners")
 PEERING = "azure-native:network:VirtualNetworkPeering"
 LINK = "azure-native:privatedns:VirtualNetworkLink"
+PROVIDER = "pulumi:providers:azure-native"
+HUB = "/subscriptions/99999999-8888-7777-6666-555555555555/resourceGroups/rg-hub-dns/providers/Microsoft.Network/"
+HUB_ZONES = {"registry": HUB + "privateDnsZones/privatelink.azurecr.io",
+             "blob": HUB + "privateDnsZones/privatelink.blob.core.windows.net"}
+"""A hub's central privatelink zones, in a connectivity subscription of their own (Cloud Adoption Framework,
+"Private Link and DNS integration at scale": zones "hosted centrally in the same Azure subscription where the hub VNet
+is deployed")."""
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +88,93 @@ def test_the_docs_say_how_to_reach_kept_private_data_after_a_destroy():
     text = (REPO_ROOT / "docs" / "deploying.md").read_text().split("**Kept data after a destroy.**", 1)[1]
     assert "pulumi up" in text
     assert "--public-network-access Enabled" in text and "--public-network-access Disabled" in text
+
+
+def _private(runner: str = RUNNER_VNET, **network):
+    config = shape("private-two-pools")
+    return {**config, "network": {**config.get("network", {}), "runnerVnetId": runner, **network}}
+
+
+@pytest.fixture(scope="module")
+def hub():
+    return render_with("av-resim", **_private(privateDnsZoneIds=HUB_ZONES))
+
+
+def test_a_runner_vnet_in_another_subscription_is_peered_through_a_provider_for_it(r):
+    """Round-4 Azure audit #7: the runner's side was written with its resource group name only, so into the
+    deployment's subscription (ResourceNotFound for a runner elsewhere). A runner in the deployment's subscription
+    takes the default provider, as before."""
+    providers = {p.name: p for p in r.of_type(PROVIDER)}
+    theirs = r.named("net-from-runner")
+    assert theirs.provider is not None and theirs.provider.split("::")[-1].startswith("net-provider-11111111")
+    assert [p.inputs["subscriptionId"] for p in providers.values()] == ["11111111-2222-3333-4444-555555555555"]
+    assert r.named("net-to-runner").provider is None
+    same = RUNNER_VNET.replace("11111111-2222-3333-4444-555555555555", SUBSCRIPTION)
+    local = render_with("av-resim", **_private(same))
+    assert not local.of_type(PROVIDER) and local.named("net-from-runner").provider is None
+
+
+def test_existing_zones_replace_the_stacks_own_and_none_is_linked_to_the_runner_again(hub):
+    """Microsoft (private-endpoint-dns-integration): "A single private DNS zone is required ... link the same private
+    DNS zones to all spokes and hub virtual networks that contain clients that need DNS resolution from the zones";
+    a VNet takes one zone of a name (CreateOrUpdateVirtualNetworkLinkFailed), so the runner, already resolving
+    through the hub's zones, gets no link from this stack."""
+    assert not hub.of_type("azure-native:privatedns:PrivateZone")
+    links = {link.name: link for link in hub.of_type(LINK)}
+    assert set(links) == {"net-registry-zone-link", "net-blob-zone-link", "aks-api-zone-runner-link"}
+    for service, zone_id in HUB_ZONES.items():
+        link = links[f"net-{service}-zone-link"]
+        assert (link.inputs["resourceGroupName"], link.inputs["privateZoneName"]) == ("rg-hub-dns",
+                                                                                      zone_id.rsplit("/", 1)[1])
+        assert link.inputs["virtualNetwork"]["id"].endswith(f"/virtualNetworks/{hub.cfg.naming.vnet()}")
+        # Unique among the zone's links from every stack and clone: the VNet's name and the deployment's subscription.
+        assert link.inputs["virtualNetworkLinkName"] == f"{hub.cfg.naming.vnet()}-{SUBSCRIPTION[:8]}"
+        assert link.provider is not None and "net-provider-99999999" in link.provider  # the hub's subscription
+    groups = {g.name: g.inputs for g in hub.of_type("azure-native:network:PrivateDnsZoneGroup")}
+    assert groups and {c["privateDnsZoneId"] for g in groups.values() for c in g["privateDnsZoneConfigs"]} <= \
+        set(HUB_ZONES.values())
+    # The links still write to the VNet before AKS takes it over.
+    assert {"net-registry-zone-link", "net-blob-zone-link"} <= hub.upstream("aks-aks")
+
+
+@pytest.mark.parametrize("zones, says", [
+    ({"blob": HUB_ZONES["registry"]}, r"privateDnsZoneIds\.blob.*names zone privatelink\.azurecr\.io; a private blob "
+                                      r"endpoint resolves through privatelink\.blob\.core\.windows\.net"),
+    ({"registry": HUB + "virtualNetworks/vnet-hub"}, r"privateDnsZoneIds\.registry.*private DNS zone's resource id"),
+])
+def test_a_zone_that_cannot_resolve_its_service_is_refused_in_one_line(zones, says):
+    from program.config.errors import ConfigError
+    with pytest.raises(ConfigError, match=says):
+        load(_private(privateDnsZoneIds=zones))
+
+
+def test_a_zone_for_a_service_the_stack_keeps_public_is_refused_not_ignored():
+    from program.config.errors import ConfigError
+    config = _private(privateDnsZoneIds={"registry": HUB_ZONES["registry"]})
+    config["registry"] = {**config.get("registry", {}), "private": False}
+    config["build"] = {"mode": "acr"}
+    with pytest.raises(ConfigError, match=r"privateDnsZoneIds\.registry.*registry\.private is false"):
+        load(config)
+
+
+def test_two_stack_files_on_one_runner_vnet_must_not_overlap_nor_both_link_their_own_zones():
+    """Round-4 Azure audit #7: a second private stack on the runner's VNet failed twice in Azure: its peering (the
+    same address space) and its zone links. Config says so first, naming the other stack."""
+    first = load(_private(), stack="av-resim")
+    copy = load(_private(), stack="av-resim-staging")
+    found = {(stack, e.key) for stack, e in shared_runners({"av-resim": first, "av-resim-staging": copy})}
+    assert found == {("av-resim-staging", "aksgpu:network.addressSpace"),
+                     ("av-resim-staging", "aksgpu:network.privateDnsZoneIds.registry"),
+                     ("av-resim-staging", "aksgpu:network.privateDnsZoneIds.blob")}
+    message = str(next(e for _, e in shared_runners({"av-resim": first, "av-resim-staging": copy})))
+    assert "stack av-resim" in message and "\n" not in message
+    apart = load(_private(addressSpace="10.41.0.0/16", nodeSubnet="10.41.0.0/20", endpointSubnet="10.41.16.0/24",
+                          privateDnsZoneIds=HUB_ZONES), stack="av-resim-staging")
+    assert shared_runners({"av-resim": first, "av-resim-staging": apart}) == []
+    elsewhere = load(_private(RUNNER_VNET.replace("vnet-runners", "vnet-other")), stack="av-resim-staging")
+    assert shared_runners({"av-resim": first, "av-resim-staging": elsewhere}) == []
+
+
+def test_the_committed_stack_files_share_no_runner_vnet_in_a_way_azure_refuses():
+    from offline.stack_files import stack_config, stack_files
+    assert shared_runners({s: stack_config(s) for s in sorted(stack_files())}) == []

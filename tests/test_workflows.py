@@ -216,6 +216,29 @@ def test_expired_demo_stacks_are_destroyed_on_a_schedule():
     assert workflow["jobs"]["destroy"]["uses"] == "./.github/workflows/destroy-stack.yml"
 
 
+@pytest.mark.parametrize("state, enable, warns", [
+    ("active", False, False), ("disabled_inactivity", True, False), ("disabled_manually", False, True),
+    ("deleted", False, True),
+])
+def test_a_deploy_turns_the_expiry_schedule_back_on_after_github_disabled_it_for_inactivity(state, enable, warns):
+    """Round-4 Azure audit #13: "In a public repository, scheduled workflows are automatically disabled when no
+    repository activity has occurred in 60 days" (docs.github.com, "Disabling and enabling a workflow"), and a
+    disabled workflow runs on no event: a demo deployed after a quiet spell kept its GPU nodes. Every deploy (a push
+    to main or a dispatch) enables it again where GitHub disabled it (REST "Get a workflow" state
+    disabled_inactivity); one disabled by hand stays off, with a warning. No keep-alive commits."""
+    from ops.lifecycle import expiry_schedule
+    found, warning = expiry_schedule({"state": state})
+    assert found is enable and bool(warning) is warns
+    plan = load("deploy.yml")["jobs"]["plan"]
+    assert plan["permissions"]["actions"] == "write"
+    step = next(s for s in plan["steps"] if "ops expiry-schedule" in s.get("run", ""))
+    assert "actions/workflows/destroy-expired.yml" in step["run"]
+    assert 'gh workflow enable destroy-expired.yml --repo "$GITHUB_REPOSITORY"' in step["run"]
+    assert step["env"]["GH_TOKEN"] == "${{ github.token }}"
+    # Before the stacks step, so a dispatched deploy and a push alike pass through it.
+    assert plan["steps"].index(step) < next(i for i, s in enumerate(plan["steps"]) if s.get("id") == "stacks")
+
+
 def test_manual_destroy_refuses_long_lived_stacks_without_the_override():
     runs = " ".join(s.get("run", "") for s in load("destroy.yml")["jobs"]["check"]["steps"])
     assert "python -m ops lifetime" in runs and "long-lived" in runs and "CONFIRM" in runs

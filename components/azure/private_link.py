@@ -1,6 +1,7 @@
 """Private endpoints for Azure services, resolved through privatelink DNS zones owned by the Network.
 
-One zone per service per VNet: two private storage accounts share ``privatelink.blob.core.windows.net``.
+One zone per service: two private storage accounts share ``privatelink.blob.core.windows.net``, and so can stacks, from
+the zones a hub (or an earlier stack) holds (``network.privateDnsZoneIds``).
 """
 
 from __future__ import annotations
@@ -11,11 +12,7 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import network
 
-PRIVATE_DNS_ZONES: dict[str, str] = {
-    "registry": "privatelink.azurecr.io",
-    "blob": "privatelink.blob.core.windows.net",
-}
-"""Private Link sub-resource (group id) → the DNS zone Azure documents for it."""
+from components.vocabulary import PRIVATE_DNS_ZONES
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,23 @@ def vnet_id_error(value: str) -> str | None:
     return None
 
 
+PRIVATE_DNS_ZONE_ID = re.compile(r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w.()]{1,90}"
+                                 r"/providers/Microsoft\.Network/privateDnsZones/[A-Za-z0-9][-\w.]{0,252}[\w]",
+                                 re.IGNORECASE)
+
+
+def private_dns_zone_id_error(value: str) -> str | None:
+    if not PRIVATE_DNS_ZONE_ID.fullmatch(value):
+        return ("must be a private DNS zone's resource id: /subscriptions/<id>/resourceGroups/<group>/providers/"
+                "Microsoft.Network/privateDnsZones/<zone>")
+    return None
+
+
+def subscription_of(resource_id: str) -> str:
+    """The subscription id a resource id names (lower case: ARM compares ids without case)."""
+    return resource_id.split("/")[2].lower()
+
+
 CAPACITY_RESERVATION_GROUP_ID = re.compile(
     r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w.()]{1,90}"
     r"/providers/Microsoft\.Compute/capacityReservationGroups/[A-Za-z0-9][-\w.]{0,79}", re.IGNORECASE)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from components.gpu.sizes import catalogue_freshness, lookup_gpu_size
 from components.vocabulary import (
     GPU_NODE_OS_KUBERNETES,
+    PRIVATE_DNS_ZONES,
     BuildMode,
     GpuDriver,
     NetworkPolicy,
@@ -330,7 +331,59 @@ def runner_network(cfg: StackConfig) -> Problems:
                           "(cluster.private, registry.private, storage.private)")
 
 
+_PRIVATE_SWITCH = {"registry": "registry.private", "blob": "storage.private"}
+"""The key that makes each Private Link service private."""
+
+
+def private_dns_zones(cfg: StackConfig) -> Problems:
+    """Each zone named in ``network.privateDnsZoneIds`` resolves a service the stack makes private, and is that
+    service's zone (the names Azure documents, private-endpoint-dns)."""
+    at = f"{KEY_PREFIX}network.privateDnsZoneIds."
+    for service, zone_id in cfg.network.private_dns_zone_ids.items():
+        zone = zone_id.rsplit("/", 1)[1]
+        if service not in cfg.private_services:
+            yield ConfigError(at + service, zone_id, f"this stack makes no private {service} endpoint "
+                              f"({_PRIVATE_SWITCH[service]} is false); remove it, or set {_PRIVATE_SWITCH[service]}")
+        elif zone.lower() != PRIVATE_DNS_ZONES[service]:
+            yield ConfigError(at + service, zone_id, f"names zone {zone}; a private {service} endpoint resolves "
+                              f"through {PRIVATE_DNS_ZONES[service]}")
+
+
+def shared_runners(stacks: Mapping[str, StackConfig]) -> list[tuple[str, ConfigError]]:
+    """What two stack files that peer one runner VNet (``network.runnerVnetId``) would make Azure refuse, as (stack,
+    error) for the later of the two in ``stacks``' order: address spaces that overlap (peered VNets "must have
+    nonoverlapping IP address spaces", virtual-network-manage-peering; the runner's second peering with an overlapping
+    space is refused as overlapping one "already peered", reported by users), and two zones of one name linked to
+    the runner (CreateOrUpdateVirtualNetworkLinkFailed: "A virtual network cannot be linked to multiple zones with
+    overlapping namespaces")."""
+    found: list[tuple[str, ConfigError]] = []
+    peered: dict[str, list[tuple[str, StackConfig]]] = {}
+    for name, cfg in stacks.items():
+        if cfg.network.runner_vnet_id is not None:
+            peered.setdefault(cfg.network.runner_vnet_id.lower(), []).append((name, cfg))
+    for group in peered.values():
+        for i, (name, cfg) in enumerate(group):
+            space = ipaddress.IPv4Network(cfg.network.address_space)
+            for other, earlier in group[:i]:
+                if space.overlaps(ipaddress.IPv4Network(earlier.network.address_space)):
+                    found.append((name, ConfigError(
+                        f"{KEY_PREFIX}network.addressSpace", cfg.network.address_space,
+                        f"overlaps {earlier.network.address_space} of stack {other}, which peers the same runner "
+                        "VNet; Azure peers a VNet only with address spaces that do not overlap: give this stack a "
+                        "free one")))
+                for service in cfg.private_services:
+                    zone = PRIVATE_DNS_ZONES[service]
+                    if zone in cfg.runner_zones and zone in earlier.runner_zones:
+                        found.append((name, ConfigError(
+                            f"{KEY_PREFIX}network.privateDnsZoneIds.{service}", None,
+                            f"stack {other} already links its own {zone} to the same runner VNet, and a VNet is "
+                            "linked to one zone of a name: name that zone (/subscriptions/<subscription>/"
+                            f"resourceGroups/{earlier.naming.resource_group()}/providers/Microsoft.Network/"
+                            f"privateDnsZones/{zone}) or a hub's")))
+    return found
+
+
 def check(cfg: StackConfig) -> list[ConfigError]:
     """Every rule but the API server decision (the loader runs that one last, after the scenario's)."""
     return [*network(cfg.network), *pools(cfg), *node_auto_provisioning(cfg), *cluster(cfg.cluster), *storage(cfg),
-            *add_ons(cfg), *runner_network(cfg)]
+            *add_ons(cfg), *runner_network(cfg), *private_dns_zones(cfg)]

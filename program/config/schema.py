@@ -19,6 +19,7 @@ from components.azure.regions import region_error
 from components.gpu.sizes import GpuSize, lookup_gpu_size
 from components.vocabulary import (
     MIG_INSTANCES_PER_GPU,
+    PRIVATE_DNS_ZONES,
     BuildMode,
     DayOfWeek,
     Expander,
@@ -146,7 +147,19 @@ class NetworkConfig(ConfigModel):
     runner_vnet_id: Annotated[str, valid(naming.vnet_id_error)] | None = None
     """Resource id of the VNet where `pulumi up` runs for a private stack (a self-hosted runner's). The stack peers
     it both ways and links its private DNS zones (registry, blob, the API server's) to it, all in state: the first
-    `pulumi up` from there completes, and destroy removes them. Its address space must not overlap this VNet's."""
+    `pulumi up` from there completes, and destroy removes them. Its address space must not overlap this VNet's, nor
+    that of another stack file peered with the same runner VNet. A VNet in another subscription is peered through a
+    provider for that subscription."""
+    private_dns_zone_ids: dict[Literal["registry", "blob"],
+                               Annotated[str, valid(naming.private_dns_zone_id_error)]] = Field(
+        {}, json_schema_extra={"defaultText": "none: zones of the stack's own"})
+    """Existing private DNS zones to resolve the private registry (`registry`: `privatelink.azurecr.io`) and storage
+    (`blob`: `privatelink.blob.core.windows.net`) through, by resource id, instead of zones of the stack's own: a
+    hub's central zones, or an earlier stack's. The stack links each to its VNet and its endpoints write their
+    records there; it links none to `runnerVnetId`, which must resolve through it already (a VNet can be linked to
+    one zone of a name). Microsoft's pattern for private endpoints shared across VNets: one zone per name, linked to
+    every VNet that resolves it (private-endpoint-dns-integration). The deployer needs Private DNS Zone Contributor
+    on each; one in another subscription is written through a provider for that subscription."""
 
 
 _clock = matching(r"([01]\d|2[0-3]):[0-5]\d", "must be a time HH:MM, 00:00 to 23:59")
@@ -591,6 +604,24 @@ class StackConfig(ConfigModel):
         """Something of the stack is reachable only from its VNet or one linked to it."""
         return self.cluster.private or (self.registry.enabled and self.registry.private) or \
             bool(self.storage.accounts and self.storage.private)
+
+    @property
+    def private_services(self) -> list[str]:
+        """Private Link services the stack's VNet must resolve (``registry``, ``blob``)."""
+        services = []
+        if self.registry.enabled and self.registry.private:
+            services.append("registry")
+        if self.storage.accounts and self.storage.private:
+            services.append("blob")
+        return services
+
+    @property
+    def runner_zones(self) -> list[str]:
+        """The private DNS zones of the stack's own that it links to ``network.runnerVnetId`` (none without one):
+        its private services' not named in ``network.privateDnsZoneIds``."""
+        if self.network.runner_vnet_id is None:
+            return []
+        return [PRIVATE_DNS_ZONES[s] for s in self.private_services if s not in self.network.private_dns_zone_ids]
 
     @property
     def node_auto_provisioning(self) -> bool:

@@ -72,16 +72,6 @@ class AzureLayer:
         return pulumi.ResourceOptions(providers=[self.kubernetes.provider])
 
 
-def private_services(cfg: StackConfig) -> list[str]:
-    """Private Link services the stack's VNet must resolve."""
-    services = []
-    if cfg.registry.enabled and cfg.registry.private:
-        services.append("registry")
-    if cfg.storage.accounts and cfg.storage.private:
-        services.append("blob")
-    return services
-
-
 def pool_nodes(pool: Pool, autoscale: bool = True) -> PoolNodes:
     """A pool from config as its component takes it; ``autoscale`` off in a cluster with node auto-provisioning."""
     return PoolNodes(name=pool.name, vm_size=pool.vm_size, min_count=pool.min_count, max_count=pool.max_count,
@@ -151,9 +141,11 @@ def build_azure_layer(cfg: StackConfig, needs: Needs, deployer: authorization.Ge
     net = Network("net", NetworkArgs(
         resource_group_name=n.resource_group(), vnet_name=n.vnet(), location=cfg.location,
         address_space=cfg.network.address_space, node_subnet=cfg.network.node_subnet,
-        endpoint_subnet=cfg.network.endpoint_subnet, tags=tags, private_services=private_services(cfg),
+        endpoint_subnet=cfg.network.endpoint_subnet, tags=tags, private_services=cfg.private_services,
         resource_group_tags=cfg.resource_group_tags(dt.datetime.now(dt.UTC)),
         protect_group=any(a.protect for a in cfg.storage.accounts), runner_vnet_id=cfg.network.runner_vnet_id,
+        shared_zone_ids={str(s): z for s, z in cfg.network.private_dns_zone_ids.items()},
+        subscription_id=deployer.subscription_id,
     ))
     c = cfg.cluster
     # Registry and storage first: their private endpoints write to the VNet, which AKS then takes over.
