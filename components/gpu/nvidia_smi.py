@@ -19,7 +19,14 @@ from pulumi_kubernetes import batch
 
 from components.azure.node_provisioning import GpuPoolComponent
 from components.kubernetes import charts
-from components.kubernetes.pods import AWAIT_GPU_START, GPU_START_SECONDS, container, job_spec, pod_spec
+from components.kubernetes.pods import (
+    AWAIT_GPU_START,
+    BAD_INPUT_EXIT_CODE,
+    GPU_START_SECONDS,
+    container,
+    job_spec,
+    pod_spec,
+)
 from components.kubernetes.security import GPU_CLIENT_UID, NONROOT_UID, resources, workload_namespace
 from components.vocabulary import SharingMode
 
@@ -69,7 +76,9 @@ class GpuSmokeTest(pulumi.ComponentResource):
                 # which scales a GPU node from zero again.
                 spec=job_spec(pod_spec(pool, [probe], tmp=probe is not nvidia_smi,
                                        uid=GPU_CLIENT_UID if probe is not nvidia_smi else NONROOT_UID),
-                              labels, backoff_limit=2, deadline_seconds=GPU_START_SECONDS),
+                              labels, backoff_limit=2, deadline_seconds=GPU_START_SECONDS,
+                              # gpu_load.py's bad argument; nvidia-smi's own exit codes are not the jobs image's.
+                              fail_on_exit_codes={} if probe is nvidia_smi else {check: [BAD_INPUT_EXIT_CODE]}),
                 # The pool: the Job is awaited, and its node is chosen by label (an edge Pulumi cannot see).
                 # A Job's pod template is immutable: a change replaces it, under its fixed name deleting it first.
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, pool],

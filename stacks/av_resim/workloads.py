@@ -13,13 +13,13 @@ import pulumi
 
 from components.autoscaling.kueue import JobQueue, queued
 from components.azure.node_provisioning import GpuPoolComponent
-from components.kubernetes.pods import container, job_spec, job_template, pod_spec, submit_command
+from components.kubernetes.pods import BAD_INPUT_EXIT_CODE, container, job_spec, job_template, pod_spec, submit_command
 from components.kubernetes.security import resources
 from components.kubernetes.workspace import Workspace
 from components.volumes.blob_volume import WorkloadVolumes
 
 INPUT_MOUNT, OUTPUT_MOUNT = "/mnt/input", "/mnt/output"
-RESIM_USAGE_EXIT_CODE = 2
+RESIM_USAGE_EXIT_CODE = BAD_INPUT_EXIT_CODE
 """docker/jobs/resim.py exits 2 when retrying cannot help (no input volume, bad index)."""
 GPU_TEST_SECONDS = 120
 """How long each GPU-load pod keeps its GPU busy (the seed's load test ran for two minutes)."""
@@ -84,7 +84,8 @@ class ResimWorkloads(pulumi.ComponentResource):
                          gpu)
         job_template(f"{name}-gpu-test", "gpu-test", ns, labels, job_spec(
             pod_spec(args.gpu_pool, [load]), labels, completions=args.gpu_test_jobs, indexed=True,
-            backoff_limit=1, deadline_seconds=DEADLINES["gpu-test"]), self,
+            backoff_limit=1, deadline_seconds=DEADLINES["gpu-test"],
+            fail_on_exit_codes={"gpu-test": [BAD_INPUT_EXIT_CODE]}), self,
             **queued(args.queue, partial=True))
 
         labels = {"app.kubernetes.io/name": "gpu-io"}

@@ -91,7 +91,8 @@ def test_a_schedule_pool_or_storage_the_run_cannot_use_is_one_line(change, key, 
 
 @pytest.mark.parametrize("schedule, zone", [
     ("30 2 * * 1-5", "Europe/Paris"), ("*/15 0-6,22,23 1,15 jan-mar,DEC sun,sat", "America/New_York"),
-    ("5/10 ? * * ?", "Asia/Kolkata"), ("@weekly", "Etc/UTC"), ("0  2 * * *", "UTC")])
+    ("5/10 ? * * ?", "Asia/Kolkata"), ("@weekly", "Etc/UTC"), ("0  2 * * *", "UTC"), ("@every 6h", "UTC"),
+    ("+5 2 * * *", "UTC")])
 def test_a_schedule_and_zone_the_cronjob_controller_reads_are_taken(schedule, zone):
     cfg = load({**stack_config_of(STACK), "batch": {"schedule": schedule, "timeZone": zone}})
     assert (cfg.settings.schedule, cfg.settings.time_zone) == (schedule, zone)

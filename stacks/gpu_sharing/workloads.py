@@ -20,6 +20,7 @@ from components.azure.node_provisioning import GpuPoolComponent
 from components.kubernetes.network_policy import allow_egress_to_pods, allow_https_to_internet, allow_ingress
 from components.kubernetes.pods import (
     AWAIT_GPU_START,
+    BAD_INPUT_EXIT_CODE,
     GPU_ROLLOUT,
     container,
     job_spec,
@@ -122,7 +123,8 @@ class SharedGpuInference(pulumi.ComponentResource):
                          resources("500m", "512Mi"))
         job_template(f"{name}-load-test", "load-test", ns.metadata["name"], labels,
                      job_spec(pod_spec(None, [load]), labels, backoff_limit=1,
-                              deadline_seconds=LOAD_TEST_DEADLINE_SECONDS), self)
+                              deadline_seconds=LOAD_TEST_DEADLINE_SECONDS,
+                              fail_on_exit_codes={"load-test": [BAD_INPUT_EXIT_CODE]}), self)
         self.load_test_command = submit_command(args.namespace, "load-test")
         self.register_outputs({"service_urls": self.service_urls})
 

@@ -16,7 +16,7 @@ from components.autoscaling.kueue import JobQueue, queue_labels, queued
 from components.azure.node_pools import CpuNodePool
 from components.azure.node_provisioning import GpuPoolComponent
 from components.kubernetes.network_policy import allow_https_to_internet, allow_ingress
-from components.kubernetes.pods import container, job_spec, job_template, pod_spec
+from components.kubernetes.pods import BAD_INPUT_EXIT_CODE, container, job_spec, job_template, pod_spec
 from components.kubernetes.security import resources
 from components.kubernetes.workspace import Workspace
 from components.volumes.blob_volume import WorkloadVolumes
@@ -91,7 +91,8 @@ class TrainingWorkload(pulumi.ComponentResource):
                       "annotations": {"pulumi.com/skipAwait": "true"}},
             spec=job_spec(pod_spec(args.gpu_pool, [trainer], volumes=[volume],
                                    service_account=train.service_account if train else None),
-                          labels, backoff_limit=6, deadline_seconds=TRAINING_DEADLINE_SECONDS),
+                          labels, backoff_limit=6, deadline_seconds=TRAINING_DEADLINE_SECONDS,
+                          fail_on_exit_codes={"train": [BAD_INPUT_EXIT_CODE]}),
             # A Job's pod template is immutable: a new image or argument replaces the Job under its fixed name.
             # Queued, it waits for Kueue's admission webhook, which suspends it until it fits.
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
@@ -119,8 +120,8 @@ class TrainingWorkload(pulumi.ComponentResource):
         job_template(f"{name}-run-template", RUN_TEMPLATE, args.workspace.namespace, labels, job_spec(
             pod_spec(args.gpu_pool, [runner], volumes=[volume],
                      service_account=train.service_account if train else None),
-            labels, backoff_limit=6, deadline_seconds=TRAINING_DEADLINE_SECONDS), self,
-            **queued(args.queue, labels=RUN_LABEL))
+            labels, backoff_limit=6, deadline_seconds=TRAINING_DEADLINE_SECONDS,
+            fail_on_exit_codes={"train": [BAD_INPUT_EXIT_CODE]}), self, **queued(args.queue, labels=RUN_LABEL))
         namespace = args.workspace.name
         self.submit_runs_command = (
             f"for i in $(seq 1 {args.parallel_runs}); do kubectl -n {namespace} create job "
