@@ -168,6 +168,7 @@ class FakeStack:
     world: World
     clock: FakeClock
     up_mode: str = "ok"
+    """"ok"; "fail" at 700 s; "hang" until interrupted; "stubborn": hang, and end only at a second interrupt."""
     destroy_failures: int = 0
     left: dict[str, Any] | None = None
     existing: list[StateResource] = field(default_factory=list)
@@ -185,9 +186,12 @@ class FakeStack:
         self.interrupts += 1
         self._interrupted.set()
 
+    def _stopped(self) -> bool:
+        return self.interrupts >= (2 if self.up_mode == "stubborn" else 1)
+
     def _until(self, offset: float) -> None:
-        self.clock.park_until(offset, self._interrupted.is_set)
-        if self._interrupted.is_set():
+        self.clock.park_until(offset, self._stopped)
+        if self._stopped():
             raise RuntimeError("error: update canceled")
 
     def _send(self, on_event: Callable[[events.EngineEvent], None], offset: float, **body: Any) -> None:
@@ -211,7 +215,7 @@ class FakeStack:
             self._until(700)
             self._send(on_event, 700, diagnosticEvent={"message": f"  {self.failure}\n", "severity": "error"})
             raise RuntimeError(f"code: 255\n stderr: {self.failure}")
-        if self.up_mode == "hang":
+        if self.up_mode in ("hang", "stubborn"):
             self._until(math.inf)
         self._until(engine["up_finished"])
         self.existing = self.world.made()
@@ -418,6 +422,16 @@ def test_a_hung_up_is_interrupted_at_its_timeout_then_destroyed(harness):
     assert steps(record)[StepName.DESTROY] == Outcome.OK and steps(record)[StepName.LEFTOVERS] == Outcome.OK
 
 
+def test_an_up_that_does_not_cancel_in_its_grace_time_is_terminated_with_a_second_sigint(harness):
+    h = harness(up="stubborn", timeout_s=1200.0)
+    record, code, _ = h.run()
+    assert code == 1 and h.stack.interrupts == 2
+    assert steps(record)[StepName.UP] == Outcome.TIMED_OUT
+    # The second came after the grace time (300 s here): the run waited for the cancel before it terminated.
+    assert 1200 + 300 <= (record.finished - record.started).total_seconds()
+    assert steps(record)[StepName.DESTROY] == Outcome.OK
+
+
 def test_a_failed_destroy_is_retried_once_then_reported_with_what_is_left(harness):
     h = harness(destroy_failures=2)
     record, code, _ = h.run()
@@ -555,6 +569,26 @@ def test_protected_data_is_kept_not_a_leftover_and_anything_beside_it_is():
     found = leftovers(cfg, [], az)
     assert [item.id.rsplit("/", 1)[-1] for item in found.leftovers] == ["vnet-av-resim"]
     assert found.kept_group == group and "has protect: true" in found.kept[0]
+
+
+def test_a_role_assignment_in_another_subscription_is_looked_for_at_its_own_scope():
+    cfg = stack_config(STACK).for_deployment(SUBSCRIPTION)
+    other = "/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/rg-runners/providers/" \
+            "Microsoft.Network/virtualNetworks/vnet-runners"
+    made = [StateResource("azure-native:authorization:RoleAssignment",
+                          f"{other}/providers/Microsoft.Authorization/roleAssignments/a1"),
+            StateResource("azure-native:authorization:RoleAssignment",
+                          f"/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Authorization/roleAssignments/b2")]
+    asked: list[tuple[str, ...]] = []
+
+    def az(*args: str) -> str:
+        asked.append(args)
+        if args[:3] == ("role", "assignment", "list"):
+            return json.dumps([made[0].id.upper()] if "--scope" in args else [])
+        return json.dumps(False if args[:2] == ("group", "exists") else [])
+    found = leftovers(cfg, made, az)
+    assert [(item.kind, item.id) for item in found.leftovers] == [("roleAssignment", made[0].id)]
+    assert ("role", "assignment", "list", "--scope", other, "--query", "[].id") in asked
 
 
 FAKE_PULUMI = """#!{python}

@@ -47,7 +47,8 @@ OPERATOR_NAMESPACE = "gpu-operator"
 """The GPU operator's namespace where the render names none (components/gpu/operator.py's default)."""
 MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
 LISTING = ("get", "nodes,pods", "--all-namespaces", "--output", "json")
-"""The one kubectl call a poll makes."""
+"""The one kubectl call a poll makes: with two kinds, kubectl prints one v1 ``List`` whose items keep their ``kind``
+(kubernetes/kubectl pkg/cmd/get/get.go, ``printGeneric``)."""
 
 
 def timestamp(value: str | None) -> dt.datetime | None:

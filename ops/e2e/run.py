@@ -197,7 +197,7 @@ class E2ERun:
 
     def _stop(self, thread: threading.Thread, interrupt: Callable[[], None]) -> None:
         """Cancel: one interrupt, ``cancel_grace_s`` to end; then terminate: a second, and a minute more. A Ctrl-C
-        while waiting terminates at once."""
+        while waiting terminates at once, and goes on as a Ctrl-C."""
         interrupt()
         began, grace, second = self.now(), self.settings.cancel_grace_s, False
         try:
@@ -212,19 +212,22 @@ class E2ERun:
                 thread.join(0.001)
         except KeyboardInterrupt:
             interrupt()
+            raise
 
     # --- the cluster ------------------------------------------------------------------------------------------
 
     def _credentials(self) -> None:
-        """A kubeconfig for the cluster from ARM (``az aks get-credentials --file -`` prints it), made
-        non-interactive as the program's provider does (``kubelogin_kubeconfig``), in a private temporary folder."""
+        """A kubeconfig for the cluster from ARM (``az aks get-credentials --file -``: "Use "-" to print YAML to
+        stdout instead", Azure CLI reference), made non-interactive as the program's provider does
+        (``kubelogin_kubeconfig``), in a private temporary folder."""
         names = self.cfg.naming
         text = self.tools.az("aks", "get-credentials", "--resource-group", names.resource_group(), "--name",
                              names.cluster(), "--file", "-")
-        self.kubeconfig_dir = Path(tempfile.mkdtemp(prefix="e2e-"))
+        converted = kubelogin_kubeconfig(text, self.cfg.cluster.login_mode)
+        self.kubeconfig_dir = self.kubeconfig_dir or Path(tempfile.mkdtemp(prefix="e2e-"))  # mode 0700
         path = self.kubeconfig_dir / "kubeconfig"
         path.touch(mode=0o600)
-        path.write_text(kubelogin_kubeconfig(text, self.cfg.cluster.login_mode))
+        path.write_text(converted)
         self.tools.kubeconfig = path
 
     def observe(self, force: bool = False, cluster: bool = True) -> None:
@@ -432,6 +435,14 @@ class E2ERun:
         hours = max(0.0, (ended - self.up_started).total_seconds()) / 3600
         return run_cost(self.observations, ended, self.cfg.location, prices, fixed, hours)
 
+    def _measured(self, finished: dt.datetime) -> tuple[list[Phase], float | None]:
+        """The phases and the cost; a fault in working them out loses them, not the run's file."""
+        try:
+            return self.phases(), self.cost(finished)
+        except Exception as e:  # noqa: BLE001 (said, and the file is still written)
+            self.say(f"e2e {self.stack}: the phases and cost could not be worked out: {type(e).__name__}: {e}")
+            return [], None
+
     def record(self) -> Run:
         finished = self.ended or self.now()
         cfg = self.cfg
@@ -440,10 +451,11 @@ class E2ERun:
                                  *((c, c.spot) for c in cfg.cpu_pools)]]
         passed = all(s.outcome in (Outcome.OK, Outcome.SKIPPED) for s in self.steps) and \
             all(v.passed for v in self.probes) and not self.leftovers
+        found, cost = self._measured(finished)
         run = Run(stack=self.stack, scenario=cfg.scenario, commit=self.commit, region=cfg.location,
                   started=self.started, finished=max(finished, self.started), pools=tuple(pools),
-                  steps=tuple(self.steps), phases=tuple(self.phases()), probes=tuple(self.probes), drill=self.drill,
-                  leftovers=tuple(self.leftovers), cost_usd=self.cost(finished), passed=passed)
+                  steps=tuple(self.steps), phases=tuple(found), probes=tuple(self.probes), drill=self.drill,
+                  leftovers=tuple(self.leftovers), cost_usd=cost, passed=passed)
         return self.scrub.run(run)
 
     def cleanup(self) -> None:
