@@ -213,6 +213,7 @@ class FakeStack:
                                                  "type": MANAGED_CLUSTER, "provider": ""}})
         if self.up_mode == "fail":
             self._until(700)
+            (self.world.folder / "cut").write_text("700")  # the GPU pool's create failed: its node never comes
             self._send(on_event, 700, diagnosticEvent={"message": f"  {self.failure}\n", "severity": "error"})
             raise RuntimeError(f"code: 255\n stderr: {self.failure}")
         if self.up_mode in ("hang", "stubborn"):
@@ -393,6 +394,19 @@ def test_a_failed_probe_fails_the_run_and_keeps_its_output(harness):
     assert detail(record, StepName.PROBES) == "1 of 2 probes failed: train"
     assert record.probes[1].output == "RuntimeError: CUDA error: no kernel image is available for execution"
     assert steps(record)[StepName.DESTROY] == Outcome.OK and steps(record)[StepName.LEFTOVERS] == Outcome.OK
+
+
+def test_without_the_clusters_kubeconfig_the_probes_fail_rather_than_reach_another_cluster(harness):
+    h = harness()
+    write = h.world.write
+
+    def no_credentials(deployed: bool, left: dict[str, Any] | None = None) -> None:
+        write(deployed, {**(left or {}), "cluster": False})  # az aks get-credentials fails
+    h.world.write = no_credentials  # type: ignore[method-assign]
+    record, code, _ = h.run()
+    assert code == 1 and steps(record)[StepName.PROBES] == Outcome.FAILED
+    assert detail(record, StepName.PROBES) == "no kubeconfig for cluster aks-gpu-basics (az aks get-credentials failed)"
+    assert h.calls("kubectl") == [] and record.cost_usd is None  # the cluster ran, its nodes were never read
 
 
 def test_a_hung_probe_times_out_and_the_stack_is_still_destroyed(harness):

@@ -24,7 +24,7 @@ loaded when the node turns Ready.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -337,7 +337,3 @@ def phases(obs: Observations, ctx: Context, estimated: Mapping[tuple[PhaseName, 
                    for name in SCALE_UP_PHASES]
     return result
 
-
-def gpu_nodes_seen(obs: Observations, pools: Iterable[str]) -> list[NodeSeen]:
-    names = set(pools)
-    return [n for n in obs.nodes.values() if n.pool in names]

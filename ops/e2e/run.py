@@ -308,11 +308,20 @@ class E2ERun:
     def _during_workload(self) -> None:
         self.observe(cluster=True)
 
+    def _cluster_access(self) -> str:
+        """Why the probes or the drill cannot reach the cluster (no kubeconfig from Azure), or nothing: without the
+        run's own kubeconfig, kubectl would use whatever cluster the machine's default one names."""
+        self.observe(force=True)
+        return "" if self.tools.kubeconfig is not None else \
+            f"no kubeconfig for cluster {self.cfg.naming.cluster()} (az aks get-credentials failed)"
+
     def probe(self) -> tuple[Outcome, str]:
         if self.outputs is None:
             return Outcome.SKIPPED, "`pulumi up` did not finish"
         if self.seams.probes is None:
             return Outcome.FAILED, "ops.e2e.probes (the scenario's acceptance probes) is not installed"
+        if why := self._cluster_access():
+            return Outcome.FAILED, why
         run_probes, outputs = self.seams.probes, self.outputs.values
         verdicts = self.wait(lambda: run_probes(self.stack, self.cfg, outputs, self.tools, self.settings.timeout_s),
                              self.settings.timeout_s + 60, during=self._during_workload)
@@ -331,6 +340,8 @@ class E2ERun:
             return Outcome.SKIPPED, "the stack has no spot GPU pool"
         if self.seams.drill is None:
             return Outcome.FAILED, "ops.e2e.drill (the spot eviction drill) is not installed"
+        if why := self._cluster_access():
+            return Outcome.FAILED, why
         drill_fn, outputs = self.seams.drill, self.outputs.values
         self.drill_started = self.now()
         drill, found = self.wait(lambda: drill_fn(self.stack, self.cfg, outputs, self.tools, self.settings.timeout_s),
