@@ -321,7 +321,7 @@ def test_a_passing_run_measures_each_phase_from_its_timestamp_beside_the_renders
                                                                    ("t4", "Standard_NC4as_T4_v3", True)]
     # Engine events and Kubernetes conditions give the second; GPU allocatable is the first poll that saw it (one a
     # minute here): the node advertised its GPU at 905 s, the 960 s poll saw it.
-    assert {p.name: p.measured_seconds for p in record.phases if p.clock == Clock.UP and p.name != PhaseName.DESTROY} \
+    assert {p.name: p.measured_seconds for p in record.phases if p.clock == Clock.UP} \
         == {PhaseName.UP: 1490, PhaseName.CLUSTER_READY: 452, PhaseName.GPU_NODE_READY: 752,
             PhaseName.DRIVER_READY: 846, PhaseName.DEVICE_PLUGIN_READY: 902, PhaseName.GPU_ALLOCATABLE: 960,
             PhaseName.GPU_POD_READY: 975}
@@ -333,12 +333,12 @@ def test_a_passing_run_measures_each_phase_from_its_timestamp_beside_the_renders
         PhaseName.GPU_POD_READY: 2240 - 1560}
     estimated = phases.estimates(render_of(STACK))
     for phase in record.phases:
-        if phase.clock in (Clock.UP, Clock.SCALE_UP) and phase.name != PhaseName.DESTROY:
+        if phase.clock in (Clock.UP, Clock.SCALE_UP):
             assert phase.estimated_seconds == estimated[phase.name, phase.clock], phase
     assert record.phase(PhaseName.RUN_RESUMED, Clock.EVICTION).measured_seconds == 515
     assert record.drill == Drill(pool="t4", node="aks-t4-27182818-vmss000001", weights_match=True)
     assert [v.name for v in record.probes] == ["nvidia-smi", "train"] and record.leftovers == ()
-    assert record.phase(PhaseName.DESTROY).measured_seconds is not None
+    assert record.phase(PhaseName.DESTROY, Clock.DESTROY).measured_seconds is not None
     # The scenario's Jobs went before the destroy (Kueue keeps its queue while they remain).
     assert ["--namespace", "gpu-basics", "delete", "cronjobs,jobs", "--all", "--ignore-not-found", "--wait=true",
             "--timeout=10m"] in h.calls("kubectl")

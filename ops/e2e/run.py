@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from components.kubernetes.kubeconfig import kubelogin_kubeconfig
 from offline.cli import BadInput, unknown_stack
 from offline.estimates.cost import fixed_costs, load_prices
-from offline.runs import RESULTS, Drill, Outcome, Phase, PhaseName, Pool, ProbeVerdict, Run, Step, StepName
+from offline.runs import RESULTS, Clock, Drill, Outcome, Phase, PhaseName, Pool, ProbeVerdict, Run, Step, StepName
 from offline.stack_files import REPO_ROOT, stack_needs
 from ops.e2e import phases as phase_module
 from ops.e2e.automation import Deployment, EngineTimes, Outputs, PulumiStack, StateResource
@@ -432,8 +432,8 @@ class E2ERun:
             workload_namespaces=phase_module.workload_namespaces(self.render), scale_up_before=self.drill_started)
         found = phase_module.phases(self.observations, ctx, phase_module.estimates(self.render))
         if self.outcome(StepName.DESTROY) not in (None, Outcome.SKIPPED):
-            found.append(Phase(name=PhaseName.DESTROY, measured_seconds=self.destroy_seconds,
-                               source="`pulumi destroy`, from its start (the clock of the destroy)"))
+            found.append(Phase(name=PhaseName.DESTROY, clock=Clock.DESTROY, measured_seconds=self.destroy_seconds,
+                               source="`pulumi destroy`, from its start"))
         return [*found, *self.drill_phases]
 
     def cost(self, ended: dt.datetime) -> float | None:
