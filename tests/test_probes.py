@@ -10,6 +10,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ class Clock:
 class Fake:
     """kubectl and az as fake executables answering from rules (tests/fake_cli.py)."""
 
-    def __init__(self, folder: Path, kubectl: list[dict[str, Any]], az: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    def __init__(self, folder: Path, kubectl: Sequence[dict[str, Any]], az: Sequence[dict[str, Any]] = (),
                  clock: Clock | None = None) -> None:
         self.folder = folder
         for tool, rules in (("kubectl", kubectl), ("az", az)):
@@ -506,16 +507,12 @@ def test_every_scenario_must_declare_its_probes():
 # The patterns hold to what the workload code prints.
 
 
-def test_training_summary_and_lines_match_what_train_py_prints(tmp_path, capsys):
-    from ops.e2e.drill import CHECKPOINTED, FIRST_STEP
+def test_the_training_probes_look_for_what_train_py_writes(tmp_path, capsys):
     from stacks.training_autoscale.probes import CHECKPOINT_PREFIX, TRAINING_DONE
     train = import_from("jobs", "train")
     train.train(train.parse_args(["--checkpoints", str(tmp_path), "--steps", "4", "--checkpoint-every", "2",
                                   "--batch-size", "8", "--data", "synthetic", "--device", "cpu"]))
-    lines = capsys.readouterr().out.splitlines()
-    assert re.search(TRAINING_DONE, lines[-1]) and "weights_sha256" in json.loads(lines[-1])
-    assert [line for line in lines if FIRST_STEP.match(line)] == ["step 1/4 first of this process, from step 0"]
-    assert len([line for line in lines if CHECKPOINTED.match(line)]) == 2
+    assert re.search(TRAINING_DONE, capsys.readouterr().out.splitlines()[-1])
     assert sorted(p.name for p in tmp_path.glob(f"{CHECKPOINT_PREFIX}*")) == ["ckpt-00000002.pt", "ckpt-00000004.pt"]
 
 
