@@ -18,9 +18,10 @@ import pytest
 
 from components.gpu.operator import NAMESPACE as GPU_OPERATOR_NAMESPACE
 from components.monitoring.gpu_utilisation import WHOLE_GPU
+from offline.docs import scenario_page
 from offline.mocks import SUBSCRIPTION
 from offline.render import Render
-from offline.stack_files import project_defaults
+from offline.stack_files import REPO_ROOT, project_defaults
 from ops.e2e.probes import run_probe, run_probes
 from ops.e2e.tools import Tools
 from program.probes import (
@@ -495,6 +496,13 @@ def test_the_render_check_catches_a_probe_naming_what_the_stack_lacks(render_sha
     assert drill_problems(render, SpotDrill("training", "gpu", JobFromTemplate("train-run"))) == []
     assert drill_problems(render, SpotDrill("training", "gpu", JobCopy("train"))) == [
         "it would resume from an earlier run's checkpoints"]
+
+
+def test_every_scenario_page_says_what_its_acceptance_is_and_where_it_is_declared():
+    for name in REGISTRY:
+        page = REPO_ROOT / scenario_page(name)
+        assert "**Acceptance** ([`probes.py`](probes.py)" in page.read_text(), name
+        assert page.with_name("probes.py").is_file(), name
 
 
 def test_every_scenario_must_declare_its_probes():

@@ -61,7 +61,8 @@ FAILURE_LINES, PASS_LINES = 40, 3
 """What a verdict keeps of what the probe saw."""
 _GUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 _FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) ->")
-"""kubectl's line once a port-forward listens (client-go tools/portforward/portforward.go)."""
+"""kubectl's line once a port-forward listens (k8s.io/client-go portforward.go: PortForwarder prints "Forwarding
+from %s -> %d" for each listener)."""
 
 
 def run_id(now: dt.datetime) -> str:
