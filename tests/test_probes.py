@@ -88,6 +88,16 @@ def rule(*match: str, answers: list[dict[str, Any]] | None = None, **answer: Any
     return {"match": list(match), "answers": answers or [answer]}
 
 
+def job_logs(job: str, text: str, *phases: str) -> list[dict[str, Any]]:
+    """A Job's pods (oldest first: a pod evicted, then its replacement) and the log of each."""
+    phases = phases or ("Succeeded",)
+    pods = [{"metadata": {"name": f"{job}-{i}", "creationTimestamp": f"2026-05-04T10:0{i}:00Z"},
+             "status": {"phase": phase}} for i, phase in enumerate(phases)]
+    return [rule("get", "pods", f"batch.kubernetes.io/job-name={job}", stdout=json.dumps({"items": pods})),
+            *(rule("logs", f"pod/{job}-{i}", stdout=text if i == len(phases) - 1 else "evicted\n")
+              for i in range(len(phases)))]
+
+
 def status(kind: str, condition: str | None, reason: str = "", message: str = "") -> dict[str, Any]:
     conditions = [{"type": condition, "status": "True", "reason": reason, "message": message}] if condition else []
     return {"stdout": json.dumps({"kind": kind, "status": {"conditions": conditions}})}
@@ -112,13 +122,13 @@ SUMMARY = '{"device": "cuda", "step": 2000, "loss": 0.05, "done": true, "weights
 def test_a_job_that_completes_with_its_pattern_passes_and_keeps_a_short_output(tmp_path):
     fake = Fake(tmp_path, [
         rule("get", "job", "train", answers=[status("Job", None), status("Job", None), status("Job", "Complete")]),
-        rule("logs", "job/train", stdout="step 200/2000 loss 0.3 checkpointed\n" * 20 + SUMMARY),
+        *job_logs("train", "step 200/2000 loss 0.3 checkpointed\n" * 20 + SUMMARY, "Failed", "Succeeded"),
     ])
     found = verdict(fake, TRAIN)
     assert found.passed and found.name == TRAIN.name
     assert found.seconds == 30.0  # two looks 15 s apart on the probes' clock
     assert len(found.output.splitlines()) <= 3 and "job/train complete" in found.output
-    assert ["-n", "training", "logs", "job/train", "--tail=-1"] in [c[0] for c in fake.calls("kubectl")]
+    assert ["-n", "training", "logs", "pod/train-1", "--tail=-1"] in [c[0] for c in fake.calls("kubectl")]
 
 
 @pytest.mark.parametrize(("job", "logs", "why"), [
@@ -129,7 +139,7 @@ def test_a_job_that_completes_with_its_pattern_passes_and_keeps_a_short_output(t
      "job/train finished, but its log has no match for '\"done\": true'"),
 ])
 def test_a_job_that_fails_or_logs_no_match_fails_with_its_log(tmp_path, job, logs, why):
-    fake = Fake(tmp_path, [rule("get", "job", "train", **job), rule("logs", "job/train", stdout=logs)])
+    fake = Fake(tmp_path, [rule("get", "job", "train", **job), *job_logs("train", logs, "Failed")])
     found = verdict(fake, TRAIN)
     assert not found.passed and found.output.endswith(f"failed: {why}")
     assert logs.strip().splitlines()[-1] in found.output  # the run's own words are kept
@@ -142,7 +152,7 @@ def test_a_run_from_a_template_gets_its_blobs_first_and_a_name_of_its_own(tmp_pa
     job = f"batch-predict-e2e-{RUN_ID}"
     fake = Fake(tmp_path, [rule("create", "job", job, stdout=f"job.batch/{job} created\n"),
                            rule("get", "job", job, **status("Job", "Complete")),
-                           rule("logs", f"job/{job}", stdout='{"answered": 1, "pending": 1}\n')],
+                           *job_logs(job, '{"answered": 1, "pending": 1}\n')],
                 [rule("upload-batch", stdout="[]")])
     found = verdict(fake, probe, outputs={"storageAccounts": {"input": "stinputabc"}})
     assert found.passed, found.output
@@ -233,7 +243,7 @@ def test_blobs_that_appear_under_the_prefix_pass(tmp_path):
 
 def test_too_few_blobs_by_the_timeout_fail_and_a_probe_after_a_failed_run_is_not_checked(tmp_path):
     fake = Fake(tmp_path, [rule("get", "job", "train", **status("Job", "Failed", "DeadlineExceeded")),
-                           rule("logs", stdout="")],
+                           *job_logs("train", "")],
                 [rule("list", stdout=json.dumps([{"name": "digitnet/ckpt-00000200.pt"}]))])
     found = verdict(fake, CHECKPOINTS, budget_s=60)
     assert not found.passed and "1 blob(s) under checkpoints/digitnet/ckpt-" in found.output
@@ -247,7 +257,7 @@ def test_probes_run_in_order_and_one_after_a_failed_run_fails_unchecked(tmp_path
     with_probes(monkeypatch, "training-autoscale",
                 (TRAIN, BlobsWritten("its checkpoints", "ckpt", "checkpoints", "digitnet/", after=TRAIN.name)))
     fake = Fake(tmp_path, [rule("get", "job", "train", **status("Job", "Failed", "DeadlineExceeded")),
-                           rule("logs", stdout="killed\n")])
+                           *job_logs("train", "killed\n", "Failed")])
     first, second = run_probes("training", training_cfg(), {}, fake.tools, 3600)
     assert not first.passed and not second.passed
     assert second.output == "not checked: 'the training Job finishes' failed" and fake.calls("az") == []
@@ -379,7 +389,8 @@ def test_no_verdict_keeps_a_credential_or_an_azure_id(tmp_path):
               "token eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJhdWQiOiJodHRwcyJ9.c2lnbmF0dXJl\n"
               "https://stckpt.blob.core.windows.net/checkpoints?sv=2024-05-04&sig=AbCdEf0123456789%2Bxyz\n"
               "/subscriptions/6f1e9d2c-3b4a-4c5d-8e7f-001122334455/resourceGroups/mc_rg/providers/x\n")
-    fake = Fake(tmp_path, [rule("get", "job", "train", **status("Job", "Failed")), rule("logs", stdout=leaked)])
+    fake = Fake(tmp_path, [rule("get", "job", "train", **status("Job", "Failed")),
+                           *job_logs("train", leaked, "Failed")])
     found = verdict(fake, TRAIN)
     assert not found.passed and "AccountName=stckpt" in found.output
     for secret in ("c2VjcmV0a2V5", "eyJhbGciOi", "AbCdEf0123456789", "6f1e9d2c-3b4a"):
@@ -400,7 +411,8 @@ def kubernetes_objects(render: Render) -> dict[tuple[str, str | None, str], dict
 
 
 KAITO_WORKSPACE = "kubernetes:kaito.sh/v1beta1:Workspace"
-"""KAITO writes a Service of its Workspace's name, port 80 (stacks/llm_serving/workloads.py)."""
+"""KAITO writes a Service of its Workspace's name, port 80 ("http", to 5000): kaito-project/kaito
+pkg/workspace/resources GenerateServiceManifest."""
 
 
 def selector_matches(selector: str, labels: dict[str, str]) -> bool:

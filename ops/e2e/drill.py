@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from offline.runs import Clock, Drill, Phase, PhaseName
-from ops.e2e.probes import ProbeFailed, Probing, finished, run_id
+from ops.e2e.probes import JOB_NAME_LABEL, ProbeFailed, Probing, finished, job_pods, run_id
 from ops.e2e.tools import ToolFailed, Tools
 from program.config.schema import StackConfig
 from program.probes import JobCopy, JobFromTemplate, SpotDrill
@@ -32,8 +32,6 @@ FIRST_STEP = re.compile(r"^step (\d+)/(\d+) first of this process, from step (\d
 CHECKPOINTED = re.compile(r"^step (\d+)/(\d+) loss \S+ checkpointed$")
 """docker/jobs/train.py's lines: a process's first step, and a checkpoint written (the tests hold them to it). The
 drill evicts after the first checkpoint, so the run has one to resume from."""
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-"""What the Job controller labels a Job's pods with (Kubernetes 1.27+: well-known labels)."""
 CONTROLLER_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name", JOB_NAME_LABEL)
 """Labels and selector the Job controller writes from the Job's uid and name: a copy must not carry the original's
 (Kubernetes docs, Jobs: "Specifying your own Pod selector")."""
@@ -130,11 +128,6 @@ def copy_job(p: Probing, namespace: str, run: JobCopy, name: str) -> None:
         path = Path(folder) / f"{name}.json"
         path.write_text(json.dumps(manifest))
         p.kubectl("-n", namespace, "create", "-f", str(path))
-
-
-def job_pods(p: Probing, namespace: str, job: str) -> list[dict[str, Any]]:
-    return json.loads(p.kubectl("-n", namespace, "get", "pods", "-l", f"{JOB_NAME_LABEL}={job}", "-o", "json"))[
-        "items"]
 
 
 def logged(p: Probing, namespace: str, pod: str, line: re.Pattern[str]) -> tuple[dt.datetime, str] | None:

@@ -214,10 +214,25 @@ def finished(p: Probing, namespace: str, kind: str, name: str) -> tuple[bool, st
     return None
 
 
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+"""What the Job controller labels a Job's pods with (Kubernetes 1.27+: well-known labels)."""
+
+
+def job_pods(p: Probing, namespace: str, job: str) -> list[dict[str, Any]]:
+    found = json.loads(p.kubectl("-n", namespace, "get", "pods", "-l", f"{JOB_NAME_LABEL}={job}", "-o", "json"))
+    return sorted(found["items"], key=lambda pod: pod["metadata"].get("creationTimestamp") or "")
+
+
 def logs(p: Probing, namespace: str, kind: str, name: str, leader: str | None) -> str:
-    """The run's log: the Job's, or for a JobSet its leader pod's."""
+    """The run's log: for a Job its succeeded pod's (else its newest pod's: a Job retried after a spot eviction
+    has several), for a JobSet its leader pod's."""
     if kind == "job":
-        return p.kubectl("-n", namespace, "logs", f"job/{name}", "--tail=-1")
+        found = job_pods(p, namespace, name)
+        done = [pod for pod in found if (pod.get("status") or {}).get("phase") == "Succeeded"]
+        if not (done or found):
+            return ""
+        pod = (done or found)[-1]["metadata"]["name"]
+        return p.kubectl("-n", namespace, "logs", f"pod/{pod}", "--tail=-1")
     if leader is None:
         raise ProbeFailed(f"{kind}/{name}: no leader selector to read a log from")
     return p.kubectl("-n", namespace, "logs", "-l", leader, "--tail=-1")
