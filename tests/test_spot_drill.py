@@ -18,8 +18,8 @@ from ops.e2e.drill import CHECKPOINTED, FIRST_STEP, DrillFailed, Instance, copy_
 from ops.e2e.probes import Probing
 from program.probes import JobCopy
 from tests.docker_modules import import_from
+from tests.e2e_fakes import RUN_ID, Fake, rule, status
 from tests.helpers import load, shape
-from tests.test_probes import RUN_ID, Fake, rule, status
 
 NODE_GROUP = "mc_rg-training_aks-training_westeurope"
 SUB = "6f1e9d2c-3b4a-4c5d-8e7f-001122334455"

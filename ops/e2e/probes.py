@@ -137,11 +137,15 @@ class Probing:
         return name.replace(RUN, self.run)
 
     def wait(self, what: str, check: Callable[[], T | None]) -> T:
-        """``check``'s first answer other than None, looking every ``POLL_S`` until the deadline."""
+        """``check``'s first answer other than None, looking every ``POLL_S`` until the deadline. A call that fails
+        on the way (an API server's hiccup over an hour's wait) is noted and the next look tried."""
         while True:
             try:
                 found = check()
             except OutOfTime:
+                found = None
+            except ToolFailed as failed:
+                self.note(str(failed))
                 found = None
             if found is not None:
                 return found
@@ -380,7 +384,11 @@ def gpu_series(p: Probing, probe: GpuMetricUnderLoad, namespace: str) -> dict[st
     """Each pod of ``namespace`` and its highest GPU series of ``probe.metrics`` on every exporter's page."""
     busy: dict[str, float] = {}
     for exporter in pods(p, probe.exporter_namespace, probe.exporter_selector, running=True):
-        status, page = fetch(p, probe.exporter_namespace, f"pod/{exporter}", probe.exporter_port, "/metrics")
+        try:
+            status, page = fetch(p, probe.exporter_namespace, f"pod/{exporter}", probe.exporter_port, "/metrics")
+        except (ToolFailed, OSError) as error:  # one exporter out of reach: the others still count
+            p.note(f"{exporter}: {error}")
+            continue
         if status != 200:
             p.note(f"{exporter}: HTTP {status}")
             continue
