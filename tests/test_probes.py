@@ -115,6 +115,8 @@ def test_a_jobset_run_is_made_from_its_kept_manifest_with_the_owner_claims_uid(t
                          leader="jobset.sigs.k8s.io/jobset-name=nccl-allreduce,jobset.sigs.k8s.io/job-index=0")
     fake = Fake(tmp_path, [
         rule("delete", "jobset", "nccl-allreduce"),
+        rule("get", "jobset", "nccl-allreduce", "--ignore-not-found", answers=[
+            {"stdout": "jobset.jobset.x-k8s.io/nccl-allreduce\n"}, {"stdout": ""}]),
         rule("get", "configmap", "nccl-allreduce-jobset",
              stdout=json.dumps({"data": {"jobset.json": json.dumps(manifest)}})),
         rule("get", "pvc", "checkpoints-ab", stdout="2f4c8e0a-1111-4222-8333-944455556666"),
@@ -126,8 +128,9 @@ def test_a_jobset_run_is_made_from_its_kept_manifest_with_the_owner_claims_uid(t
     (created,) = [c[1]["file"] for c in fake.calls("kubectl") if "create" in c[0]]
     owner = json.loads(created)["metadata"]["ownerReferences"][0]
     assert owner["uid"] == "2f4c8e0a-1111-4222-8333-944455556666"
-    deleted, *_ = [c[0] for c in fake.calls("kubectl")]
-    assert deleted == ["-n", "distributed", "delete", "jobset", "nccl-allreduce", "--ignore-not-found", "--wait"]
+    deleted, gone, *_ = [c[0] for c in fake.calls("kubectl")]
+    assert deleted == ["-n", "distributed", "delete", "jobset", "nccl-allreduce", "--ignore-not-found", "--wait=false"]
+    assert gone == ["-n", "distributed", "get", "jobset", "nccl-allreduce", "--ignore-not-found", "-o", "name"]
 
 
 # HttpAnswers
@@ -272,7 +275,8 @@ ALLREDUCE = AllReduceVerdict("all-reduce passes", "distributed",
 def allreduce_rules(report: dict[str, Any], condition: str) -> list[dict[str, Any]]:
     sizes = "".join(f"{1 << n:>12} B  {100.0:>10} us  algbw {1.0:>8} GB/s  busbw {1.75:>8} GB/s\n"
                     for n in range(20, 35, 2))
-    return [rule("delete", "jobset"), rule("get", "configmap", stdout=json.dumps({"data": {"jobset.json": "{}"}})),
+    return [rule("delete", "jobset"), rule("get", "jobset", "--ignore-not-found", stdout=""),
+            rule("get", "configmap", stdout=json.dumps({"data": {"jobset.json": "{}"}})),
             rule("create", "-f"), rule("get", "jobset", **status("JobSet", condition)),
             rule("logs", "-l", stdout=sizes + json.dumps(report) + "\n")]
 

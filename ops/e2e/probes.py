@@ -179,7 +179,10 @@ def start(p: Probing, namespace: str, run: JobRun) -> tuple[str, str]:
 def create_jobset(p: Probing, namespace: str, run: JobSetFromTemplate) -> None:
     """What the run template's submit command does (components/training/jobset.py RunTemplate): the previous run of
     the name deleted, the kept manifest created with its owner claim's uid filled in."""
-    p.kubectl("-n", namespace, "delete", "jobset", run.name, "--ignore-not-found", "--wait")
+    p.kubectl("-n", namespace, "delete", "jobset", run.name, "--ignore-not-found", "--wait=false")
+    # Its pods may take longer to go than one call may wait: look until it is gone.
+    p.wait(f"the previous jobset/{run.name} to be deleted", lambda: True if not p.kubectl(
+        "-n", namespace, "get", "jobset", run.name, "--ignore-not-found", "-o", "name").strip() else None)
     config_map = json.loads(p.kubectl("-n", namespace, "get", "configmap", run.config_map, "-o", "json"))
     text = (config_map.get("data") or {}).get(run.key)
     if not text:
