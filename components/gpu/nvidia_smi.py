@@ -30,6 +30,15 @@ from components.kubernetes.pods import (
 from components.kubernetes.security import GPU_CLIENT_UID, NONROOT_UID, resources, workload_namespace
 from components.vocabulary import SharingMode
 
+NAMESPACE = "gpu-smoke-test"
+NVIDIA_SMI, CUDA_CLIENT = "nvidia-smi", "cuda-client"
+"""The check a pool's Job runs: nvidia-smi, or on an MPS pool a CUDA client."""
+
+
+def job_name(check: str, pool: str) -> str:
+    """The Job that runs ``check`` on ``pool``'s GPU."""
+    return f"{check}-{pool}"
+
 
 @dataclass(frozen=True)
 class GpuSmokeTestArgs:
@@ -38,7 +47,7 @@ class GpuSmokeTestArgs:
     wait_for: Sequence[pulumi.Resource] = field(default_factory=list)
     """What the Jobs must wait for; nothing by default: a pending GPU pod makes the autoscaler add a node before
     the device plugin runs, and the Job waits on the node for the plugin."""
-    namespace: str = "gpu-smoke-test"
+    namespace: str = NAMESPACE
     """Namespace the program creates for the Jobs."""
     image: str = charts.CUDA_BASE_IMAGE
     """Image with a libc; pinned by tag."""
@@ -53,22 +62,21 @@ class GpuSmokeTest(pulumi.ComponentResource):
         super().__init__("aksgpu:gpu:GpuSmokeTest", name, None, opts)  # frozen: components/__init__.py
         ns = workload_namespace(f"{name}-ns", args.namespace, self)
         self.job_names = []
-        nvidia_smi = container("nvidia-smi", args.image, ["nvidia-smi"], resources("100m", "128Mi", gpus=1),
+        nvidia_smi = container(NVIDIA_SMI, args.image, ["nvidia-smi"], resources("100m", "128Mi", gpus=1),
                                tmp=False)
         for pool in args.pools:
-            check, probe = "nvidia-smi", nvidia_smi
+            check, probe = NVIDIA_SMI, nvidia_smi
             if pool.gpu.sharing == SharingMode.MPS:
                 if args.cuda_client_image is None:
                     raise ValueError(f"smoke test: MPS pool {pool.pool_name} needs a CUDA client image")
-                check = "cuda-client"
+                check = CUDA_CLIENT
                 probe = container(check, args.cuda_client_image, [
                     "python", "gpu_load.py", "--seconds", "5", "--size", "1024", "--require-cuda"],
                     resources("500m", "1Gi", gpus=1))
-            job_name = f"{check}-{pool.pool_name}"
             labels = {"app.kubernetes.io/name": check, "aksgpu/pool": pool.pool_name}
             batch.v1.Job(
                 f"{name}-{pool.pool_name}",
-                metadata={"name": job_name, "namespace": ns.metadata["name"], "labels": labels,
+                metadata={"name": job_name(check, pool.pool_name), "namespace": ns.metadata["name"], "labels": labels,
                           # A Job that failed (no spot capacity, a driver build that broke) is replaced on the
                           # next `pulumi up` instead of failing every later one until someone deletes it.
                           "annotations": {**AWAIT_GPU_START, "pulumi.com/replaceUnready": "true"}},
@@ -84,5 +92,5 @@ class GpuSmokeTest(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.wait_for, pool],
                                             delete_before_replace=True),
             )
-            self.job_names.append(job_name)
+            self.job_names.append(job_name(check, pool.pool_name))
         self.register_outputs({"job_names": self.job_names})

@@ -37,6 +37,11 @@ OWNER_UID = "OWNER_UID"
 """Placeholder of the owner claim's uid in a run template; the submit command replaces it."""
 
 
+def manifest_config_map(run_name: str) -> str:
+    """The ConfigMap a run template keeps the JobSet ``run_name``'s manifest in (under ``MANIFEST_KEY``)."""
+    return f"{run_name}-jobset"
+
+
 def jobset_values() -> dict[str, Any]:
     """The release image (the chart in git names a staging build), pulled once per node."""
     return {"image": {"repository": charts.JOBSET_IMAGE, "tag": f"v{charts.JOBSET.version}",
@@ -182,7 +187,7 @@ class RunTemplate(pulumi.ComponentResource):
     def __init__(self, name: str, args: RunTemplateArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:training:RunTemplate", name, None, opts)  # frozen: components/__init__.py
         manifest, namespace_name, run_name = args.manifest, args.namespace, args.run_name
-        config_map = f"{run_name}-jobset"
+        config_map = manifest_config_map(run_name)
         core.v1.ConfigMap(
             f"{name}-manifest",
             metadata={"name": config_map, "namespace": namespace_name,

@@ -9,16 +9,19 @@ processes take the steps one process would (up to the order of floating-point su
 
 Killed at any point (spot eviction, node drain, OOM, a lost node), the next run continues from the
 last checkpoint and ends with the same weights an uninterrupted run would have: batches depend only
-on (seed, step), and the optimizer and RNG states are part of the checkpoint.
+on (seed, step), and the optimizer and RNG states are part of the checkpoint. The JSON summary it ends with
+carries a digest of the final weights (``weights_sha256``), so two runs compare by their logs alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -43,6 +46,21 @@ from process_group import World, join
 # stale addresses and fail to connect (gloo) or take the old NCCL id (pytorch/pytorch#135712, seen
 # with torch 2.13). The training pods set this too (scenarios/distributed_training).
 TORCH_RESTART_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+FIRST_STEP = "step {step}/{steps} first of this process, from step {start}"
+"""The leader's line after the first step each process takes (the start, or a resume after a lost node): the spot
+drill times the resume by it (ops/e2e/drill.py)."""
+
+
+def weights_sha256(state: Mapping[str, torch.Tensor]) -> str:
+    """SHA-256 over each tensor's name, dtype, shape and bytes in name order: runs that end with bit-equal weights
+    print the same digest, so a resumed run is compared with an uninterrupted one from their summaries alone."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name].detach().to("cpu").contiguous()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}\n".encode())
+        digest.update(bytes(tensor.flatten().view(torch.uint8).tolist()))  # the raw bytes, without numpy
+    return digest.hexdigest()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -186,6 +204,8 @@ def _train(args: argparse.Namespace, world: World) -> dict:
             torch.cuda.synchronize()
         timings.append(time.perf_counter() - began)
         step += 1
+        if step == start + 1 and world.is_leader:
+            print(FIRST_STEP.format(step=step, steps=args.steps, start=start), flush=True)
         if step % args.checkpoint_every == 0 or step == args.steps:
             loss = world.mean(output.item())
             if world.is_leader:
@@ -200,7 +220,7 @@ def _train(args: argparse.Namespace, world: World) -> dict:
     summary = {"device": device.type, "processes": world.size, "data": data_name, "resumed_from": start,
                "step": step, "loss": loss if loss is not None and math.isfinite(loss) else None, "step_ms": step_ms,
                "images_per_s": round(args.batch_size * 1000 / step_ms, 1) if step_ms else None,
-               "done": step >= args.steps}
+               "done": step >= args.steps, "weights_sha256": weights_sha256(net.state_dict())}
     if world.is_leader:
         print(json.dumps(summary, allow_nan=False), flush=True)  # strict JSON (RFC 8259): null, never NaN
     return summary

@@ -277,3 +277,11 @@ def test_the_network_operator_alone_is_refused_without_an_infiniband_pool():
         load({"scenario": "gpu-basics", "gpuPools": [{"name": "t4", "vmSize": "Standard_NC4as_T4_v3"}],
               "addons": {"networkOperator": True}})
 
+
+
+def test_its_acceptance_probe_holds_the_all_reduce_to_the_sizes_published_thresholds():
+    cfg = load(stack_config_of(STACK))
+    from stacks import REGISTRY
+    (probe,) = REGISTRY[cfg.scenario].probes_of(cfg, cfg.settings)
+    baseline = NCCL_BASELINES[cfg.gpu_pools[0].size.family]
+    assert (probe.warn_below, probe.faulty_below) == (baseline.warn_below, baseline.faulty_below) == (300.0, 300.0)

@@ -51,6 +51,11 @@ TOPOLOGY_MOUNT = "/opt/nvidia-topology"
 TOPOLOGY_KEY = "topo.xml"
 
 
+def leader(run: str) -> str:
+    """The label selector of a run's first pod, whose process prints the run's results."""
+    return f"{JOBSET_NAME_LABEL}={run},{JOB_INDEX_LABEL}=0"
+
+
 def nccl_env(rdma: bool, topology: bool) -> dict[str, str]:
     """NCCL over InfiniBand with GPUDirect RDMA (Azure/aks-rdma-infiniband tests/scenarios/k8s/values.yaml), or
     over the pod network; its bootstrap always over the pod's eth0. With the VM's topology file NCCL pairs each GPU
@@ -154,11 +159,10 @@ class DistributedTraining(pulumi.ComponentResource):
             ALLREDUCE_RUN, WORKERS, args.nodes, checker, labels, max_restarts=0, deadline_seconds=3600), ns,
             queue_labels(args.queue), claim), ns, ALLREDUCE_RUN, after, claim), opts=children)
 
-        leader = f"{JOBSET_NAME_LABEL}={{run}},{JOB_INDEX_LABEL}=0"
         self.submit_training, self.submit_allreduce = train.submit_command, allreduce.submit_command
-        self.training_logs = f"kubectl -n {ns} logs -f -l {leader.format(run=TRAIN_RUN)} --tail -1"
+        self.training_logs = f"kubectl -n {ns} logs -f -l {leader(TRAIN_RUN)} --tail -1"
         # The leader prints one line per message size, then the JSON verdict: pass, slow, faulty or wrong-sum.
-        self.allreduce_result = (f"kubectl -n {ns} logs -l {leader.format(run=ALLREDUCE_RUN)} --tail 40 && "
+        self.allreduce_result = (f"kubectl -n {ns} logs -l {leader(ALLREDUCE_RUN)} --tail 40 && "
                                  f"kubectl -n {ns} get jobset {ALLREDUCE_RUN}")
         self.register_outputs({"submit_training": self.submit_training})
 
