@@ -125,6 +125,8 @@ class ProbeVerdict(Model):
     seconds: Annotated[float, Field(ge=0)]
     output: str = ""
     """The last lines of what the probe saw (secrets removed): kept for a failure, shortened for a pass."""
+    answered: dt.datetime | None = None
+    """When an endpoint probe first got its expected answer (the run's ``endpoint-answering`` phase)."""
 
 
 class Drill(Model):

@@ -31,6 +31,7 @@ from offline.stack_files import REPO_ROOT, stack_config
 from ops.e2e import phases
 from ops.e2e.automation import MANAGED_CLUSTER, Outputs, StateResource
 from ops.e2e.cost import run_cost
+from ops.e2e.drill import DrillFailed
 from ops.e2e.leftovers import leftovers
 from ops.e2e.run import Seams, Settings, exit_code, run
 from ops.e2e.tools import Tools
@@ -326,6 +327,7 @@ def test_a_passing_run_measures_each_phase_from_its_timestamp_beside_the_renders
             PhaseName.DRIVER_READY: 846, PhaseName.DEVICE_PLUGIN_READY: 902, PhaseName.GPU_ALLOCATABLE: 960,
             PhaseName.GPU_POD_READY: 975}
     assert "gpu-smoke-test-t4-5n6bd started (its Job's pod" in record.phase(PhaseName.GPU_POD_READY).source
+    assert record.phase(PhaseName.ENDPOINT_ANSWERING) is None  # its probes are Jobs: no endpoint
     # The probe's pod, created at 1560 s, waited for the pool's second node: a scale-up, counted from that pod.
     assert {p.name: p.measured_seconds for p in record.phases if p.clock == Clock.SCALE_UP} == {
         PhaseName.NODE_REPLACED: 2061 - 1560, PhaseName.DRIVER_READY: 2160 - 1560,
@@ -394,6 +396,37 @@ def test_a_failed_probe_fails_the_run_and_keeps_its_output(harness):
     assert detail(record, StepName.PROBES) == "1 of 2 probes failed: train"
     assert record.probes[1].output == "RuntimeError: CUDA error: no kernel image is available for execution"
     assert steps(record)[StepName.DESTROY] == Outcome.OK and steps(record)[StepName.LEFTOVERS] == Outcome.OK
+
+
+def test_the_endpoint_answers_when_its_first_endpoint_probe_got_its_answer(harness):
+    h = harness()
+
+    answered: list[float] = []
+
+    def probes(stack, cfg, outputs, tools, timeout_s):
+        h.clock.park_until(2300)
+        answered.append(h.clock.t - h.clock.up_started)
+        return [ProbeVerdict(name="status", passed=True, seconds=4.0, output="cuda", answered=h.clock.now()),
+                ProbeVerdict(name="train", passed=True, seconds=80.0, output="done")]
+    h.seams.probes = probes
+    record, code, _ = h.run()
+    assert code == 0 and record.phase(PhaseName.ENDPOINT_ANSWERING).measured_seconds == answered[0] >= 2300
+
+
+def test_a_drill_that_stops_half_way_keeps_what_it_measured_and_fails_the_run(harness):
+    def stopped(stack, cfg, outputs, tools, timeout_s):
+        replaced = Phase(name=PhaseName.NODE_REPLACED, clock=Clock.EVICTION, measured_seconds=380.0,
+                         source="Node Ready")
+        raise DrillFailed("the run did not resume within 30 min of the eviction",
+                          Drill(pool="t4", node="aks-t4-27182818-vmss000001", weights_match=None), [replaced])
+    h = harness()
+    h.seams.drill = stopped
+    record, code, _ = h.run()
+    assert code == 1 and steps(record)[StepName.DRILL] == Outcome.FAILED
+    assert detail(record, StepName.DRILL) == "the run did not resume within 30 min of the eviction"
+    assert record.drill is not None and record.drill.weights_match is None
+    assert record.phase(PhaseName.NODE_REPLACED, Clock.EVICTION).measured_seconds == 380
+    assert steps(record)[StepName.DESTROY] == Outcome.OK
 
 
 def test_without_the_clusters_kubeconfig_the_probes_fail_rather_than_reach_another_cluster(harness):

@@ -489,9 +489,11 @@ def run_probe(probe: Probe, tools: Tools, cfg: StackConfig, outputs: Mapping[str
         # An answer not shaped as expected (not JSON, a field missing) or content that could not be made.
         p.note(f"failed: {type(error).__name__}: {error}")
         passed = False
-    seconds = max(0.0, (tools.now() - began).total_seconds())
+    ended = tools.now()
+    seconds = max(0.0, (ended - began).total_seconds())
     return ProbeVerdict(name=probe.name, passed=passed, seconds=round(seconds, 1),
-                        output=scrub(tail(p.seen, PASS_LINES if passed else FAILURE_LINES)))
+                        output=scrub(tail(p.seen, PASS_LINES if passed else FAILURE_LINES)),
+                        answered=ended if passed and isinstance(probe, HttpAnswers) else None)
 
 
 def run_probes(stack: str, cfg: StackConfig, outputs: Mapping[str, Any], tools: Tools,

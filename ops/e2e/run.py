@@ -40,6 +40,7 @@ from offline.stack_files import REPO_ROOT, stack_needs
 from ops.e2e import phases as phase_module
 from ops.e2e.automation import Deployment, EngineTimes, Outputs, PulumiStack, StateResource
 from ops.e2e.cost import run_cost
+from ops.e2e.drill import DrillFailed
 from ops.e2e.leftovers import leftovers
 from ops.e2e.scrub import Scrubber
 from ops.e2e.tools import ToolFailed, Tools
@@ -344,8 +345,13 @@ class E2ERun:
             return Outcome.FAILED, why
         drill_fn, outputs = self.seams.drill, self.outputs.values
         self.drill_started = self.now()
-        drill, found = self.wait(lambda: drill_fn(self.stack, self.cfg, outputs, self.tools, self.settings.timeout_s),
-                                 self.settings.timeout_s + 60, during=self._during_workload)
+        try:
+            drill, found = self.wait(
+                lambda: drill_fn(self.stack, self.cfg, outputs, self.tools, self.settings.timeout_s),
+                self.settings.timeout_s + 60, during=self._during_workload)
+        except DrillFailed as failed:  # what it measured before it stopped still goes in the results
+            self.drill, self.drill_phases = failed.drill, list(failed.phases)
+            return Outcome.FAILED, str(failed)
         self.drill, self.drill_phases = drill, list(found)
         if drill is None:
             return Outcome.SKIPPED, "the drill found no spot GPU node to evict"
@@ -431,6 +437,10 @@ class E2ERun:
             operator_namespace=phase_module.operator_namespace(self.render),
             workload_namespaces=phase_module.workload_namespaces(self.render), scale_up_before=self.drill_started)
         found = phase_module.phases(self.observations, ctx, phase_module.estimates(self.render))
+        answers = sorted(v.answered for v in self.probes if v.answered is not None)
+        if answers and ctx.up_started is not None:
+            found.append(Phase(name=PhaseName.ENDPOINT_ANSWERING, measured_seconds=max(
+                0.0, (answers[0] - ctx.up_started).total_seconds()), source="the first endpoint probe's answer"))
         if self.outcome(StepName.DESTROY) not in (None, Outcome.SKIPPED):
             found.append(Phase(name=PhaseName.DESTROY, clock=Clock.DESTROY, measured_seconds=self.destroy_seconds,
                                source="`pulumi destroy`, from its start"))
