@@ -1,0 +1,218 @@
+"""Issue 37: the scoreboard of end-to-end runs, the estimates a committed run corrects, and the e2e workflow's budget
+guard's estimate. The run fixture (tests/fixtures/runs/docs/results/) is a run file as ``python -m ops e2e`` writes it;
+docs/results/ itself holds only real runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from offline.docs import generated
+from offline.estimates import e2e, measured, timeline
+from offline.runs import RESULTS, RUN_PREFIX, RUN_SCHEMA, Clock, Leftover, Outcome, PhaseName, load_runs, run_files
+from offline.scoreboard import NEVER, SCOREBOARD, scoreboard_markdown
+from offline.stack_files import REPO_ROOT, stack_files
+
+FIXTURE_ROOT = REPO_ROOT / "tests" / "fixtures" / "runs"
+RUN_FIXTURE = FIXTURE_ROOT / RESULTS / "e2e-gpu-basics-20270105T101500Z.json"
+
+
+def fixture_run():
+    (run,) = load_runs(FIXTURE_ROOT)
+    return run
+
+
+def with_runs(tmp_path: Path, *runs) -> Path:
+    """A repository root holding the project's stack files and ``runs`` as committed run files."""
+    for path in stack_files().values():
+        (tmp_path / path.name).write_text(path.read_text())
+    results = tmp_path / RESULTS
+    results.mkdir(parents=True)
+    for run in runs:
+        (results / run.file_name).write_text(run.model_dump_json(indent=2))
+    return tmp_path
+
+
+# The scoreboard
+
+
+def test_no_run_is_committed_yet_and_the_scoreboard_says_every_stack_never_ran():
+    assert run_files() == [] and [p.name for p in (REPO_ROOT / RESULTS).glob(f"{RUN_PREFIX}*")] == [RUN_SCHEMA.name]
+    page = (REPO_ROOT / SCOREBOARD).read_text()
+    assert "**No stack has been run end to end on Azure yet**" in page
+    for stack in stack_files():
+        row = next(line for line in page.splitlines() if line.startswith(f"| `{stack}` |"))
+        assert row.split(" | ")[1] == NEVER, row
+    # How to run one, and the estimate a stack never run is held to.
+    assert "`make e2e STACK=STACK`" in page and "the `e2e` workflow" in page
+    gpu_basics = next(line for line in page.splitlines() if line.startswith("| `gpu-basics` |"))
+    assert "- (est. 25.6 min)" in gpu_basics
+
+
+def test_offline_docs_writes_the_scoreboard_and_the_run_schema_from_the_model():
+    files = generated(renders={})
+    assert SCOREBOARD in files and json.loads(files[RUN_SCHEMA])["title"] == "Run"
+    # The committed schema accepts what the model writes, so other tools can check a run file.
+    jsonschema.validate(json.loads(RUN_FIXTURE.read_text()), json.loads((REPO_ROOT / RUN_SCHEMA).read_text()))
+
+
+def test_a_committed_run_fills_its_stacks_row_and_its_section(tmp_path):
+    page = scoreboard_markdown(with_runs(tmp_path, fixture_run()))
+    row = next(line for line in page.splitlines() if line.startswith("| [`gpu-basics`](#gpu-basics) |"))
+    assert row == ("| [`gpu-basics`](#gpu-basics) | 2027-01-05 (1 run) | **passed** | 27.7 min (est. 25.6 min) | "
+                   "18.4 min (est. 16.2 min) | $1.12 | none |")
+    assert "No stack has been run" not in page
+    assert "| `dev` | never run |" in page  # the others still say so
+    section = page.split("\n## gpu-basics\n", 1)[1]
+    assert "commit `5bcd642`, eastus" in section
+    assert "(results/e2e-gpu-basics-20270105T101500Z.json)" in section
+    assert ("| gpu-node-ready | from `pulumi up`'s start | 14.8 min | 12.6 min | Node/aks-t4-12345678-vmss000000 "
+            "Ready |") in section
+    assert "| node-replaced | from the spot eviction | 7.6 min | 5.5 min |" in section
+    assert "| destroy | from `pulumi destroy`'s start | 21.8 min | 30.0 min |" in section
+    assert "| nvidia-smi names the GPU | passed | 1.6 min | GPU 0: Tesla T4 (UUID: GPU-...) |" in section
+    assert "final weights equal to an uninterrupted run's" in section
+
+
+def test_the_latest_run_counts_and_a_failure_says_what_failed_and_what_was_left(tmp_path):
+    passed = fixture_run()
+    probe = passed.probes[1].model_copy(update={"passed": False, "output": "Job train: BackoffLimitExceeded"})
+    steps = tuple(s.model_copy(update={"outcome": Outcome.FAILED, "detail": "the training Job failed"})
+                  if s.step.value == "probes" else s for s in passed.steps)
+    failed = passed.model_copy(update={
+        "started": passed.started.replace(day=12), "finished": passed.finished.replace(day=12), "passed": False,
+        "steps": steps, "probes": (passed.probes[0], probe), "cost_usd": None,
+        "leftovers": (Leftover(id="/subscriptions/x/resourceGroups/rg/providers/Microsoft.Network/publicIPAddresses/ip",
+                               kind="Microsoft.Network/publicIPAddresses"),)})
+    page = scoreboard_markdown(with_runs(tmp_path, passed, failed))
+    row = next(line for line in page.splitlines() if line.startswith("| [`gpu-basics`]"))
+    assert ("| 2027-01-12 (2 runs) | **failed**: probes failed, probe 'the training Job finishes' failed, 1 left "
+            "over |") in row and "| unknown (a size without a price) | 1 |" in row
+    section = page.split("\n## gpu-basics\n", 1)[1]
+    assert "| the training Job finishes | **failed** | 5.2 min | Job train: BackoffLimitExceeded |" in section
+    assert "- `Microsoft.Network/publicIPAddresses` `/subscriptions/x/resourceGroups/rg/providers/" in section
+
+
+# The estimates a run corrects
+
+
+def test_a_committed_run_replaces_the_rows_it_measured_and_names_itself_the_rest_stay_assumed():
+    assumed = timeline.load_durations(root=None)
+    table = timeline.load_durations()  # the repository's runs: none yet
+    assert table == assumed and not measured.is_measured(table)
+    found = measured.measurements([fixture_run()], config=lambda stack: stack_config_of(stack))
+    table = measured.with_measured(assumed, found)
+    where = "(docs/results/e2e-gpu-basics-20270105T101500Z.json: stack gpu-basics, 2027-01-05)"
+    expected = {("types", "azure-native:containerservice:ManagedCluster"): 512,  # cluster-ready from the start
+                ("gpu_node", "vm_boot"): 890 - 512,  # gpu-node-ready after cluster-ready
+                ("gpu_node", "driver_precompiled"): 975 - 890,  # gpu-basics runs NVIDIA's precompiled driver
+                ("gpu_node", "device_plugin"): 1030 - 975, ("e2e", "destroy"): 1310}
+    for (section, key), seconds in expected.items():
+        row = table[section][key]
+        assert row["seconds"] == seconds and row["source"].startswith(f"measured: {seconds} s ")
+        assert row["source"].endswith(where), row["source"]
+    # What no phase brackets keeps its assumed row, and the compiled driver's row is not gpu-basics'.
+    for section, key in (("gpu_node", "scale_up"), ("gpu_node", "driver_compile"), ("gpu_node", "aks_driver"),
+                         ("e2e", "probes")):
+        assert table[section][key] == assumed[section][key]
+    assert table["types"]["azure-native:containerservice:AgentPool"] == assumed["types"][
+        "azure-native:containerservice:AgentPool"]
+
+
+def stack_config_of(stack: str):
+    from offline.stack_files import stack_config
+    return stack_config(stack)
+
+
+def test_the_timeline_of_a_render_uses_the_measured_rows_with_their_run(render_of, tmp_path):
+    root = with_runs(tmp_path, fixture_run())
+    table = timeline.load_durations(root=root)
+    render = render_of("gpu-basics")
+    _, found = timeline.plan(render, table)
+    boot = next(p for p in found.new_node.phases if p.what == "VM boots and joins the cluster")
+    assert boot.seconds == 378 and "e2e-gpu-basics-20270105T101500Z.json" in boot.source
+    # Measured 378 s against 300 s assumed: the new GPU node's estimate grows by the difference.
+    _, before = timeline.plan(render, timeline.load_durations(root=None))
+    assert found.new_node.ready - before.new_node.ready == pytest.approx(378 - 300 + (85 - 90) + (55 - 60))
+
+
+def test_the_pages_say_which_figures_a_run_measured(render_of, tmp_path):
+    from offline.docs import estimates_markdown
+    root = with_runs(tmp_path, fixture_run())
+    render = render_of("gpu-basics")
+    assert "none measured on Azure" in estimates_markdown({"gpu-basics": render})
+    assert "some measured by an end-to-end run on Azure" in estimates_markdown({"gpu-basics": render}, root)
+    table = timeline.load_durations(root=root)
+    page = timeline.timeline_markdown(render, timeline.plan(render, table), table)
+    assert "Rows an end-to-end run measured on Azure say so" in page
+    boot = next(line for line in page.splitlines() if line.startswith("| VM boots and joins the cluster |"))
+    assert "| measured: 378 s from the cluster's create finishing" in boot
+    assert "None was measured on Azure." in timeline.timeline_markdown(render)
+
+
+def test_a_run_of_a_stack_whose_gpu_pools_changed_since_measures_only_what_does_not_depend_on_them():
+    run = fixture_run()
+    other = run.model_copy(update={"pools": tuple(p.model_copy(update={"vm_size": "Standard_NC8as_T4_v3"})
+                                                  if p.name == "t4" else p for p in run.pools)})
+    found = measured.measurements([other], config=stack_config_of)
+    assert set(found) == {("types", "azure-native:containerservice:ManagedCluster"), ("gpu_node", "device_plugin"),
+                          ("e2e", "destroy")}
+    gone = measured.measurements([run.model_copy(update={"stack": "retired"})], config=lambda stack: None)
+    assert ("gpu_node", "vm_boot") not in gone and ("e2e", "destroy") in gone
+
+
+def test_of_two_runs_the_later_measurement_counts_and_an_unreached_phase_measures_nothing():
+    run = fixture_run()
+    later = run.model_copy(update={"started": run.started.replace(year=2028), "phases": tuple(
+        p.model_copy(update={"measured_seconds": None}) if p.name == PhaseName.DRIVER_READY else
+        p.model_copy(update={"measured_seconds": 600.0}) if p.name == PhaseName.CLUSTER_READY else p
+        for p in run.phases)})
+    found = measured.measurements([later, run], config=stack_config_of)
+    cluster = found[("types", "azure-native:containerservice:ManagedCluster")]
+    assert cluster.seconds == 600 and cluster.run.started.year == 2028
+    assert found[("gpu_node", "driver_precompiled")].run.started.year == 2027  # the later run never got there
+
+
+def test_the_vm_boot_interval_is_the_rows_step_in_every_stack_it_applies_to(renders):
+    """A run measures ``vm_boot`` from cluster-ready to the first GPU node Ready: that is the estimate's boot only
+    where the GPU pool's create starts as the cluster's finishes."""
+    applies = [s for s, r in renders.items() if measured._gpu_pools_boot_with_the_stack(r.cfg)]
+    assert "gpu-basics" in applies
+    for stack in applies:
+        steps, found = timeline.plan(renders[stack], timeline.load_durations(root=None))
+        cluster = next(s for s in steps.values() if s.type == e2e.CLUSTER)
+        boot = next(p for p in found.deploy.phases if p.what == "VM boots and joins the cluster")
+        assert boot.start == cluster.finish, stack
+
+
+def test_the_phase_estimates_a_run_sets_beside_its_own_follow_the_first_gpu_pod_chain(render_of):
+    estimates = e2e.phase_estimates(render_of("gpu-basics"), timeline.load_durations(root=None))
+    up = [estimates[(name, Clock.UP)] for name in (PhaseName.CLUSTER_READY, PhaseName.GPU_NODE_READY,
+                                                   PhaseName.DRIVER_READY, PhaseName.DEVICE_PLUGIN_READY,
+                                                   PhaseName.GPU_POD_READY, PhaseName.UP)]
+    assert up == [455, 755, 845, 905, 973, 1535]  # the fixture run's estimates
+    assert estimates[(PhaseName.NODE_REPLACED, Clock.EVICTION)] == 330 and (PhaseName.ENDPOINT_ANSWERING,
+                                                                             Clock.UP) not in estimates
+    later = e2e.phase_estimates(render_of("batch-inference"), timeline.load_durations(root=None))
+    assert (PhaseName.GPU_NODE_READY, Clock.UP) not in later  # its GPU pods wait for a run
+
+
+# The run estimate (the e2e workflow's budget guard)
+
+
+def test_a_run_is_up_probes_drill_where_spot_and_destroy_at_the_full_scale_rate(render_of):
+    table = timeline.load_durations(root=None)
+    spot = e2e.run_estimate(render_of("gpu-basics"), table=table)
+    steps, found = timeline.plan(render_of("gpu-basics"), table)
+    assert [p.what for p in spot.parts] == ["`pulumi up`", "probes", "spot drill", "the drill's replacement node",
+                                            "`pulumi destroy`"]
+    # The replacement node waits for its first workload's image too (a new node's estimate: timeline.md).
+    assert spot.hours == pytest.approx((timeline.total_seconds(steps) + 900 + 1200 + found.new_node_workload.ready
+                                        + 1800) / 3600)
+    assert spot.usd == pytest.approx(spot.hours * spot.hourly)
+    on_demand = e2e.run_estimate(render_of("distributed-training"), table=table)
+    assert [p.what for p in on_demand.parts] == ["`pulumi up`", "probes", "a new GPU node for the probes",
+                                                 "`pulumi destroy`"]
