@@ -1,10 +1,12 @@
 """Issue 37: the scoreboard of end-to-end runs, the estimates a committed run corrects, and the e2e workflow's budget
-guard's estimate. The run fixture (tests/fixtures/runs/docs/results/) is a run file as ``python -m ops e2e`` writes it;
+guard. The run fixture (tests/fixtures/runs/docs/results/) is a run file as ``python -m ops e2e`` writes it;
 docs/results/ itself holds only real runs."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -15,6 +17,7 @@ from offline.estimates import e2e, measured, timeline
 from offline.runs import RESULTS, RUN_PREFIX, RUN_SCHEMA, Clock, Leftover, Outcome, PhaseName, load_runs, run_files
 from offline.scoreboard import NEVER, SCOREBOARD, scoreboard_markdown
 from offline.stack_files import REPO_ROOT, stack_files
+from ops.e2e import budget
 
 FIXTURE_ROOT = REPO_ROOT / "tests" / "fixtures" / "runs"
 RUN_FIXTURE = FIXTURE_ROOT / RESULTS / "e2e-gpu-basics-20270105T101500Z.json"
@@ -200,7 +203,7 @@ def test_the_phase_estimates_a_run_sets_beside_its_own_follow_the_first_gpu_pod_
     assert (PhaseName.GPU_NODE_READY, Clock.UP) not in later  # its GPU pods wait for a run
 
 
-# The run estimate (the e2e workflow's budget guard)
+# The run estimate and the budget guard
 
 
 def test_a_run_is_up_probes_drill_where_spot_and_destroy_at_the_full_scale_rate(render_of):
@@ -216,3 +219,66 @@ def test_a_run_is_up_probes_drill_where_spot_and_destroy_at_the_full_scale_rate(
     on_demand = e2e.run_estimate(render_of("distributed-training"), table=table)
     assert [p.what for p in on_demand.parts] == ["`pulumi up`", "probes", "a new GPU node for the probes",
                                                  "`pulumi destroy`"]
+
+
+class Estimate:
+    def __init__(self, usd: float, unpriced: tuple[str, ...] = ()):
+        self.usd, self.unpriced, self.text = usd, unpriced, f"${usd:,.2f} (1.7 h at full scale)"
+
+
+def test_the_guard_refuses_a_stack_above_the_cap_in_one_line_and_runs_the_rest(render_of):
+    planned = budget.plan(["gpu-basics", "distributed-training"], 10.0, [],
+                          estimate=lambda stack: e2e.run_estimate(render_of(stack)))
+    assert [row["stack"] for row in planned.include] == ["gpu-basics"]
+    assert planned.include == [{"stack": "gpu-basics", "runner": "ubuntu-24.04", "environment": "gpu-basics"}]
+    (why,) = planned.refused.values()
+    assert why.startswith("stack distributed-training: estimated run cost $") and why.endswith(
+        "at full scale) is above the cap $10.00") and "\n" not in why
+    assert "| `distributed-training` |" in "\n".join(planned.summary)
+
+
+def test_the_guard_refuses_a_stack_it_cannot_price_one_that_is_up_and_one_without_a_runner(monkeypatch):
+    groups = [{"name": "rg-dev", "tags": {"pulumi-project": "aksgpu", "pulumi-stack": "dev", "lifetime": "long-lived"}},
+              {"name": "rg-gpu-basics", "tags": {"pulumi-project": "aksgpu", "pulumi-stack": "gpu-basics",
+                                                 "lifetime": "retained"}}]
+    monkeypatch.setattr(budget, "runner", lambda stack: None if stack == "av-resim" else "ubuntu-24.04")
+    estimates = {"gpu-basics": Estimate(1.0), "function-gpu": Estimate(1.0, ("t4",)), "dev": Estimate(0.5)}
+    planned = budget.plan(["dev", "gpu-basics", "function-gpu", "av-resim"], 10.0, groups,
+                          estimate=estimates.__getitem__, region=lambda stack: "eastus")
+    assert [row["stack"] for row in planned.include] == ["gpu-basics"]  # its group only keeps protected data
+    assert planned.refused == {
+        "dev": "stack dev is up (its resource group exists): an end-to-end run destroys what it deploys; destroy it "
+               "first (destroy.yml) or run another stack",
+        "function-gpu": "stack function-gpu: estimated run cost $1.00 (1.7 h at full scale) cannot be held to the cap "
+                        "$10.00: no price for pool(s) t4 in eastus (refresh: python -m ops catalogue --regions eastus)",
+        "av-resim": "stack av-resim has a private API server and no ciRunner: hosted runners cannot reach it "
+                    "(docs/deploying.md: Private clusters)"}
+
+
+@pytest.mark.parametrize("value, cap", [("", budget.DEFAULT_MAX_COST_USD), ("25", 25.0), ("$7.5", 7.5)])
+def test_the_cap_is_dollars_and_empty_means_the_default(value, cap):
+    assert budget.max_cost(value) == cap
+
+
+def test_stacks_are_named_by_commas_or_spaces_or_all():
+    known = ["a", "b", "c"]
+    assert budget.requested("all", known) == known == budget.requested("", known)
+    assert budget.requested("c, a a", known) == ["c", "a"]
+
+
+def ops(*args: str, stdin: str = "[]") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ops", *args], input=stdin, capture_output=True, text=True,
+                          cwd=REPO_ROOT)
+
+
+def test_the_workflows_command_prints_the_matrix_and_one_error_line_per_refused_stack(tmp_path):
+    summary = tmp_path / "summary.md"
+    done = ops("e2e-matrix", "gpu-basics,distributed-training", "--max-cost", "10", "--summary", str(summary))
+    assert done.returncode == 0, done.stderr
+    assert [row["stack"] for row in json.loads(done.stdout)["include"]] == ["gpu-basics"]
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("::error::stack distributed-training: estimated run cost $") and "cap $10.00" in line
+    assert "| `gpu-basics` | $" in summary.read_text() and "| runs |" in summary.read_text()
+    # Nothing of what was asked can run: the plan fails, so the workflow says so.
+    refused = ops("e2e-matrix", "distributed-training", "--max-cost", "10")
+    assert refused.returncode == 1 and json.loads(refused.stdout) == {"include": []}
