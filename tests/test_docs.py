@@ -84,11 +84,11 @@ def test_the_estimates_page_has_a_row_per_stack():
 OWN_FOLDERS = "components|program|stacks|offline|ops|docs|tests|scripts|docker|policy|tools|dashboards|\\.github"
 PATH_IN_TEXT = re.compile(rf"(?<![\w/.@:'\"-])((?:{OWN_FOLDERS})/(?:[\w.-]+/)*[\w.-]*)")
 UPSTREAM_PATHS = {"tests/setup-infra/network-operator-nfd.yaml", "tests/expected-output.md",
-                  "tests/setup-infra/deploy-aks.sh",
+                  "tests/setup-infra/deploy-aks.sh", "docs/results/e2e-",
                   "tests/scenarios/k8s/values.yaml", "tests/scenarios/k8s/templates/mpi-job.yaml",
                   "tests/scenarios/nvidia-topology/", ".github/precompiled-matrix-config.json"}
 """Paths inside upstream repositories (Azure/aks-rdma-infiniband, NVIDIA/gpu-driver-container) that the code cites
-beside the repository's name."""
+beside the repository's name, and the file-name prefix of an end-to-end run's results (`docs/results/e2e-`)."""
 
 
 def test_every_path_of_the_project_that_text_names_exists():

@@ -108,7 +108,7 @@ def test_a_committed_run_replaces_the_rows_it_measured_and_names_itself_the_rest
     assert table == assumed and not measured.is_measured(table)
     found = measured.measurements([fixture_run()], config=lambda stack: stack_config_of(stack))
     table = measured.with_measured(assumed, found)
-    where = "(docs/results/e2e-gpu-basics-20270105T101500Z.json: stack gpu-basics, 2027-01-05)"
+    where = f"({RESULTS / RUN_FIXTURE.name}: stack gpu-basics, 2027-01-05)"
     expected = {("types", "azure-native:containerservice:ManagedCluster"): 512,  # cluster-ready from the start
                 ("gpu_node", "vm_boot"): 890 - 512,  # gpu-node-ready after cluster-ready
                 ("gpu_node", "driver_precompiled"): 975 - 890,  # gpu-basics runs NVIDIA's precompiled driver
