@@ -2,10 +2,10 @@
 
 A run deploys a stack with `pulumi up`, measures its phases from authoritative timestamps, runs the scenario's
 acceptance probes, drills a spot eviction where the stack has a spot GPU pool, destroys the stack and looks for
-anything left. It writes one file into ``RESULTS``, named ``e2e-<stack>-<UTC stamp>.json``, which a pull request commits;
-the scoreboard (``docs/scoreboard.md``) and the timeline estimate read the committed ones. ``RUN_SCHEMA`` is the
-file's JSON Schema, generated from ``Run`` (``python -m offline docs``), so tools other than this project can check
-a result.
+anything left. It writes one file into ``RESULTS``, named ``e2e-<stack>-<UTC stamp>.json``, which a pull request
+commits; the scoreboard (``docs/scoreboard.md``) and the timeline estimate read the committed ones. ``RUN_SCHEMA``
+is the file's JSON Schema, generated from ``Run`` (``python -m offline docs``), so tools other than this project can
+check a result.
 
 Times: every phase is seconds from its clock's zero, named by ``Phase.clock``: the start of `pulumi up`; the
 moment a pending GPU pod asked for a node (scale from zero); the simulate-eviction call (the spot drill).

@@ -237,12 +237,11 @@ class Estimate:
 
 def test_the_guard_refuses_a_stack_above_the_cap_in_one_line_and_runs_the_rest(monkeypatch):
     monkeypatch.setattr(budget, "runner", lambda stack: HOSTED)
-    monkeypatch.setattr(budget, "environment", lambda stack: f"scenario-of-{stack}")
+    monkeypatch.setattr(budget, "matrix_row", lambda stack, runs_on: {"stack": stack, "runner": runs_on})
     estimates = {"cheap": Estimate(1.45), "dear": Estimate(276.61), "at-cap": Estimate(10.0)}
     planned = budget.plan(["cheap", "dear", "at-cap"], 10.0, [], estimate=estimates.__getitem__,
                           region=lambda stack: "eastus")
-    assert planned.include == [{"stack": "cheap", "runner": HOSTED, "environment": "scenario-of-cheap"},
-                               {"stack": "at-cap", "runner": HOSTED, "environment": "scenario-of-at-cap"}]
+    assert planned.include == [{"stack": "cheap", "runner": HOSTED}, {"stack": "at-cap", "runner": HOSTED}]
     assert planned.refused == {"dear": "stack dear: estimated run cost $276.61 (1.7 h at full scale) is above the cap "
                                        "$10.00"}
     assert "| `dear` | $276.61 (1.7 h at full scale) | refused: above $10.00 |" in planned.summary
@@ -253,7 +252,7 @@ def test_the_guard_refuses_a_stack_it_cannot_price_one_that_is_up_and_one_withou
               {"name": "rg-kept", "tags": {"pulumi-project": "aksgpu", "pulumi-stack": "kept", "lifetime": "retained"}},
               {"name": "rg-other", "tags": {"pulumi-project": "another", "pulumi-stack": "theirs"}}]
     monkeypatch.setattr(budget, "runner", lambda stack: None if stack == "private" else HOSTED)
-    monkeypatch.setattr(budget, "environment", lambda stack: "scenario")
+    monkeypatch.setattr(budget, "matrix_row", lambda stack, runs_on: {"stack": stack, "runner": runs_on})
     estimates = {"kept": Estimate(1.0), "theirs": Estimate(1.0), "unpriced": Estimate(1.0, ("t4",))}
     planned = budget.plan(["live", "kept", "theirs", "unpriced", "private"], 10.0, groups,
                           estimate=estimates.__getitem__, region=lambda stack: "eastus")

@@ -18,7 +18,7 @@ from typing import Any
 
 from offline.cli import error, json_input, unknown_stack
 from offline.stack_files import stack_files
-from ops.runners import environment, runner
+from ops.runners import matrix_row, runner
 from program.config.expiry import LIFETIME, RETAINED, stack_groups
 from program.config.keys import PROJECT
 from program.markdown import table
@@ -32,7 +32,7 @@ ALL = "all"
 @dataclass(frozen=True)
 class Planned:
     include: list[dict[str, Any]]
-    """The job matrix's rows: ``{stack, runner, environment}`` (``python -m ops matrix``'s)."""
+    """The job matrix's rows, as ``python -m ops matrix`` writes them (``ops.runners.matrix_row``)."""
     refused: dict[str, str]
     """Stack → why it does not run, one line naming the stack."""
     summary: list[str]
@@ -91,7 +91,7 @@ def plan(stacks: Iterable[str], cap: float, groups: Iterable[Mapping[str, Any]],
             refused[stack] = why
             rows.append((stack, found.text, "refused: no price" if found.unpriced else f"refused: above ${cap:,.2f}"))
             continue
-        include.append({"stack": stack, "runner": runs_on, "environment": environment(stack)})
+        include.append(matrix_row(stack, runs_on))
         rows.append((stack, found.text, "runs"))
     summary = ["### End-to-end runs", "", f"Cap: ${cap:,.2f} a run (estimated: `pulumi up`, probes, spot drill and "
                "`pulumi destroy`, every pool at its maximum).", "",
