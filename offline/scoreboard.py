@@ -140,8 +140,8 @@ def scoreboard_markdown(root: Path = REPO_ROOT, renders: Mapping[str, Render] | 
     stacks = sorted(set(stack_files(root)) | set(latest))
     lines = [intro(root)]
     if not latest:
-        lines.append("**No stack has been run end to end on Azure yet**: every figure this project gives for Azure\n"
-                     "is an estimate. A stack's first run replaces its \"never run\" below.\n")
+        lines.append("**No stack has been run end to end on Azure yet**: every time and cost this project gives for a\n"
+                     "stack on Azure is an estimate. A stack's first run replaces its \"never run\" below.\n")
     lines += _overview(stacks, latest, counts, estimates)
     for stack in sorted(latest):
         lines += ["", *_details(latest[stack], latest[stack].file_name)]
