@@ -26,7 +26,7 @@ NEVER = "never run"
 HEADLINE = (PhaseName.UP, PhaseName.GPU_POD_READY)
 """The phases the overview shows for each stack: `pulumi up` and the first GPU pod Ready."""
 CLOCKS = {Clock.UP: "from `pulumi up`'s start", Clock.SCALE_UP: "from a pending GPU pod (scale from zero)",
-          Clock.EVICTION: "from the spot eviction"}
+          Clock.EVICTION: "from the spot eviction", Clock.DESTROY: "from `pulumi destroy`'s start"}
 
 E2E_PAGE = Path("docs/e2e.md")
 """How to run one (``python -m ops e2e``'s page), linked once it exists."""
@@ -53,7 +53,7 @@ request that adds their results ([lifecycle](lifecycle.md)). Estimates are the r
 
 
 def _clock(phase: Phase) -> str:
-    return "from `pulumi destroy`'s start" if phase.name == PhaseName.DESTROY else CLOCKS[phase.clock]
+    return CLOCKS[phase.clock]
 
 
 def _seconds(value: float | None) -> str:

@@ -98,7 +98,7 @@ def phase_estimates(render: Render, table: Mapping[str, Any] | None = None) -> d
     steps, found = plan(render, table)
     up = Clock.UP
     estimates = {(PhaseName.UP, up): total_seconds(steps),
-                 (PhaseName.DESTROY, up): float(table["e2e"]["destroy"]["seconds"])}
+                 (PhaseName.DESTROY, Clock.DESTROY): float(table["e2e"]["destroy"]["seconds"])}
     if clusters := [s for s in steps.values() if s.type == CLUSTER]:
         estimates[(PhaseName.CLUSTER_READY, up)] = clusters[0].finish
     if found.deploy is not None:
@@ -107,6 +107,10 @@ def phase_estimates(render: Render, table: Mapping[str, Any] | None = None) -> d
         estimates[(PhaseName.GPU_POD_READY, up)] = found.deploy_workload.ready
     if found.endpoint is not None:
         estimates[(PhaseName.ENDPOINT_ANSWERING, up)] = found.endpoint
-    replaced = _node_phases(render, found.new_node)[PhaseName.GPU_NODE_READY]
+    new_node = _node_phases(render, found.new_node)
+    replaced = new_node.pop(PhaseName.GPU_NODE_READY)
     estimates |= {(PhaseName.NODE_REPLACED, clock): replaced for clock in (Clock.SCALE_UP, Clock.EVICTION)}
+    estimates |= {(name, Clock.SCALE_UP): t for name, t in new_node.items()}
+    if found.new_node_workload is not None:
+        estimates[(PhaseName.GPU_POD_READY, Clock.SCALE_UP)] = found.new_node_workload.ready
     return estimates

@@ -83,8 +83,8 @@ class Measurement:
 
 def _seconds(run: Run, interval: Interval) -> float | None:
     """The interval in ``run``, or None where the run did not measure both ends."""
-    if interval.to == PhaseName.DESTROY:  # its own clock, whatever the run names it
-        phase = next((p for p in run.phases if p.name == PhaseName.DESTROY), None)
+    if interval.to == PhaseName.DESTROY:  # its own clock
+        phase = run.phase(PhaseName.DESTROY, Clock.DESTROY)
         return None if phase is None else phase.measured_seconds
     end = run.phase(interval.to, Clock.UP)
     start = 0.0 if interval.since is None else getattr(run.phase(interval.since, Clock.UP), "measured_seconds", None)
