@@ -119,7 +119,8 @@ def status_section(root: Path = REPO_ROOT) -> str:
                      f"passing on their latest run ({board}); {rest}costs are [estimates](docs/estimates.md).")
     else:
         lines.append("- **Not yet deployed to Azure by this project:** no stack has been through `pulumi up` on a "
-                     f"real subscription ({board}); costs and times are [estimates](docs/estimates.md).")
+                     f"real subscription; `make e2e STACK=<stack>` proves one ({board}); costs and times are "
+                     "[estimates](docs/estimates.md).")
     return "\n".join(lines)
 
 
