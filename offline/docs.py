@@ -43,6 +43,7 @@ RESULT_PAGES = {
     "jobs-benchmark": ("the jobs", "docs/jobs-on-gpu.md"),
     "gpu-check": ("the GPU node gate's check", "docs/gpu-software.md#the-gpu-node-gate"),
     "distributed-benchmark": ("distributed training", "docs/distributed-on-gpu.md"),
+    "train-resume": ("resume after a kill", "docs/jobs-on-gpu.md#resume-after-a-kill-the-spot-drills-premise"),
 }
 """What each kind of result file in docs/results/ measured, and the page that reports it (by file name prefix)."""
 
