@@ -56,6 +56,16 @@ def test_the_function_image_is_built_and_pushed_by_pulumi_docker_with_an_entra_t
     assert r.named("registry-acr").inputs.get("adminUserEnabled") in (None, False)
 
 
+def test_the_registry_token_is_kept_out_of_the_deploy_log(r):
+    """fn audit #1 (BLOCKER): pulumi-command streams a run's stdout into the engine's log unless ``logging`` says
+    otherwise (pulumi-command v1.2.1 provider/pkg/provider/local/logging.go: ShouldLogStdout is true for nil;
+    commandOutputs.go:62-64 writes stdout to the log pipe), and the engine shows an invoke's log on the stack's row,
+    which CI's log prints and the preview's PR comment quotes. This command's stdout is the registry token."""
+    logins = [args for args in r.called("command:local:run") if "--expose-token" in args["command"]]
+    assert len(logins) == len(r.of_type("docker:index/image:Image")) == 2  # one per image: function, jobs
+    assert {login["logging"] for login in logins} == {"stderr"}
+
+
 def test_a_preview_does_not_build(r):
     """pulumi-docker 5.2.0's Image builds on preview only with ``buildOnPreview`` (default false): a pull request's
     preview needs no Docker build."""

@@ -100,6 +100,10 @@ class ContainerImage(pulumi.ComponentResource):
         token = local.run_output(
             command=pulumi.Output.concat("az acr login --name ", args.registry.name,
                                          " --expose-token --query accessToken --output tsv"),
+            # stdout is the token: pulumi-command streams a run's stdout into the engine's log unless told not to
+            # (local/logging.go ShouldLogStdout), which CI prints and the PR comment quotes. stderr (az's warnings and
+            # errors) stays.
+            logging=local.Logging.STDERR,
             opts=pulumi.InvokeOutputOptions(parent=self, depends_on=list(args.registry.reachable_after)),
         )
         pushed = docker.Image(
