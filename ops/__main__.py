@@ -81,6 +81,14 @@ def _leftovers_arguments(p: argparse.ArgumentParser) -> None:
     _json_argument(p)
 
 
+def _image_store_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--daemon-json", type=Path, default=Path("/etc/docker/daemon.json"),
+                   help="the daemon's configuration, kept but for the containerd-snapshotter feature (default: "
+                        "%(default)s; a missing file is an empty one)")
+    p.add_argument("--check", action="store_true", help="print nothing and exit 2 if the store is still containerd "
+                   "(after the switch)")
+
+
 def _preview_guard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("preview", type=input_file, help="the preview's JSON file")
     p.add_argument("--allow", action="store_true", help="report, but exit 0 (label allow-replace)")
@@ -111,6 +119,9 @@ COMMANDS = {
     "matrix": Command("a workflow job matrix {include: [{stack, runner}]} (private stacks: their own runner)",
                       lambda p: p.add_argument("stacks", nargs="*", help="stack names, or one JSON list of them"),
                       "ops.runners:matrix_command"),
+    "image-store": Command("the daemon.json that gives Docker the classic image store pulumi-docker's Image needs "
+                           "(pulumi/pulumi-docker#967), from `docker info --format '{{json .DriverStatus}}'` on stdin; "
+                           "nothing where Docker has it", _image_store_arguments, "ops.runners:image_store_command"),
     "lifetime": Command("print the stack's lifetime: demo or long-lived", stack_argument,
                         "ops.lifecycle:lifetime_command"),
     "push-targets": Command("of the changed stacks (a JSON list), those a push deploys: live or long-lived ones, "
