@@ -36,11 +36,10 @@ def runner(stack: str) -> list[str] | str | None:
 
 def frees_disk(stack: str) -> bool:
     """Whether the deploy job first prepares its runner for the image builds: a hosted one that builds the stack's
-    images with its Docker engine (``build.mode: local``, the default; every scenario builds at least one image). GitHub
-    guarantees 14 GB free on a standard hosted runner (docs.github.com, "GitHub-hosted runners reference"), and one
-    torch + CUDA image's pip layer alone unpacks to about 7.3 GB beside its 4.2 GB of wheels (docs/deploying.md#images);
-    pulumi-docker's Image also needs the classic image store (``classic_image_store``). A self-hosted runner is its
-    owner's to prepare."""
+    images with its Docker engine (``build.mode: local``, the default). GitHub guarantees 14 GB free on a standard
+    hosted runner (docs.github.com, "GitHub-hosted runners reference"), and one torch + CUDA image's pip layer alone
+    unpacks to about 7.3 GB beside its 4.2 GB of wheels (docs/deploying.md#images); pulumi-docker's Image also needs
+    the classic image store (``classic_image_store``). A self-hosted runner is its owner's to prepare."""
     return runner(stack) == HOSTED and stack_config(stack).build.mode == BuildMode.LOCAL
 
 
