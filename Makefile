@@ -12,7 +12,7 @@ SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --locked --inexact --quiet --c
 # The project's own modules too: every test process and `python -m` command reads them from __pycache__.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install install-azure install-dev install-checkov install-policy render docs test quick lock state-backend clean
+.PHONY: install install-azure install-dev install-checkov install-policy render docs test quick lock state-backend e2e clean
 
 $(UV): tools/uv/requirements.txt
 	$(PYTHON) -m venv .venv-tools
@@ -89,6 +89,12 @@ lock: $(UV)
 # Once per team: the Azure Blob state backend and its Key Vault secrets provider (needs `az login`).
 state-backend:
 	scripts/create-state-backend.sh "$(RESOURCE_GROUP)" "$(STORAGE_ACCOUNT)" "$(KEY_VAULT)" "$(LOCATION)"
+
+# One stack deployed to Azure end to end, measured, probed, destroyed and checked for leftovers (docs/e2e.md); it costs
+# what the stack costs to run for about an hour. E2E_FLAGS passes --keep, --results DIR or --timeout-minutes N.
+e2e: install-azure
+	@if [ "$(origin STACK)" = file ]; then echo "make e2e deploys a stack to Azure: name it, make e2e STACK=<stack>" >&2; exit 2; fi
+	$(BIN)/python -m ops e2e --stack "$(STACK)" $(E2E_FLAGS)
 
 clean:
 	rm -rf $(OUT) .pytest_cache build

@@ -8,6 +8,7 @@ import difflib
 import ipaddress
 import json
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -206,7 +207,8 @@ def new_stack_command(args: argparse.Namespace) -> int:
     print(copied(stack_config(args.name, path), args.like))
     updated = write_docs()
     print(f"wrote {path.name}; regenerated {', '.join(map(str, updated)) or 'no docs (none changed)'}")
-    print(f"next: review and commit them; deploy with `pulumi stack select --create {args.name}` and `pulumi up "
+    print(f"next: review and commit them; deploy with `pulumi stack select --create --stack={shlex.quote(args.name)}` "
+          "and `pulumi up "
           f"--policy-pack policy`, or the deploy workflow with stack {args.name}, whose environment needs its "
           "federated credential (.venv/bin/python -m ops ci-setup prints it)")
     return 0

@@ -2,13 +2,14 @@
 
 A run deploys a stack with `pulumi up`, measures its phases from authoritative timestamps, runs the scenario's
 acceptance probes, drills a spot eviction where the stack has a spot GPU pool, destroys the stack and looks for
-anything left. It writes one file into ``RESULTS``, named ``e2e-<stack>-<UTC stamp>.json``, which a pull request commits;
-the scoreboard (``docs/scoreboard.md``) and the timeline estimate read the committed ones. ``RUN_SCHEMA`` is the
-file's JSON Schema, generated from ``Run`` (``python -m offline docs``), so tools other than this project can check
-a result.
+anything left. It writes one file into ``RESULTS``, named ``e2e-<stack>-<UTC stamp>.json``, which a pull request
+commits; the scoreboard (``docs/scoreboard.md``) and the timeline estimate read the committed ones. ``RUN_SCHEMA``
+is the file's JSON Schema, generated from ``Run`` (``python -m offline docs``), so tools other than this project can
+check a result.
 
 Times: every phase is seconds from its clock's zero, named by ``Phase.clock``: the start of `pulumi up`; the
-moment a pending GPU pod asked for a node (scale from zero); the simulate-eviction call (the spot drill).
+moment a pending GPU pod asked for a node (scale from zero); the simulate-eviction call (the spot drill); the
+start of `pulumi destroy`.
 Nothing in a run is a secret: no token, key, connection string, SAS or subscription id (the e2e command removes
 them from probe output before it writes).
 """
@@ -39,6 +40,8 @@ class Clock(StrEnum):
     """From the moment a pending GPU pod asked for a node the pool did not have (scale from zero)."""
     EVICTION = "eviction"
     """From Azure's simulate-eviction call on a spot GPU node."""
+    DESTROY = "destroy"
+    """From the start of `pulumi destroy`."""
 
 
 class PhaseName(StrEnum):
@@ -61,7 +64,7 @@ class PhaseName(StrEnum):
     ENDPOINT_ANSWERING = "endpoint-answering"
     """The scenario's endpoint first answered its probe."""
     DESTROY = "destroy"
-    """`pulumi destroy` finished (its own clock: from the start of the destroy)."""
+    """`pulumi destroy` finished (Clock.DESTROY)."""
     NODE_REPLACED = "node-replaced"
     """A new node of the pool is Ready (scale-up and eviction clocks)."""
     RUN_RESUMED = "run-resumed"
@@ -122,6 +125,8 @@ class ProbeVerdict(Model):
     seconds: Annotated[float, Field(ge=0)]
     output: str = ""
     """The last lines of what the probe saw (secrets removed): kept for a failure, shortened for a pass."""
+    answered: dt.datetime | None = None
+    """When an endpoint probe first got its expected answer (the run's ``endpoint-answering`` phase)."""
 
 
 class Drill(Model):

@@ -15,6 +15,7 @@ from offline.cli import (
     dispatch,
     input_file,
     no_arguments,
+    output_folder,
     stack_argument,
     stack_list,
     stack_name,
@@ -89,6 +90,26 @@ def _image_store_arguments(p: argparse.ArgumentParser) -> None:
                    "(after the switch)")
 
 
+def minutes(value: str) -> float:
+    """A step's timeout in minutes: a number above zero."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of minutes above zero")
+    return number
+
+
+def _e2e_arguments(p: argparse.ArgumentParser) -> None:
+    stack_argument(p)
+    p.add_argument("--keep", action="store_true", help="leave the stack up: no destroy and no leftover check")
+    p.add_argument("--results", type=output_folder, help="the folder the run's file goes to (default: docs/results)")
+    p.add_argument("--timeout-minutes", type=minutes, default=60.0, metavar="N",
+                   help="how long each of pulumi up, the probes, the spot drill and pulumi destroy may take before "
+                        "it is interrupted (default 60)")
+
+
 def _preview_guard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("preview", type=input_file, help="the preview's JSON file")
     p.add_argument("--allow", action="store_true", help="report, but exit 0 (label allow-replace)")
@@ -106,6 +127,10 @@ COMMANDS = {
                          _catalogue_arguments, "ops.catalogue:catalogue_command"),
     "leftovers": Command("what of a destroyed stack is still in Azure, but its protected data (needs az)",
                          _leftovers_arguments, "ops.lifecycle:leftovers_command"),
+    "e2e": Command("deploy the stack to Azure, measure its phases, run its probes and the spot drill, destroy it "
+                   "and look for leftovers, into one results file (needs pulumi, az, kubectl, kubelogin and make "
+                   "install-azure; docs/e2e.md); exit code 0 passed, 1 a step, probe or leftover failed it, 2 bad "
+                   "input", _e2e_arguments, "ops.e2e.run:e2e_command"),
     "drain-jobs": Command("before a destroy: delete the Jobs in the stack's namespace, so Kueue lets its queue go "
                           "(needs pulumi and kubectl)", stack_argument, "ops.lifecycle:drain_jobs_command"),
     "image-sizes": Command("measure the GPU images' locked wheels on PyPI (asks pypi.org) into "

@@ -69,10 +69,15 @@ class Remains:
     """The resource group kept for protected data."""
 
 
+def protected_accounts(cfg: StackConfig) -> dict[str, str]:
+    """The storage accounts a destroy keeps (``storage.accounts[].protect``): physical name → role."""
+    return {cfg.storage_account_name(a): a.role for a in cfg.storage.accounts if a.protect}
+
+
 def remains(cfg: StackConfig) -> Remains:
     """What of the deployed stack ``cfg`` is still in Azure."""
     result = Remains()
-    protected = {cfg.storage_account_name(a): a.role for a in cfg.storage.accounts if a.protect}
+    protected = protected_accounts(cfg)
     group = cfg.naming.resource_group()
     if json.loads(az("group", "exists", "--name", group)):
         inside = json.loads(az("resource", "list", "--resource-group", group, "--query", "[].{name:name, type:type}"))

@@ -35,6 +35,7 @@ from program.layers.gpu_software import GpuSoftware
 from program.layers.images import built_image
 from program.needs import Needs
 from program.outputs import Outputs, explained_failure
+from program.probes import Probes, SpotDrill
 
 
 @dataclass(frozen=True)
@@ -161,18 +162,29 @@ class Scenario:
     """The guide it rebuilds, e.g. ``000 PyTorch Azure Function on a GPU``; ``-`` for new ones."""
     deploy: Callable[[StackConfig, Any, Platform], Outputs]
     """Declares the scenario's workloads on the platform (given its settings) and returns its stack outputs."""
+    probes: Probes | Callable[[StackConfig, Any], Probes]
+    """What a deployed stack of it must do to pass its end-to-end run (``program/probes.py``): a value, or a function
+    of the config and its settings. Every scenario declares its own (``stacks/<name>/probes.py``)."""
     needs: Needs | Callable[[StackConfig, Any], Needs] = Needs()
     """What it asks of the platform: a value, or a function of the config and its settings."""
     settings: type[ConfigModel] | None = None
     """Its own config section (``aksgpu:<settings.section>``); None: it has none."""
     check: Callable[[StackConfig, Any], Iterable[ConfigError]] = no_rules
     """Its own rules across the whole config; each problem one ``ConfigError``."""
+    drill: SpotDrill | Callable[[StackConfig, Any], SpotDrill | None] | None = None
+    """The training run the e2e run's spot drill evicts, where the scenario has one; None: no drill."""
     moved: Mapping[str, str] = field(default_factory=dict)
     """Keys that moved into its section: old path (``workloads.resimJobs``) → key in the section (``jobs``), so a
     stack file with the old key hears where it went."""
 
     def needs_of(self, cfg: StackConfig, settings: Any) -> Needs:
         return self.needs(cfg, settings) if callable(self.needs) else self.needs
+
+    def probes_of(self, cfg: StackConfig, settings: Any) -> Probes:
+        return self.probes(cfg, settings) if callable(self.probes) else self.probes
+
+    def drill_of(self, cfg: StackConfig, settings: Any) -> SpotDrill | None:
+        return self.drill(cfg, settings) if callable(self.drill) else self.drill
 
     def problems(self, cfg: StackConfig, settings: Any) -> list[ConfigError]:
         """What every scenario requires of the platform given its needs, then its own rules."""

@@ -388,6 +388,18 @@ def pod_templates(render):
             yield f"JobSet/{name}", template["spec"]
 
 
+def job_specs(render):
+    """(kind and name, Job spec) of every Job, CronJob's Job template and JobSet's replicated job."""
+    for r in render.resources:
+        kind = r.type.rsplit(":", 1)[-1]
+        if kind in ("Job", "CronJob"):
+            spec = r.revealed["spec"]
+            yield f"{kind}/{r.revealed['metadata']['name']}", spec["jobTemplate"]["spec"] if kind == "CronJob" else spec
+    for name, jobset in jobset_templates(render).items():
+        for replicated in jobset["spec"]["replicatedJobs"]:
+            yield f"JobSet/{name}/{replicated['name']}", replicated["template"]["spec"]
+
+
 DEPLOYMENT, JOB, CRONJOB, SERVICE = ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job",
                                      "kubernetes:batch/v1:CronJob", "kubernetes:core/v1:Service")
 """Resource types the scenario tests look for."""

@@ -42,6 +42,9 @@ CASES = [
     # (arguments, with {t} for the test's folder; text the one line must hold)
     ("offline render --stack ../x", "argument --stack: '../x' is not a stack name"),
     ("offline render --stack ''", "argument --stack: '' is not a stack name"),
+    ("offline render --stack=..", "argument --stack: '..' is not a stack name: '.' and '..' name a folder itself"),
+    # Pulumi's names may start with '-' (given as --stack=NAME): the name is looked up, not read as a flag.
+    ("ops lifetime --stack=-sandbox", "no config file for stack '-sandbox' (expected Pulumi.-sandbox.yaml)"),
     ("offline render --stack devv", "no config file for stack 'devv' (expected Pulumi.devv.yaml); did you mean dev?"),
     ("offline render --stack dev --config {t}", "argument --config: '{t}' is a folder; a file is needed"),
     ("offline render --stack dev --config {t}/nope.yaml", "argument --config: '{t}/nope.yaml': no such file"),

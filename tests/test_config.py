@@ -121,7 +121,10 @@ BAD_CONFIGS = [
     ({"cluster": ["private"]}, "aksgpu:cluster", "must be an object"),
     ({"cluster": {"adminGroupObjectIds": ["admins"]}}, "aksgpu:cluster.adminGroupObjectIds[0]", "GUID"),
     ({"nameRoot": "My_Root"}, "aksgpu:nameRoot", "2-20 lowercase"),
-    ({"location": "East US"}, "aksgpu:location", "Azure region name"),
+    # Issue 35 audit NIT: display names, as the portal shows them (List Locations' displayName).
+    ({"location": "East US"}, "aksgpu:location", "'East US' is the display name of eastus; did you mean eastus?"),
+    ({"location": "east us 2"}, "aksgpu:location", "'east us 2' is the display name of eastus2; did you mean eastus2?"),
+    ({"location": "EastUS"}, "aksgpu:location", "not an Azure region name; did you mean eastus?"),
     ({"gpupools": []}, "aksgpu:gpupools", "unknown key; did you mean gpuPools? allowed here:"),
     ({"gpuPools": [{**T4, "provisioning": "nap", "count": 1}], "cluster": {"systemPool": {"maxCount": 2}}},
      "aksgpu:gpuPools[0].count", "NAP starts no nodes of its own"),  # refused like its sibling minCount

@@ -15,11 +15,14 @@ from components.azure import roles
 from components.azure.node_pools import FIXED_AT_CREATION
 from components.gpu.operator import AKS_NVIDIA_RUNTIME
 from components.gpu.sizes import vcpus_of
+from components.kubernetes.pods import BAD_INPUT_EXIT_CODE
+from components.training.jobset import PERMANENT_FAILURE_RULE
 from offline.mocks import DEPLOYER_OBJECT_ID
 from offline.report import is_manifest
 from program.config.schema import SYSTEM_POOL_DEFAULTS
 from program.pipeline import deploy
-from tests.helpers import STACKS, pod_spec, render_with, shape
+from tests.docker_modules import DOCKER_DIR
+from tests.helpers import STACKS, job_specs, jobset_templates, pod_spec, render_with, shape
 
 ROLE = "azure-native:authorization:RoleAssignment"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -271,6 +274,28 @@ def test_every_job_has_a_pod_failure_policy_that_ignores_disruptions(stack, rend
         if job is not None:
             ignored = {"type": "DisruptionTarget", "status": "True"}
             assert {"action": "Ignore", "onPodConditions": [ignored]} in job["podFailurePolicy"]["rules"]
+
+
+JOB_SCRIPTS = {path.name for path in (DOCKER_DIR / "jobs").glob("*.py")}
+"""The jobs image's scripts: each exits BAD_INPUT_EXIT_CODE on a bad argument or input (docker/jobs/jobio.py)."""
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_job_script_that_refuses_its_input_fails_its_job_and_jobset_at_once(stack, render_of):
+    """Issue 35 audit: a retry cannot mend a bad argument or input. The Job fails on the exit code (pod failure
+    policy FailJob); a JobSet's Job failed that way has the reason PodFailurePolicy, which without a rule of its own
+    restarts the whole group (jobset v0.12.0 pkg/controllers/failure_policy.go: RestartJobSet by default)."""
+    render = render_of(stack)
+    for name, job in job_specs(render):
+        for container in job["template"]["spec"]["containers"]:
+            command = container.get("command") or []
+            if command[:1] == ["python"] and command[1] in JOB_SCRIPTS:
+                assert {"action": "FailJob", "onExitCodes": {"containerName": container["name"], "operator": "In",
+                                                             "values": [BAD_INPUT_EXIT_CODE]}} in \
+                    job["podFailurePolicy"]["rules"], name
+    for name, jobset in jobset_templates(render).items():
+        if any(rj["template"]["spec"].get("podFailurePolicy") for rj in jobset["spec"]["replicatedJobs"]):
+            assert PERMANENT_FAILURE_RULE in jobset["spec"]["failurePolicy"]["rules"], name
 
 
 def test_the_blob_csi_controller_fits_one_node(render_shape):

@@ -8,7 +8,7 @@ import pytest
 from components.vocabulary import SECURITY_EXCEPTION, SecurityException
 from offline.report import is_manifest, manifest
 from stacks import REGISTRY
-from tests.helpers import STACKS, api_clients, pod_spec
+from tests.helpers import STACKS, api_clients, job_specs, jobset_templates, pod_spec
 
 EXCEPTION_LEVELS = {SecurityException.BASELINE_OPERATOR_PODS: "baseline",
                     # Added capabilities take effect only for root (kubernetes#56374), which restricted and baseline
@@ -117,3 +117,57 @@ def test_schema_validation_is_strict_enough_to_catch_a_misspelt_field():
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
                                       "dta": {"a": "b"}}, K8S_VERSION, strict=True)
+
+
+JOBSET_FAILURE_REASONS = {"BackoffLimitExceeded", "DeadlineExceeded", "FailedIndexes", "MaxFailedIndexesExceeded",
+                          "PodFailurePolicy"}
+"""What JobSet's webhook accepts in ``onJobFailureReasons`` (jobset v0.12.0 pkg/webhooks/jobset_webhook.go:82-91,
+the batch/v1 ``JobReason*`` constants)."""
+JOBSET_RULE_NAME = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
+"""jobset v0.12.0 pkg/webhooks/jobset_webhook.go:416-418 (``ruleNameFmt``, 1 to 128 characters)."""
+
+
+def pod_failure_policy_errors(job: dict) -> list[str]:
+    """What the API server refuses in a Job's pod failure policy and the schema lets through (kubernetes/api
+    v0.33.0 batch/v1/types.go:165-200 ``PodFailurePolicyOnExitCodesRequirement``, :329-338 ``podFailurePolicy``;
+    enforced by pkg/apis/batch/validation/validation.go ``validatePodFailurePolicyRuleOnExitCodes``)."""
+    if "podFailurePolicy" not in job:
+        return []
+    pod = job["template"]["spec"]
+    names = {c["name"] for c in [*pod["containers"], *pod.get("initContainers", [])]}
+    errors = [] if pod.get("restartPolicy") == "Never" else [f"restartPolicy {pod.get('restartPolicy')}, not Never"]
+    for rule in job["podFailurePolicy"]["rules"]:
+        codes = rule.get("onExitCodes")
+        if codes is None:
+            continue
+        values = codes["values"]
+        if "containerName" in codes and codes["containerName"] not in names:
+            errors.append(f"containerName {codes['containerName']} is none of {sorted(names)}")
+        if not 1 <= len(values) <= 255 or values != sorted(set(values)):
+            errors.append(f"values {values}: 1 to 255, ordered, no duplicates")
+        if codes["operator"] == "In" and 0 in values:
+            errors.append("0 with the In operator")
+    return errors
+
+
+def test_the_pod_failure_policy_check_finds_what_the_api_server_refuses():
+    job = {"podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
+        "containerName": "trainer", "operator": "In", "values": [3, 0, 3]}}]},
+        "template": {"spec": {"containers": [{"name": "train"}]}}}
+    assert len(pod_failure_policy_errors(job)) == 4
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_job_and_jobset_keeps_the_failure_policy_rules_the_schema_does_not_check(stack, render_of):
+    """JobSets are custom objects: the API server checks their Jobs only when JobSet creates them, mid-run."""
+    render = render_of(stack)
+    for name, job in job_specs(render):
+        assert not pod_failure_policy_errors(job), name
+    for name, jobset in jobset_templates(render).items():
+        rules = jobset["spec"].get("failurePolicy", {}).get("rules", [])
+        replicated = {rj["name"] for rj in jobset["spec"]["replicatedJobs"]}
+        assert len({r["name"] for r in rules}) == len(rules), name
+        for rule in rules:
+            assert JOBSET_RULE_NAME.fullmatch(rule["name"]) and len(rule["name"]) <= 128, rule
+            assert set(rule.get("onJobFailureReasons", [])) <= JOBSET_FAILURE_REASONS, rule
+            assert set(rule.get("targetReplicatedJobs", [])) <= replicated, rule

@@ -30,8 +30,20 @@ def test_blob_container_names_follow_azure_rules(name, ok):
     assert (naming.blob_container_name_error(name) is None) == ok
 
 
+@pytest.mark.parametrize("name, ok", [
+    ("dev", True), ("_scratch", True), (".scratch", True), ("-scratch", True), ("a.b_c-1", True), ("a" * 100, True),
+    ("...", True), ("", False), ("a" * 101, False), ("x/y", False), ("my stack", False), ("x!", False),
+    ("ünï", False), (".", False), ("..", False)])
+def test_stack_names_follow_pulumis_rule_less_the_two_dot_segments(name, ok):
+    """pulumi/pulumi sdk/go/common/tokens/stack_name.go ParseStackName (v3.259.0): 1-100 of [A-Za-z0-9_.-], any of
+    them first (issue 35 audit NIT: '_', '.' and '-' first were refused). '.' and '..' would put a stack's render
+    folder on its output folder or the folder above it, which a render replaces."""
+    assert (naming.stack_name_error(name) is None) == ok
+
+
 def test_root_from_stack_is_a_valid_root_or_too_long_never_cut():
-    for stack in ["dev", "x", "", "av-resim", "Training_Autoscale", "123", "x--y", "a" * 18 + "-b"]:
+    for stack in ["dev", "x", "", "av-resim", "Training_Autoscale", "123", "x--y", "a" * 18 + "-b", "-x", "_x",
+                  ".x", "..."]:
         root = naming.root_from_stack(stack)
         assert naming.name_root_error(root) is None, (stack, root)
     assert naming.root_from_stack("training-autoscale-staging") == "training-autoscale-staging"

@@ -53,6 +53,13 @@ def test_a_stack_name_too_long_for_names_is_refused_with_a_shorter_root_and_leav
     assert stack_config("training-autoscale-staging", path).naming.resource_group() == "rg-ta-staging"
 
 
+@pytest.mark.parametrize("name", ["_scratch", ".scratch", "-scratch"])
+def test_a_stack_name_pulumi_takes_is_a_new_environment_whatever_its_first_character(project, name):
+    path = new_stack_file(name, "dev", {}, root=project)
+    assert path.name == f"Pulumi.{name}.yaml" and stack_files(project)[name] == path
+    assert stack_config(name, path).naming.resource_group() == "rg-scratch"  # the root drops what Azure refuses
+
+
 def test_an_existing_stack_or_an_unknown_model_is_refused(project):
     with pytest.raises(ValueError, match="Pulumi.dev.yaml already exists"):
         new_stack_file("dev", "gpu-basics", {}, root=project)

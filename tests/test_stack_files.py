@@ -157,6 +157,15 @@ def test_no_credential_is_printed_back_under_any_key(tmp_path):
     ("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOmEvYiJ9.c2lnbmF0dXJl", "<hidden, 58 characters>"),
     ("abc8Q~" + "x" * 34, "<hidden, 40 characters>"),
     ("pul-" + "0123456789abcdef" * 2 + "01234567", "<hidden, 44 characters>"),
+    # Issue 35 audit NIT, each shape from its source's own pattern (program/config/errors.py cites them):
+    ("0123456789abcdef" * 2, "<hidden, 32 characters>"),  # a legacy Azure AI services key (SEC000/002)
+    ("A1b2" * 13 + "JQQJ99aBc3D4e5F6g7H8AAAAACOGx9Y8", "<hidden, 84 characters>"),  # today's (SEC101/205)
+    ("abcdefghijklmnopqrstuvwxyz234567" + "abcdefghijklmnopqrst", "<hidden, 52 characters>"),  # ADO PAT (SEC101/102)
+    ("glpat-" + "aB3_x" * 4, "<hidden, 26 characters>"),  # GitLab (detect-secrets gitlab_token.py)
+    ("glpat-" + "aB3_x" * 6 + ".01abcdefg", "<hidden, 46 characters>"),  # a routable one (gitleaks gitlab-pat-routable)
+    ("AIza" + "SyA1b2C3d4E5f6G7h8I9j0K_-lMnOpQrStU", "<hidden, 39 characters>"),  # Google (gitleaks gcp-api-key)
+    ("https://hooks.slack.com/services/T0A1B2C3D/B4E5F6G7H/aBcDeFgHiJkLmNoPqRsTuVwX",  # detect-secrets slack.py
+     "https://hooks.slack.com/services/<hidden, 44 characters>"),
 ])
 def test_credential_shaped_text_is_hidden_wherever_it_appears(value, shown):
     said = redact(f"got {value} here")
@@ -168,6 +177,8 @@ def test_credential_shaped_text_is_hidden_wherever_it_appears(value, shown):
     "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Network/"
     "virtualNetworks/vnetHub01",
     "Standard_ND96isr_H100_v5", "aksgpu:cluster.maintenanceWindow.durationHours", "Europe/Paris",
+    "sha256:" + "0123456789abcdef" * 4, "00000000-0000-0000-0000-000000000000",  # an image digest, a subscription
+    "https://hooks.slack.com/services/", "glpat-short",
 ])
 def test_what_names_a_resource_or_a_key_is_not_taken_for_a_credential(value):
     assert redact(value) == value and masked(value, "aksgpu:llm.revision") == value

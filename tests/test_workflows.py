@@ -235,8 +235,8 @@ def test_a_preview_never_signs_in_as_the_deploy_app_nor_writes_the_shared_backen
     assert preview["env"]["ARM_CLIENT_ID"] == "${{ vars.AZURE_PREVIEW_CLIENT_ID }}"
     assert "PULUMI_BACKEND_URL" not in preview["env"]  # chosen by the select step, for every later step
     select = next(s for s in preview["steps"] if "pulumi stack select" in s.get("run", ""))
-    assert "--create" not in select["run"] and 'pulumi stack init "$STACK" --secrets-provider passphrase' in select[
-        "run"]
+    assert "--create" not in select["run"] and 'pulumi stack init --stack="$STACK" --secrets-provider passphrase' in \
+        select["run"]
     for workflow in ("pull-request.yml", "deploy.yml"):
         assert "aksgpu:cluster.deployerObjectId' \"$DEPLOYER\"" in (WORKFLOWS / workflow).read_text()
 
@@ -309,7 +309,7 @@ def test_previews_and_deploys_check_capacity_after_login_and_before_pulumi_and_f
     first_pulumi = next(i for i, s in enumerate(steps) if "pulumi " in s.get("run", "") or s.get("with", {}).get(
         "command"))
     assert login < at < first_pulumi
-    assert "make install-azure" in runs[at] and '--stack "$STACK"' in runs[at]
+    assert "make install-azure" in runs[at] and '--stack="$STACK"' in runs[at]
     assert "--fail-on no-fit" in runs[at] and '--markdown "$GITHUB_STEP_SUMMARY"' in runs[at]
     assert "install-azure:" in (REPO_ROOT / "Makefile").read_text()
     if workflow == "pull-request.yml":  # the table goes to the pull request when a pool does not fit in full
@@ -356,7 +356,7 @@ def test_deploys_create_a_stack_they_do_not_find():
     """Round-3 audit #2: a stack not yet in the backend could not be deployed (`stack select` without create);
     previews create theirs on a local backend (test_a_preview_never_signs_in_as_the_deploy_app...)."""
     runs = " ".join(s.get("run", "") for s in load("deploy.yml")["jobs"]["up"]["steps"])
-    assert 'pulumi stack select --create "$STACK" --secrets-provider "$SECRETS_PROVIDER"' in runs
+    assert 'pulumi stack select --create --stack="$STACK" --secrets-provider "$SECRETS_PROVIDER"' in runs
 
 
 def test_the_pulumi_cli_is_the_version_the_sdk_is_pinned_to():
@@ -462,7 +462,7 @@ def test_a_preview_of_a_stack_the_backend_holds_selects_it_there(tmp_path, liste
     done, calls, github_env = run_step(tmp_path, "pull-request.yml", "preview", "pulumi stack ls",
                                        SHARED_BACKEND=SHARED, DEPLOYER=DEPLOY_APP, STACK_LS=json.dumps(listed))
     assert done.returncode == 0, done.stderr
-    assert calls[1] == [SHARED, "stack", "select", "dev"] and "init" not in {c[2] for c in calls}
+    assert calls[1] == [SHARED, "stack", "select", "--stack=dev"] and "init" not in {c[2] for c in calls}
     assert f"PULUMI_BACKEND_URL={SHARED}" in github_env
     assert calls[-1] == [SHARED, "config", "set", "--path", "aksgpu:cluster.deployerObjectId", DEPLOY_APP]
 
@@ -473,8 +473,25 @@ def test_only_a_stack_the_backend_does_not_hold_previews_on_a_local_backend(tmp_
                                        STACK_LS=json.dumps([{"name": "gpu-basics"}]))
     assert done.returncode == 0, done.stderr
     local = f"file://{tmp_path}/state"
-    assert calls[1] == [local, "stack", "init", "dev", "--secrets-provider", "passphrase"]
+    assert calls[1] == [local, "stack", "init", "--stack=dev", "--secrets-provider", "passphrase"]
     assert f"PULUMI_BACKEND_URL={local}" in github_env and "PULUMI_CONFIG_PASSPHRASE=" in github_env
+
+
+STACK_IN_A_STEP = re.compile(r'(?P<before>\S*)\s?"\$STACK"|\$\{\{ (?:matrix|inputs)\.stack \}\}')
+
+
+def test_a_stack_name_is_never_a_bare_argument_of_a_command_so_one_may_start_with_a_dash():
+    """Pulumi's stack names may start with '-' (sdk/go/common/tokens/stack_name.go ParseStackName); as a bare
+    argument the CLI's parser (cobra/pflag) and argparse read one as a flag. Every command gets it as --stack=NAME,
+    --check=NAME or after --."""
+    places = 0
+    for workflow in WORKFLOWS.glob("*.yml"):
+        for job in load(workflow.name)["jobs"].values():
+            for step in job.get("steps", []):
+                for found in STACK_IN_A_STEP.finditer(step.get("run", "")):
+                    places += 1
+                    assert found["before"] in ("--stack=", "--check=", "--", "[", "=", "!="), (workflow.name, found[0])
+    assert places >= 10
 
 
 def test_a_backend_that_cannot_be_listed_fails_the_preview_instead_of_previewing_all_creates(tmp_path):

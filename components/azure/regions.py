@@ -43,12 +43,20 @@ def write_regions(regions: Mapping[str, str], source: str, refreshed: str, path:
 
 
 def region_error(name: str) -> str | None:
-    """Why ``name`` is not an Azure region, with the nearest one; None for a region."""
+    """Why ``name`` is not an Azure region, with the nearest one; None for a region. A display name (``East US``),
+    or one written without its spaces (``EastUS``), gets the name it displays: the program keys sizes, prices and
+    quotas by the API's name, so it takes only that one."""
     regions, refreshed = load_regions()
     if name in regions:
         return None
-    compact = name.lower().replace(" ", "")
-    close = [compact] if compact in regions else difflib.get_close_matches(compact, list(regions), n=1, cutoff=0.75)
-    hint = f"did you mean {close[0]}? " if close else ""
+    displayed = {" ".join(display.lower().split()): region for region, display in regions.items()}
+    compact = "".join(name.lower().split())
+    if (region := displayed.get(" ".join(name.lower().split()))) is not None:
+        hint = f"{name.strip()!r} is the display name of {region}; did you mean {region}? "
+    elif compact in regions:
+        hint = f"did you mean {compact}? "
+    else:
+        close = difflib.get_close_matches(compact, list(regions), n=1, cutoff=0.75)
+        hint = f"did you mean {close[0]}? " if close else ""
     return (f"not an Azure region name; {hint}see components/azure/{REGIONS.name} ({len(regions)} regions as Azure "
             f"listed them on {refreshed}; python -m ops catalogue refreshes it)")

@@ -35,7 +35,7 @@ import re
 import sys
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -88,15 +88,20 @@ def sick_condition(node: Mapping[str, Any], conditions: Iterable[str], since: da
 SAMPLE = re.compile(r'^(\w+)\{([^}]*)\}\s+(\S+)', re.MULTILINE)
 
 
+def samples(metrics: str) -> Iterator[tuple[str, dict[str, str], float]]:
+    """Each labelled sample of an exporter's page (Prometheus text format): its name, labels and value."""
+    for name, labels, value in SAMPLE.findall(metrics):
+        yield name, dict(re.findall(r'(\w+)="([^"]*)"', labels)), float(value)
+
+
 def dcgm_problem(metrics: str, gpus: int) -> str | None:
     """What the DCGM exporter's page says is wrong with the node's GPUs, or None."""
     seen: set[str] = set()
-    for name, labels, value in SAMPLE.findall(metrics):
-        gpu = dict(re.findall(r'(\w+)="([^"]*)"', labels)).get("gpu")
+    for name, labels, number in samples(metrics):
+        gpu = labels.get("gpu")
         if gpu is None:
             continue
         seen.add(gpu)
-        number = float(value)
         if name == "DCGM_FI_DEV_XID_ERRORS" and int(number) in FATAL_XIDS:
             return f"XID {int(number)} on GPU {gpu}"
         if name == "DCGM_FI_DEV_ROW_REMAP_FAILURE" and number > 0:

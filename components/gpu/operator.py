@@ -122,6 +122,10 @@ def driver_specs(tolerations: list[dict[str, str]]) -> dict[str, dict[str, Any]]
     }
 
 
+NAMESPACE = "gpu-operator"
+"""The operator's namespace: its DCGM exporter runs there."""
+
+
 @dataclass(frozen=True)
 class GpuOperatorArgs:
     pools: Sequence[GpuNodes]
@@ -130,7 +134,7 @@ class GpuOperatorArgs:
     """Tolerations of the GPU pools' taints, for every operator DaemonSet."""
     bundled_nfd: bool = False
     """True when no separate NFD release exists."""
-    namespace: str = "gpu-operator"
+    namespace: str = NAMESPACE
     """Namespace the program creates for the operator."""
     pool_resources: Sequence[pulumi.Resource] = ()
     """The GPU pools (agent pools, NAP NodePools) whose nodes carry the driver label the NVIDIADrivers select on:

@@ -37,6 +37,17 @@ GPU_SURGE_ROLLOUT = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "
 pod starts before an old one stops, so a rollout takes nothing down."""
 DISRUPTIONS_DO_NOT_COUNT = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 """Spot evictions, preemptions and drains retry the pod without using up backoffLimit."""
+BAD_INPUT_EXIT_CODE = 2
+"""The jobs image's scripts exit with it on a bad argument or input, which no retry mends (docker/jobs/jobio.py
+``EXIT_BAD_INPUT``; a test holds the two equal): their Jobs fail at once on it (``fail_on_exit_codes``)."""
+
+
+def fail_job_rules(fail_on_exit_codes: Mapping[str, Sequence[int]]) -> list[dict[str, Any]]:
+    """Pod failure policy rules that fail the Job at once when a container exits with one of its codes (batch/v1
+    ``PodFailurePolicyOnExitCodesRequirement``: the codes sorted, unique, never 0 with ``In``)."""
+    return [{"action": "FailJob", "onExitCodes": {"containerName": name, "operator": "In",
+                                                  "values": sorted(set(codes))}}
+            for name, codes in fail_on_exit_codes.items()]
 
 
 def submit_command(namespace: str, template: str) -> str:
@@ -105,10 +116,7 @@ def job_spec(pod: Mapping[str, Any], labels: Mapping[str, str], *, completions: 
     fail the whole Job at once instead of retrying what cannot succeed. An Indexed Job counts ``backoff_limit`` per
     index (``backoffLimitPerIndex``, GA in Kubernetes 1.33): a shard that keeps failing cannot use up the other
     shards' retries, and the Job still runs every other index."""
-    rules: list[dict[str, Any]] = [DISRUPTIONS_DO_NOT_COUNT]
-    for name, codes in (fail_on_exit_codes or {}).items():
-        rules.append({"action": "FailJob", "onExitCodes": {"containerName": name, "operator": "In",
-                                                           "values": list(codes)}})
+    rules = [DISRUPTIONS_DO_NOT_COUNT, *fail_job_rules(fail_on_exit_codes or {})]
     spec: dict[str, Any] = {
         "completions": completions,
         "parallelism": completions,

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 from pulumi_kubernetes import core
 
 from components.kubernetes import charts, helm
+from components.kubernetes.pods import fail_job_rules
 from components.kubernetes.security import RESTRICTED_NAMESPACE_LABELS, namespace
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -34,6 +35,11 @@ MANIFEST_KEY = "jobset.json"
 """The manifest as JSON, which kubectl reads as it reads YAML and the policy pack parses with the standard library."""
 OWNER_UID = "OWNER_UID"
 """Placeholder of the owner claim's uid in a run template; the submit command replaces it."""
+
+
+def manifest_config_map(run_name: str) -> str:
+    """The ConfigMap a run template keeps the JobSet ``run_name``'s manifest in (under ``MANIFEST_KEY``)."""
+    return f"{run_name}-jobset"
 
 
 def jobset_values() -> dict[str, Any]:
@@ -75,16 +81,31 @@ def rendezvous_host(jobset: str, replicated_job: str, namespace_name: str) -> st
     return f"{jobset}-{replicated_job}-0-0.{jobset}.{namespace_name}.svc.{CLUSTER_DOMAIN}"
 
 
+CHECKED_LAUNCH = ("python", "launch.py")
+"""The jobs image's launcher (docker/jobs/launch.py): it runs the script's own checks (arguments, input) in the
+container's main process and only then becomes torchrun, so what it refuses is the container's exit status, which
+a pod failure policy sees. torchrun reports a worker's exit status as its own 1 (a ``ChildFailedError``)."""
+
+
 def torchrun(jobset: str, replicated_job: str, namespace_name: str, nodes: int, gpus_per_node: int,
-             script: Sequence[str]) -> list[str]:
-    """``torchrun`` across ``nodes`` pods of ``gpus_per_node`` processes each, rendezvous on the first pod.
+             script: Sequence[str], checked: bool = False) -> list[str]:
+    """``torchrun`` across ``nodes`` pods of ``gpus_per_node`` processes each, rendezvous on the first pod;
+    ``checked``: through ``CHECKED_LAUNCH``.
 
     No torchrun restarts: a lost pod fails its Job and JobSet restarts the whole group, every pod then resuming
     from the newest checkpoint."""
-    return ["torchrun", f"--nnodes={nodes}", f"--nproc-per-node={gpus_per_node}", "--max-restarts=0",
-            "--rdzv-backend=c10d",
+    return [*(CHECKED_LAUNCH if checked else ()), "torchrun", f"--nnodes={nodes}", f"--nproc-per-node={gpus_per_node}",
+            "--max-restarts=0", "--rdzv-backend=c10d",
             f"--rdzv-endpoint={rendezvous_host(jobset, replicated_job, namespace_name)}:{RENDEZVOUS_PORT}",
             f"--rdzv-id={jobset}", *script]
+
+
+PERMANENT_FAILURE_RULE = {"name": "PermanentFailureFailsTheRun", "action": "FailJobSet",
+                          "onJobFailureReasons": ["PodFailurePolicy"]}
+"""JobSet ``failurePolicy`` rule: a Job its pod failure policy failed (``FailJob`` on an exit code in
+``RunSpec.fail_on_exit_codes``; the Job's failure reason is then ``PodFailurePolicy``, kubernetes batch/v1
+``JobReasonPodFailurePolicy``) fails the whole run instead of restarting the group (jobset v0.12.0
+api/jobset/v1alpha2 ``FailurePolicyRule``)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +125,9 @@ class RunSpec:
     """Whole-group restarts after a pod fails (a lost node, an evicted pod) before the run fails."""
     deadline_seconds: int | None = None
     """Longest a run may take, restarts included."""
+    fail_on_exit_codes: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    """Container name → exit codes that no restart can mend: a pod exiting with one fails its Job at once and the
+    run with it (``PERMANENT_FAILURE_RULE``), instead of ``max_restarts`` restarts of every node."""
 
 
 def jobset_manifest(run: RunSpec, namespace_name: str, queue_labels: Mapping[str, str] | None = None,
@@ -116,11 +140,15 @@ def jobset_manifest(run: RunSpec, namespace_name: str, queue_labels: Mapping[str
         # JobSet restarts the group; a Job retrying its own pod would wait alone while the others hang in NCCL.
         "backoffLimit": 0,
         **({"activeDeadlineSeconds": run.deadline_seconds} if run.deadline_seconds else {}),
-        "template": {"metadata": {"labels": pod_labels}, "spec": dict(run.pod)},
+        **({"podFailurePolicy": {"rules": fail_job_rules(run.fail_on_exit_codes)}} if run.fail_on_exit_codes else {}),
+        # Never: JobSet's webhook would default OnFailure, under which the kubelet restarts a failed torchrun in
+        # place, alone, before its Job fails; a pod failure policy also requires Never (batch/v1 JobSpec).
+        "template": {"metadata": {"labels": pod_labels}, "spec": {**run.pod, "restartPolicy": "Never"}},
     }
+    rules = [PERMANENT_FAILURE_RULE] if run.fail_on_exit_codes else []
     spec: dict[str, Any] = {
         "network": {"enableDNSHostnames": True, "subdomain": run.name},
-        "failurePolicy": {"maxRestarts": run.max_restarts},
+        "failurePolicy": {"maxRestarts": run.max_restarts, **({"rules": rules} if rules else {})},
         "successPolicy": {"operator": "All"},
         "replicatedJobs": [{"name": run.replicated_job, "replicas": run.nodes, "template": {"spec": job}}],
     }
@@ -159,7 +187,7 @@ class RunTemplate(pulumi.ComponentResource):
     def __init__(self, name: str, args: RunTemplateArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:training:RunTemplate", name, None, opts)  # frozen: components/__init__.py
         manifest, namespace_name, run_name = args.manifest, args.namespace, args.run_name
-        config_map = f"{run_name}-jobset"
+        config_map = manifest_config_map(run_name)
         core.v1.ConfigMap(
             f"{name}-manifest",
             metadata={"name": config_map, "namespace": namespace_name,

@@ -11,6 +11,7 @@ tokens per second is a request's generated tokens after the first over the time 
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import sys
@@ -52,10 +53,19 @@ def chat_request(url: str, model: str, prompt: str, max_tokens: int) -> urllib.r
                                   headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
 
 
+NETWORK_ERRORS = (urllib.error.URLError, OSError, http.client.HTTPException)
+"""What a request to a server that is down, restarting or dying mid-answer raises: refused or reset connections
+(OSError), a status line that is not HTTP (BadStatusLine), a body cut short (IncompleteRead)."""
+
+
 def send(request: urllib.request.Request, timeout: float) -> Result:
+    """One streamed answer. It counts only when the stream ends with ``[DONE]``: a server that dies mid-answer closes
+    the chunked body, which http.client's line reader ends quietly (its peek swallows the IncompleteRead), and the
+    request would pass for a short answer."""
     began = time.perf_counter()
     first = None
     tokens = 0
+    done = False
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             for raw in response:
@@ -64,15 +74,18 @@ def send(request: urllib.request.Request, timeout: float) -> Result:
                     continue
                 data = line[len("data:"):].strip()
                 if data == "[DONE]":
+                    done = True
                     break
                 event = json.loads(data)
                 if first is None and any(c.get("delta", {}).get("content") for c in event.get("choices", [])):
                     first = time.perf_counter()
                 if event.get("usage"):
                     tokens = int(event["usage"]["completion_tokens"])
-    except (urllib.error.URLError, OSError, ValueError, KeyError) as e:
+    except (*NETWORK_ERRORS, ValueError, KeyError) as e:
         return Result(False, error=f"{type(e).__name__}: {e}")
     end = time.perf_counter()
+    if not done:
+        return Result(False, error="the stream ended before its [DONE] event (the server closed it mid-answer)")
     if first is None:
         return Result(False, error="no content in the stream")
     return Result(True, first - began, end - began, tokens)
@@ -99,7 +112,7 @@ def wait_until_ready(url: str, timeout: float) -> None:
             with urllib.request.urlopen(f"{url.rstrip('/')}/models", timeout=10) as response:
                 if response.status == 200:
                     return
-        except (urllib.error.URLError, OSError):
+        except NETWORK_ERRORS:
             pass
         if time.monotonic() > deadline:
             print(f"error: {shown_url(url)} did not answer /models within {timeout:.0f} s", file=sys.stderr)

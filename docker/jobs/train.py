@@ -1,7 +1,7 @@
 """Train DigitNet on GPUs (or the CPU), checkpointing to a volume and resuming from the newest checkpoint.
 
     python train.py --checkpoints /mnt/checkpoints --steps 2000 [--data auto|mnist|synthetic]
-    torchrun --nnodes 2 --nproc-per-node 8 ... train.py --checkpoints /mnt/checkpoints --steps 2000
+    python launch.py torchrun --nnodes 2 --nproc-per-node 8 ... train.py --checkpoints /mnt/checkpoints --steps 2000
 
 One process, N GPUs of a node and N nodes run the same code: under torchrun each process takes an
 equal slice of the same global batch and DistributedDataParallel averages the gradients, so N
@@ -9,16 +9,19 @@ processes take the steps one process would (up to the order of floating-point su
 
 Killed at any point (spot eviction, node drain, OOM, a lost node), the next run continues from the
 last checkpoint and ends with the same weights an uninterrupted run would have: batches depend only
-on (seed, step), and the optimizer and RNG states are part of the checkpoint.
+on (seed, step), and the optimizer and RNG states are part of the checkpoint. The JSON summary it ends with
+carries a digest of the final weights (``weights_sha256``), so two runs compare by their logs alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -44,9 +47,24 @@ from process_group import World, join
 # with torch 2.13). The training pods set this too (scenarios/distributed_training).
 TORCH_RESTART_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
+FIRST_STEP = "step {step}/{steps} first of this process, from step {start}"
+"""The leader's line after the first step each process takes (the start, or a resume after a lost node): the spot
+drill times the resume by it (ops/e2e/drill.py)."""
+
+
+def weights_sha256(state: Mapping[str, torch.Tensor]) -> str:
+    """SHA-256 over each tensor's name, dtype, shape and bytes in name order: runs that end with bit-equal weights
+    print the same digest, so a resumed run is compared with an uninterrupted one from their summaries alone."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name].detach().to("cpu").contiguous()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}\n".encode())
+        digest.update(bytes(tensor.flatten().view(torch.uint8).tolist()))  # the raw bytes, without numpy
+    return digest.hexdigest()
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="train.py", description=__doc__.splitlines()[0])  # launch.py reads them too
     parser.add_argument("--checkpoints", type=Path, required=True, help="folder on the checkpoint volume")
     parser.add_argument("--steps", type=positive_int, default=2000, help="total optimisation steps")
     parser.add_argument("--batch-size", type=positive_int, default=256,
@@ -71,25 +89,50 @@ def _dataset(args: argparse.Namespace, world: World) -> tuple[str, torch.Tensor,
     return chosen or load_dataset(name, args.checkpoints / "data", args.seed)
 
 
-def _resume_point(args: argparse.Namespace, world: World) -> tuple[int, dict] | None:
-    """The newest readable checkpoint, as the leader sees it; every rank loads that same one.
+def newest_checkpoint(folder: Path) -> tuple[int, dict] | None:
+    """The newest readable checkpoint in ``folder``, or None.
 
     A damaged checkpoint (truncated) is skipped for the one before: the run redoes those steps and overwrites it. A
     checkpoint torch's safe loader refuses stops the run with one line and exit status 2 instead. Skipping it would
     silently train from an older step (from 0 where it is the only one), and ``prune`` keeps the highest steps, so
     with ``--keep`` at or below the number of refused checkpoints above the resumed step every new checkpoint was
     deleted straight after it was written while the refused one stayed. A refused file is also either someone
-    else's writer or a planted payload: a person must look, then move it aside to resume from the one before."""
+    else's writer or a planted payload: a person must look, then move it aside to resume from the one before.
+    Under torchrun this check runs twice: in launch.py before any worker starts (torchrun would report a worker's
+    exit 2 as its own exit 1, which the Jobs retry), and in the leader, which resumes from what it returns."""
+    try:
+        return load_newest(folder, stop_at_refused=True)
+    except RefusedCheckpoint as error:
+        fail(f"{error}: it holds objects train.py never writes; move it out of {folder} to resume from the one "
+             "before")
+
+
+def check_batch_split(batch_size: int, processes: int) -> None:
+    """Every process takes an equal slice of the global batch."""
+    if batch_size % processes:
+        fail(f"argument --batch-size: {batch_size} does not split over {processes} processes: use a multiple of "
+             f"{processes}")
+
+
+def preflight(argv: list[str], processes: int | None) -> None:
+    """What launch.py checks before torchrun starts ``processes`` workers (None: a count torchrun decides): the
+    arguments, the batch split and the checkpoint folder, each refusal one line and exit status 2. It only reads:
+    every node's pod runs it, and partial writes are the leader's to remove."""
+    args = parse_args(argv)
+    if processes is not None:
+        check_batch_split(args.batch_size, processes)
+    newest_checkpoint(args.checkpoints)
+
+
+def _resume_point(args: argparse.Namespace, world: World) -> tuple[int, dict] | None:
+    """The newest readable checkpoint, as the leader sees it (``newest_checkpoint``); every rank loads that same
+    one."""
     newest = None
     if world.is_leader:
         removed = remove_partials(args.checkpoints)
         if removed:
             print(f"removed partial checkpoint writes: {', '.join(removed)}", flush=True)
-        try:
-            newest = load_newest(args.checkpoints, stop_at_refused=True)
-        except RefusedCheckpoint as error:
-            fail(f"{error}: it holds objects train.py never writes; move it out of {args.checkpoints} to resume "
-                 "from the one before")
+        newest = newest_checkpoint(args.checkpoints)
     step = world.broadcast(newest[0] if newest else None)
     if step is None or newest is not None:
         return newest
@@ -120,9 +163,7 @@ def train(args: argparse.Namespace) -> dict:
 
 def _train(args: argparse.Namespace, world: World) -> dict:
     device = world.device
-    if args.batch_size % world.size:
-        fail(f"argument --batch-size: {args.batch_size} does not split over {world.size} processes: use a "
-             f"multiple of {world.size}")
+    check_batch_split(args.batch_size, world.size)
     data_name, images, labels = _dataset(args, world)
     torch.manual_seed(args.seed)
     net = DigitNet().to(device)
@@ -163,6 +204,8 @@ def _train(args: argparse.Namespace, world: World) -> dict:
             torch.cuda.synchronize()
         timings.append(time.perf_counter() - began)
         step += 1
+        if step == start + 1 and world.is_leader:
+            print(FIRST_STEP.format(step=step, steps=args.steps, start=start), flush=True)
         if step % args.checkpoint_every == 0 or step == args.steps:
             loss = world.mean(output.item())
             if world.is_leader:
@@ -177,7 +220,7 @@ def _train(args: argparse.Namespace, world: World) -> dict:
     summary = {"device": device.type, "processes": world.size, "data": data_name, "resumed_from": start,
                "step": step, "loss": loss if loss is not None and math.isfinite(loss) else None, "step_ms": step_ms,
                "images_per_s": round(args.batch_size * 1000 / step_ms, 1) if step_ms else None,
-               "done": step >= args.steps}
+               "done": step >= args.steps, "weights_sha256": weights_sha256(net.state_dict())}
     if world.is_leader:
         print(json.dumps(summary, allow_nan=False), flush=True)  # strict JSON (RFC 8259): null, never NaN
     return summary

@@ -54,6 +54,20 @@ _CREDENTIAL = re.compile("|".join((
     r"\bpul-[0-9a-f]{40}\b",  # Pulumi access tokens
     r"\bhf_[A-Za-z0-9]{20,}",  # Hugging Face tokens
     r"\bxox[abpors]-[\w-]{10,}",  # Slack tokens
+    # A Slack incoming webhook's path (detect-secrets v1.5.0 plugins/slack.py; gitleaks v8.30.0 slack-webhook-url)
+    r"(?:(?<=hooks\.slack\.com/services/)|(?<=hooks\.slack\.com/workflows/)|(?<=hooks\.slack\.com/triggers/))"
+    r"[\w+/-]{8,}",
+    # GitLab tokens: the prefixes of detect-secrets v1.5.0 plugins/gitlab_token.py and gitleaks v8.30.0 (glffct;
+    # routable tokens carry a '.'), and runner registration tokens
+    r"\b(?:glpat|gloas|gldt|glrt|glcbt|glptt|glft|glimt|glagent|glsoat|glffct)-[\w.-]{20,}|\bGR1348941[\w-]{20,}",
+    r"\bAIza[\w-]{35}(?![\w-])",  # Google API keys (gitleaks v8.30.0 gcp-api-key)
+    # Azure DevOps personal access tokens in the legacy format: 52 of [2-7a-z] (microsoft/security-utilities
+    # SEC101/102 AdoLegacyPat, which also checks an embedded checksum; hiding more costs nothing here)
+    r"(?<![2-7a-z])[2-7a-z]{52}(?![2-7a-z])",
+    # A legacy Azure AI services (Cognitive Services, Azure OpenAI) key: 32 lowercase hex characters alone
+    # (microsoft/security-utilities SEC000/002 Unclassified16ByteHexadecimalString); commits (40) and digests (64)
+    # are longer runs. The current 84-character keys are caught by the key-like rule below.
+    r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])",
     r"\b(?:sk|rk)-[\w-]{20,}",  # OpenAI-style API keys
     r"\bA[KS]IA[0-9A-Z]{16}\b",  # AWS access key ids
     r"\beyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*",  # JSON Web Tokens (Entra ID, GitHub OIDC)

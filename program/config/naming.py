@@ -87,16 +87,25 @@ def capacity_reservation_group_id_error(value: str) -> str | None:
     return None
 
 
-STACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-"""A stack name: Pulumi's (``^[A-Za-z0-9_.-]{1,100}$``, pkg/backend/diy validateStackName), starting with a letter or
-digit, so no name reads as a flag or a hidden file, and ``Pulumi.<stack>.yaml`` stays one file of the project."""
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+"""A stack name, as the Pulumi CLI parses it (pulumi/pulumi sdk/go/common/tokens/stack_name.go ``ParseStackName``:
+1-100 characters of ``[A-Za-z0-9_.-]``, at v3.259.0): no '/', so ``Pulumi.<stack>.yaml`` stays one file of the
+project. A name may start with '-': commands take it as ``--stack=NAME`` (or after ``--``), never as a bare
+argument, which a command-line parser reads as a flag."""
+
+
+DOT_SEGMENTS = (".", "..")
+"""Names Pulumi's pattern allows that a path reads as the folder itself or its parent: a stack's render folder
+(``out/<stack>``, which a render replaces) and a state backend's URL path segment (RFC 3986 section 5.2.4) would
+leave their place."""
 
 
 def stack_name_error(name: str) -> str | None:
+    if name in DOT_SEGMENTS:
+        return "'.' and '..' name a folder itself and its parent, where a stack's files would go"
     if STACK_NAME.fullmatch(name):
         return None
-    return ("a stack name is 1-100 letters, digits, '_', '.' and '-', starting with a letter or digit "
-            f"({STACK_NAME.pattern})")
+    return f"a stack name is 1-100 letters, digits, '_', '.' and '-' (Pulumi's rule, {STACK_NAME.pattern})"
 
 
 def name_root_error(root: str) -> str | None:

@@ -2,6 +2,7 @@
 
 from program.scenario import Scenario
 from stacks.av_resim.deploy import deploy
+from stacks.av_resim.probes import probes
 from stacks.av_resim.settings import MOVED, ResimSettings, check, needs
 
 SCENARIO = Scenario(
@@ -14,4 +15,5 @@ SCENARIO = Scenario(
     check=check,
     moved=MOVED,
     deploy=deploy,
+    probes=probes,
 )

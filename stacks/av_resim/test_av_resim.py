@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from program.config.errors import ConfigError
@@ -129,3 +131,24 @@ def test_re_simulation_jobs_need_no_network_their_blobs_are_mounted_by_the_node(
     r = render_of("av-resim")
     for job in ("gpu-test", "gpu-io"):
         assert not allowed(r, job, PUBLIC, 443) and not allowed(r, PUBLIC, job, 8080)
+
+
+def test_its_acceptance_probe_gives_each_shard_a_recording_and_looks_where_results_go(tmp_path, capsys):
+    from program.probes import RUN
+    from stacks.av_resim.probes import FOLDER, PROCESSED, probes
+    from stacks.av_resim.workloads import RESULT_SUFFIX
+    from tests.docker_modules import import_from
+    resim = import_from("jobs", "resim")
+    cfg = load(stack_config_of("av-resim"))
+    run, written = probes(cfg, cfg.settings)
+    assert len(run.given) == cfg.settings.jobs == written.count  # one recording per shard
+    source, output = tmp_path / "input", tmp_path / "output"
+    for blob in run.given[:3]:
+        path = source / blob.name.replace(RUN, "20260504100000")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(blob.content)
+    resim.main(["--input", str(source), "--output", str(output), "--shards", "3", "--index", "1", "--device", "cpu"])
+    assert re.search(PROCESSED, capsys.readouterr().out)
+    (result,) = [p.relative_to(output).as_posix() for p in output.rglob("*.json")]
+    assert result.startswith(FOLDER.replace(RUN, "20260504100000")) and result.endswith(RESULT_SUFFIX)
+    assert resim.result_path(output, "x").name == "x" + RESULT_SUFFIX

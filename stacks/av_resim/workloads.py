@@ -13,17 +13,21 @@ import pulumi
 
 from components.autoscaling.kueue import JobQueue, queued
 from components.azure.node_provisioning import GpuPoolComponent
-from components.kubernetes.pods import container, job_spec, job_template, pod_spec, submit_command
+from components.kubernetes.pods import BAD_INPUT_EXIT_CODE, container, job_spec, job_template, pod_spec, submit_command
 from components.kubernetes.security import resources
 from components.kubernetes.workspace import Workspace
 from components.volumes.blob_volume import WorkloadVolumes
 
 INPUT_MOUNT, OUTPUT_MOUNT = "/mnt/input", "/mnt/output"
-RESIM_USAGE_EXIT_CODE = 2
+GPU_TEST, RESIM = "gpu-test", "gpu-io"
+"""The Job templates of the GPU load pods and of the re-simulation shards."""
+RESULT_SUFFIX = ".result.json"
+"""docker/jobs/resim.py writes each recording's result under its own path with this suffix."""
+RESIM_USAGE_EXIT_CODE = BAD_INPUT_EXIT_CODE
 """docker/jobs/resim.py exits 2 when retrying cannot help (no input volume, bad index)."""
 GPU_TEST_SECONDS = 120
 """How long each GPU-load pod keeps its GPU busy (the seed's load test ran for two minutes)."""
-DEADLINES = {"gpu-test": 3600, "gpu-io": 6 * 3600, "large-model": 24 * 3600}
+DEADLINES = {GPU_TEST: 3600, RESIM: 6 * 3600, "large-model": 24 * 3600}
 """Seconds each batch may run: the GPU load is minutes of work, a re-simulation batch hours, the 2-GPU job a
 day; each leaves room for spot evictions and the pool scaling up from its minimum."""
 LARGE_MODEL_CPU, LARGE_MODEL_MEMORY = "16", "200Gi"
@@ -79,27 +83,28 @@ class ResimWorkloads(pulumi.ComponentResource):
                                            {"name": "output", "mountPath": OUTPUT_MOUNT}]
         gpu = resources("1", "4Gi", gpus=1)
 
-        labels = {"app.kubernetes.io/name": "gpu-test"}
-        load = container("gpu-test", args.jobs_image, ["python", "gpu_load.py", "--seconds", str(GPU_TEST_SECONDS)],
+        labels = {"app.kubernetes.io/name": GPU_TEST}
+        load = container(GPU_TEST, args.jobs_image, ["python", "gpu_load.py", "--seconds", str(GPU_TEST_SECONDS)],
                          gpu)
-        job_template(f"{name}-gpu-test", "gpu-test", ns, labels, job_spec(
+        job_template(f"{name}-gpu-test", GPU_TEST, ns, labels, job_spec(
             pod_spec(args.gpu_pool, [load]), labels, completions=args.gpu_test_jobs, indexed=True,
-            backoff_limit=1, deadline_seconds=DEADLINES["gpu-test"]), self,
+            backoff_limit=1, deadline_seconds=DEADLINES[GPU_TEST],
+            fail_on_exit_codes={GPU_TEST: [BAD_INPUT_EXIT_CODE]}), self,
             **queued(args.queue, partial=True))
 
-        labels = {"app.kubernetes.io/name": "gpu-io"}
+        labels = {"app.kubernetes.io/name": RESIM}
         shard = container("resim", args.jobs_image, [
             "python", "resim.py", "--input", INPUT_MOUNT, "--output", OUTPUT_MOUNT,
             "--shards", str(args.resim_jobs)], gpu, mounts=mounts)
-        job_template(f"{name}-gpu-io", "gpu-io", ns, labels, job_spec(
+        job_template(f"{name}-gpu-io", RESIM, ns, labels, job_spec(
             pod_spec(args.gpu_pool, [shard], volumes=volumes(args.resim_volumes),
                      service_account=args.resim_volumes.service_account),
             labels, completions=args.resim_jobs, indexed=True,
-            backoff_limit=2, deadline_seconds=DEADLINES["gpu-io"],
+            backoff_limit=2, deadline_seconds=DEADLINES[RESIM],
             fail_on_exit_codes={"resim": [RESIM_USAGE_EXIT_CODE]}), self, **queued(args.queue, partial=True))
 
         self.submit_commands = {template: submit_command(args.workspace.name, template)
-                                for template in ("gpu-test", "gpu-io")}
+                                for template in (GPU_TEST, RESIM)}
         if args.large_model_image and args.multi_gpu_pool is not None and args.large_model_volumes is not None:
             labels = {"app.kubernetes.io/name": "large-model"}
             # The user's image keeps its own entrypoint; the volumes are where the seed's job read and wrote.

@@ -3,6 +3,7 @@ from zero (README.md)."""
 
 from program.scenario import Scenario
 from stacks.batch_inference.deploy import deploy
+from stacks.batch_inference.probes import probes
 from stacks.batch_inference.settings import NEEDS, BatchSettings, check
 
 SCENARIO = Scenario(
@@ -14,4 +15,5 @@ SCENARIO = Scenario(
     needs=NEEDS,
     check=check,
     deploy=deploy,
+    probes=probes,
 )

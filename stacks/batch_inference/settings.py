@@ -8,9 +8,8 @@ import zoneinfo
 from collections.abc import Iterator
 from typing import Annotated, ClassVar
 
-from pydantic import AfterValidator
-
 from components.vocabulary import StorageAuth
+from program.config.cron import schedule_error
 from program.config.errors import ConfigError, did_you_mean
 from program.config.model import ConfigModel, derived
 from program.config.rules import unknown_gpu_pool
@@ -23,60 +22,6 @@ REQUESTS, MODELS, ANSWERS = "requests", "models", "answers"
 """Blob containers: request files, DigitNet checkpoints, answers."""
 BATCH = "batch"
 """The workload that touches data: its ServiceAccount and identity."""
-_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
-_MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
-                                      "dec"), start=1)}
-_DAYS = {d: i for i, d in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
-_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
-    ("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {}), ("month", 1, 12, _MONTHS),
-    ("day of week", 0, 6, _DAYS))
-"""The five fields of the standard cron spec the CronJob controller parses (robfig/cron v3 ParseStandard, as
-Kubernetes validates spec.schedule): their names, bounds and the names each accepts."""
-
-
-def _field_problem(text: str, name: str, low: int, high: int, names: dict[str, int]) -> str | None:
-    """What is wrong with one field, read as robfig/cron's getRange reads it: comma-separated ranges of ``*``, ``?``,
-    ``N`` or ``N-M`` (numbers or names), each with an optional ``/step``; ``N/step`` runs to the field's end."""
-    def number(word: str) -> int:
-        if word.lower() in names:
-            return names[word.lower()]
-        if not word.isdigit():
-            raise ValueError(f"{name} {word!r} is not a number{' or a name' if names else ''}")
-        return int(word)
-
-    try:
-        for part in filter(None, text.split(",")):
-            span, *steps = part.split("/")
-            bounds = span.split("-")
-            if len(steps) > 1 or len(bounds) > 2:
-                return f"{name} {part!r} has too many '/' or '-'"
-            start, end = (low, high) if bounds[0] in ("*", "?") else (number(bounds[0]), number(bounds[-1]))
-            step = number(steps[0]) if steps else 1
-            if steps and len(bounds) == 1:
-                end = high
-            if start < low or end > high or start > end or step == 0:
-                return f"{name} {part!r} is outside {low}-{high}" if start <= end and step else \
-                    f"{name} {part!r} is an empty range or a zero step"
-    except ValueError as error:
-        return str(error)
-    return None
-
-
-def _schedule(value: str) -> str:
-    allowed = ("must be a cron schedule of 5 fields (minute hour day month weekday), such as '0 2 * * *', or one of "
-               f"{', '.join(_MACROS)}")
-    if "TZ" in value:
-        raise ValueError(f"set the time zone in batch.timeZone, not in the schedule (the API server refuses both); "
-                         f"{allowed}")
-    if value in _MACROS:
-        return value
-    fields = value.split()
-    if len(fields) != 5:
-        raise ValueError(allowed)
-    for text, (name, low, high, names) in zip(fields, _FIELDS, strict=True):
-        if problem := _field_problem(text, name, low, high, names):
-            raise ValueError(f"{problem}: {allowed}")
-    return value
 
 
 def _time_zone_error(name: str) -> str | None:
@@ -102,7 +47,7 @@ _time_zone = valid(_time_zone_error)
 class BatchSettings(ConfigModel):
     section: ClassVar[str] = "batch"
 
-    schedule: Annotated[str, AfterValidator(_schedule)] = "0 2 * * *"
+    schedule: Annotated[str, valid(lambda value: schedule_error(value, "batch.timeZone"))] = "0 2 * * *"
     """When the run fires (cron): the default is every night at 02:00 in `timeZone`."""
     time_zone: Annotated[str, _time_zone] = "Etc/UTC"
     """The schedule's time zone (the CronJob's `timeZone`, an IANA name)."""

@@ -4,6 +4,7 @@ with its own identity; and the batch script on the CPU (answers, skips what is a
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -91,7 +92,8 @@ def test_a_schedule_pool_or_storage_the_run_cannot_use_is_one_line(change, key, 
 
 @pytest.mark.parametrize("schedule, zone", [
     ("30 2 * * 1-5", "Europe/Paris"), ("*/15 0-6,22,23 1,15 jan-mar,DEC sun,sat", "America/New_York"),
-    ("5/10 ? * * ?", "Asia/Kolkata"), ("@weekly", "Etc/UTC"), ("0  2 * * *", "UTC")])
+    ("5/10 ? * * ?", "Asia/Kolkata"), ("@weekly", "Etc/UTC"), ("0  2 * * *", "UTC"), ("@every 6h", "UTC"),
+    ("+5 2 * * *", "UTC")])
 def test_a_schedule_and_zone_the_cronjob_controller_reads_are_taken(schedule, zone):
     cfg = load({**stack_config_of(STACK), "batch": {"schedule": schedule, "timeZone": zone}})
     assert (cfg.settings.schedule, cfg.settings.time_zone) == (schedule, zone)
@@ -210,3 +212,24 @@ def test_a_run_that_refused_every_request_fails_the_job_instead_of_succeeding(tm
     assert e.value.code == batch.NO_MODEL_EXIT_CODE  # the code the Job's pod failure policy fails at once
     assert capsys.readouterr().err == ("error: every request read was refused (1), none answered: has the request "
                                        "format changed?\n")
+
+
+def test_its_acceptance_probe_feeds_a_run_that_answers_where_the_probe_looks(r, tmp_path, capsys):
+    """The e2e run's blobs (a checkpoint train.py makes on the CPU, one request) make a run answer, with the summary
+    line and the answer file the probes look for."""
+    from ops.e2e.probes import MAKERS
+    from program.probes import RUN, Content
+    from stacks.batch_inference.probes import ANSWER_SUFFIX, ANSWERED, CHECKPOINT, REQUEST, probes
+    run, written = probes(r.cfg, r.cfg.settings)
+    folders = {name: tmp_path / name for name in ("requests", "models", "answers")}
+    for blob in run.given:
+        path = folders[blob.container] / blob.name.replace(RUN, "20260504100000")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(MAKERS[blob.content]() if isinstance(blob.content, Content) else blob.content)
+    assert CHECKPOINT in {b.name for b in run.given}
+    batch.main(["--requests", str(folders["requests"]), "--models", str(folders["models"]), "--answers",
+                str(folders["answers"]), "--device", "cpu"])
+    assert re.search(ANSWERED, capsys.readouterr().out)
+    answer = batch.answer_path(folders["answers"], REQUEST.replace(RUN, "20260504100000"))
+    assert [p.name for p in folders["answers"].iterdir()] == [answer.name]
+    assert written.prefix == REQUEST + ANSWER_SUFFIX and answer.name == written.prefix.replace(RUN, "20260504100000")

@@ -10,13 +10,13 @@ import pulumi
 
 from components.autoscaling.kueue import JobQueue, queued
 from components.azure.node_provisioning import GpuPoolComponent
-from components.kubernetes.pods import container, job_spec, job_template, pod_spec, submit_command
+from components.kubernetes.pods import BAD_INPUT_EXIT_CODE, container, job_spec, job_template, pod_spec, submit_command
 from components.kubernetes.security import resources
 from components.kubernetes.workspace import Workspace
 from components.volumes.blob_volume import WorkloadVolumes
 
 REQUESTS_MOUNT, MODELS_MOUNT, ANSWERS_MOUNT = "/mnt/requests", "/mnt/models", "/mnt/answers"
-NO_MODEL_EXIT_CODE = 2
+NO_MODEL_EXIT_CODE = BAD_INPUT_EXIT_CODE
 """docker/jobs/batch_predict.py exits 2 when there is no checkpoint to answer with, or it refused every request it
 read: retrying cannot help. Exit 1 (a request file it could not read) is retried."""
 DEADLINE_SECONDS = 3 * 3600

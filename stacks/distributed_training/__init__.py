@@ -3,6 +3,7 @@ Kueue, checkpoints in blob storage (seed 003's Network Operator and 2-GPU job, s
 
 from program.scenario import Scenario
 from stacks.distributed_training.deploy import deploy
+from stacks.distributed_training.probes import probes
 from stacks.distributed_training.settings import DistributedSettings, check, needs
 
 SCENARIO = Scenario(
@@ -14,4 +15,5 @@ SCENARIO = Scenario(
     needs=needs,
     check=check,
     deploy=deploy,
+    probes=probes,
 )

@@ -12,7 +12,8 @@ import yaml
 from components.autoscaling.kueue import ALL_OR_NOTHING
 from components.gpu.network_operator import MELLANOX_PRESENT_LABEL, RDMA_RESOURCE
 from components.kubernetes import charts
-from components.training.jobset import JOB_INDEX_LABEL, JOBSET_NAME_LABEL, OWNER_UID, rendezvous_host
+from components.kubernetes.pods import BAD_INPUT_EXIT_CODE
+from components.training.jobset import CHECKED_LAUNCH, JOB_INDEX_LABEL, JOBSET_NAME_LABEL, OWNER_UID, rendezvous_host
 from offline.report import manifest
 from program.config.errors import ConfigError
 from stacks.distributed_training.deploy import ALLREDUCE_RESULT, SUBMIT_ALLREDUCE, SUBMIT_TRAINING
@@ -46,12 +47,37 @@ def test_every_run_is_a_jobset_the_pinned_crd_accepts_queued_whole_on_the_ib_poo
         assert worker["resources"]["limits"][RDMA_RESOURCE] == "1"
         env = {e["name"]: e.get("value") for e in worker["env"]}
         assert env["NCCL_IB_DISABLE"] == "0" and env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
-        command = worker["command"]
+        command = worker["command"][worker["command"].index("torchrun"):]
         assert command[:3] == ["torchrun", "--nnodes=2", "--nproc-per-node=8"]
         # torchrun hosts the store where the endpoint is the pod's own canonical name (its /etc/hosts FQDN).
         assert f"--rdzv-endpoint={name}-node-0-0.{name}.distributed.svc.cluster.local:29500" in command
         assert rendezvous_host(name, "node", "distributed") in command[5]
-    assert runs["train"]["spec"]["failurePolicy"] == {"maxRestarts": 3}
+    assert runs["train"]["spec"]["failurePolicy"]["maxRestarts"] == 3
+
+
+def test_a_training_run_that_cannot_start_fails_once_instead_of_restarting_every_node(render_of):
+    """Final audit: train.py's exit 2 (a bad argument, a refused checkpoint) was lost under torchrun, which exits 1 on
+    a worker's failure (torch/distributed/run.py ``main`` under ``@record``), and JobSet restarted the group
+    ``maxRestarts`` times. launch.py checks before torchrun starts; its exit 2 fails the Job through a pod failure
+    policy (the Job's failure reason ``PodFailurePolicy``: kubernetes/api v0.33.0 batch/v1/types.go:622-625), and
+    that reason fails the JobSet (jobset v0.12.0 api/jobset/v1alpha2/jobset_types.go:437-473 FailurePolicyRule,
+    pkg/controllers/failure_policy.go ``ruleIsApplicable``). The all-reduce check runs torchrun directly: it is
+    never restarted (maxRestarts 0)."""
+    runs = jobset_templates(render_of(STACK))
+    train, allreduce = runs["train"], runs["nccl-allreduce"]
+    (job,) = [rj["template"]["spec"] for rj in train["spec"]["replicatedJobs"]]
+    (worker,) = job["template"]["spec"]["containers"]
+    assert worker["command"][:3] == [*CHECKED_LAUNCH, "torchrun"]
+    assert job["podFailurePolicy"] == {"rules": [{"action": "FailJob", "onExitCodes": {
+        "containerName": worker["name"], "operator": "In", "values": [BAD_INPUT_EXIT_CODE]}}]}
+    assert train["spec"]["failurePolicy"]["rules"] == [{"name": "PermanentFailureFailsTheRun", "action": "FailJobSet",
+                                                        "onJobFailureReasons": ["PodFailurePolicy"]}]
+    (check,) = [rj["template"]["spec"] for rj in allreduce["spec"]["replicatedJobs"]]
+    assert check["template"]["spec"]["containers"][0]["command"][0] == "torchrun"
+    assert "podFailurePolicy" not in check and allreduce["spec"]["failurePolicy"] == {"maxRestarts": 0}
+    # JobSet's webhook defaults OnFailure (jobset v0.12.0 pkg/webhooks/jobset_webhook.go:124-127): the kubelet would
+    # rerun a failed torchrun in place, alone, before its Job (backoffLimit 0) fails.
+    assert job["template"]["spec"]["restartPolicy"] == check["template"]["spec"]["restartPolicy"] == "Never"
 
 
 def test_the_training_run_checkpoints_to_blob_with_its_own_identity(render_of):
@@ -219,7 +245,8 @@ def test_a_pool_without_infiniband_runs_over_the_pod_network_without_rdma():
     worker = pod["spec"]["containers"][0]
     assert RDMA_RESOURCE not in worker["resources"]["limits"]
     assert {e["name"]: e["value"] for e in worker["env"]}["NCCL_IB_DISABLE"] == "1"
-    assert worker["command"][:3] == ["torchrun", "--nnodes=1", "--nproc-per-node=2"]  # seed 003's 2-GPU job
+    command = worker["command"][worker["command"].index("torchrun"):]
+    assert command[:3] == ["torchrun", "--nnodes=1", "--nproc-per-node=2"]  # seed 003's 2-GPU job
     assert not r.of_type(NIC_POLICY)
 
 
@@ -250,3 +277,11 @@ def test_the_network_operator_alone_is_refused_without_an_infiniband_pool():
         load({"scenario": "gpu-basics", "gpuPools": [{"name": "t4", "vmSize": "Standard_NC4as_T4_v3"}],
               "addons": {"networkOperator": True}})
 
+
+
+def test_its_acceptance_probe_holds_the_all_reduce_to_the_sizes_published_thresholds():
+    cfg = load(stack_config_of(STACK))
+    from stacks import REGISTRY
+    (probe,) = REGISTRY[cfg.scenario].probes_of(cfg, cfg.settings)
+    baseline = NCCL_BASELINES[cfg.gpu_pools[0].size.family]
+    assert (probe.warn_below, probe.faulty_below) == (baseline.warn_below, baseline.faulty_below) == (300.0, 300.0)

@@ -21,7 +21,7 @@ from components.azure.node_capacity import workload_capacity
 from components.azure.node_provisioning import GpuPoolComponent
 from components.gpu.network_operator import RDMA_RESOURCE
 from components.kubernetes.network_policy import allow_https_to_internet, allow_within
-from components.kubernetes.pods import container, pod_spec
+from components.kubernetes.pods import BAD_INPUT_EXIT_CODE, container, pod_spec
 from components.kubernetes.security import rdma_container_security_context, rdma_pod_security_context, resources
 from components.kubernetes.workspace import Workspace
 from components.training.jobset import (
@@ -49,6 +49,11 @@ ALLREDUCE_MAX_BYTES = 1 << 34
 """16 GiB, the largest message of the all-reduce check: the size Microsoft's baselines are measured at."""
 TOPOLOGY_MOUNT = "/opt/nvidia-topology"
 TOPOLOGY_KEY = "topo.xml"
+
+
+def leader(run: str) -> str:
+    """The label selector of a run's first pod, whose process prints the run's results."""
+    return f"{JOBSET_NAME_LABEL}={run},{JOB_INDEX_LABEL}=0"
 
 
 def nccl_env(rdma: bool, topology: bool) -> dict[str, str]:
@@ -134,15 +139,17 @@ class DistributedTraining(pulumi.ComponentResource):
                 data={TOPOLOGY_KEY: args.topology}, opts=children).metadata["name"]
         # Every run is owned by the checkpoint claim, so `pulumi destroy` deletes the runs before it.
         claim = args.train_volumes.claims[args.checkpoint_container]
+        # Checked before torchrun starts (launch.py): a bad argument or a refused checkpoint fails the run once.
         trainer = self._pod(args, "train", torchrun(TRAIN_RUN, WORKERS, ns, args.nodes, args.gpus_per_node, [
             "train.py", "--checkpoints", f"{CHECKPOINT_MOUNT}/{TRAIN_RUN}", "--steps", str(args.steps),
-            "--batch-size", str(args.batch_size), "--data", "auto"]),
+            "--batch-size", str(args.batch_size), "--data", "auto"], checked=True),
             volumes=({"name": "checkpoints", "persistentVolumeClaim": {
                 "claimName": claim}},),
             mounts=({"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT},),
             service_account=args.train_volumes.service_account, topology=topology)
         train = RunTemplate(f"{name}-train", RunTemplateArgs(jobset_manifest(RunSpec(
-            TRAIN_RUN, WORKERS, args.nodes, trainer, labels, deadline_seconds=RUN_DEADLINE_SECONDS), ns,
+            TRAIN_RUN, WORKERS, args.nodes, trainer, labels, deadline_seconds=RUN_DEADLINE_SECONDS,
+            fail_on_exit_codes={"train": [BAD_INPUT_EXIT_CODE]}), ns,
             queue_labels(args.queue), claim), ns, TRAIN_RUN, after, claim), opts=children)
 
         checker = self._pod(args, "allreduce", torchrun(ALLREDUCE_RUN, WORKERS, ns, args.nodes, args.gpus_per_node, [
@@ -152,11 +159,10 @@ class DistributedTraining(pulumi.ComponentResource):
             ALLREDUCE_RUN, WORKERS, args.nodes, checker, labels, max_restarts=0, deadline_seconds=3600), ns,
             queue_labels(args.queue), claim), ns, ALLREDUCE_RUN, after, claim), opts=children)
 
-        leader = f"{JOBSET_NAME_LABEL}={{run}},{JOB_INDEX_LABEL}=0"
         self.submit_training, self.submit_allreduce = train.submit_command, allreduce.submit_command
-        self.training_logs = f"kubectl -n {ns} logs -f -l {leader.format(run=TRAIN_RUN)} --tail -1"
+        self.training_logs = f"kubectl -n {ns} logs -f -l {leader(TRAIN_RUN)} --tail -1"
         # The leader prints one line per message size, then the JSON verdict: pass, slow, faulty or wrong-sum.
-        self.allreduce_result = (f"kubectl -n {ns} logs -l {leader.format(run=ALLREDUCE_RUN)} --tail 40 && "
+        self.allreduce_result = (f"kubectl -n {ns} logs -l {leader(ALLREDUCE_RUN)} --tail 40 && "
                                  f"kubectl -n {ns} get jobset {ALLREDUCE_RUN}")
         self.register_outputs({"submit_training": self.submit_training})
 

@@ -2,6 +2,7 @@
 
 from program.scenario import Scenario
 from stacks.function_gpu.deploy import deploy
+from stacks.function_gpu.probes import PROBES
 from stacks.function_gpu.settings import FunctionSettings, check, needs
 
 SCENARIO = Scenario(
@@ -13,4 +14,5 @@ SCENARIO = Scenario(
     needs=needs,
     check=check,
     deploy=deploy,
+    probes=PROBES,
 )

@@ -25,7 +25,10 @@ FUNCTION_UID = GPU_CLIENT_UID
 """The image's non-root user (docker/function/Dockerfile)."""
 CONTAINER_PORT = 8080
 SERVICE_PORT = 80
-HEALTH_PATH = "/api/health"
+NAMESPACE, SERVICE = "gpu-function", "gpu-function"
+"""The function's namespace, and its Deployment and Service."""
+HEALTH_PATH, STATUS_PATH, ANSWER_PATH = "/api/health", "/api/status", "/api/answer"
+"""docker/function/function_app.py's routes: the probes', whether torch computes on the GPU, the answers."""
 STARTUP_SECONDS = 600
 """First start on a fresh node: pulling a multi-GB image, importing torch, moving the model to the GPU."""
 
@@ -36,7 +39,7 @@ class GpuFunctionArgs:
     """GPU pool the Deployment runs on (its node selector and tolerations)."""
     image: pulumi.Input[str]
     """Immutable image reference (digest or content tag) in the stack's ACR."""
-    namespace: str = "gpu-function"
+    namespace: str = NAMESPACE
     """Namespace the program creates for the function."""
     internal: bool = True
     """A LoadBalancer IP in the cluster's VNet; False: a public IP (seed 000's way)."""
@@ -98,7 +101,7 @@ class GpuFunction(pulumi.ComponentResource):
             auth = trigger_authentication(f"{name}-keda-auth", ns.metadata["name"], scaling.metrics, self)
             scaling = replace(scaling, auth=auth)
         # The pool too: its nodes are chosen by label, an edge Pulumi cannot see, and the rollout awaits them.
-        gpu_deployment(f"{name}-deployment", "gpu-function", ns.metadata["name"], args.namespace, labels,
+        gpu_deployment(f"{name}-deployment", SERVICE, ns.metadata["name"], args.namespace, labels,
                        function_pod(args.pool, container), scaling, [*args.wait_for, args.pool], self)
         # Load balancer clients reach the pods directly (externalTrafficPolicy Local keeps their addresses).
         allow_ingress(f"{name}-allow-http", "allow-http", ns.metadata["name"], labels, CONTAINER_PORT, self)
@@ -116,15 +119,15 @@ class GpuFunction(pulumi.ComponentResource):
             spec["loadBalancerSourceRanges"] = list(args.allowed_source_ranges)
         service = core.v1.Service(
             f"{name}-service",
-            metadata={"name": "gpu-function", "namespace": ns.metadata["name"], "labels": labels,
+            metadata={"name": SERVICE, "namespace": ns.metadata["name"], "labels": labels,
                       "annotations": annotations},
             spec=spec,
             opts=pulumi.ResourceOptions(parent=self),
         )
         ip = service.status.apply(lambda status: status.load_balancer.ingress[0].ip)
         self.base_url = pulumi.Output.concat("http://", ip, "/")
-        self.status_url = pulumi.Output.concat(self.base_url, "api/status")
-        self.port_forward = (f"echo 'open http://localhost:{CONTAINER_PORT}/api/status' && kubectl port-forward "
-                             f"--namespace {args.namespace} service/gpu-function {CONTAINER_PORT}:{SERVICE_PORT}")
+        self.status_url = pulumi.Output.concat(self.base_url, STATUS_PATH.lstrip("/"))
+        self.port_forward = (f"echo 'open http://localhost:{CONTAINER_PORT}{STATUS_PATH}' && kubectl port-forward "
+                             f"--namespace {args.namespace} service/{SERVICE} {CONTAINER_PORT}:{SERVICE_PORT}")
         self.register_outputs({"base_url": self.base_url, "status_url": self.status_url,
                                "port_forward": self.port_forward})

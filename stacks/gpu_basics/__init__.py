@@ -2,6 +2,7 @@
 
 from program.scenario import Scenario
 from stacks.gpu_basics.deploy import deploy
+from stacks.gpu_basics.probes import drill, probes
 from stacks.gpu_basics.settings import MOVED, NEEDS, TrainingSettings
 
 SCENARIO = Scenario(
@@ -12,4 +13,6 @@ SCENARIO = Scenario(
     needs=NEEDS,
     moved=MOVED,
     deploy=deploy,
+    probes=probes,
+    drill=drill,
 )

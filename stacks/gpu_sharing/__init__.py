@@ -2,6 +2,7 @@
 
 from program.scenario import Scenario
 from stacks.gpu_sharing.deploy import deploy
+from stacks.gpu_sharing.probes import probes
 from stacks.gpu_sharing.settings import MOVED, InferenceSettings, check, needs
 
 SCENARIO = Scenario(
@@ -14,4 +15,5 @@ SCENARIO = Scenario(
     check=check,
     moved=MOVED,
     deploy=deploy,
+    probes=probes,
 )

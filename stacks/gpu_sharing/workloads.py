@@ -20,6 +20,7 @@ from components.azure.node_provisioning import GpuPoolComponent
 from components.kubernetes.network_policy import allow_egress_to_pods, allow_https_to_internet, allow_ingress
 from components.kubernetes.pods import (
     AWAIT_GPU_START,
+    BAD_INPUT_EXIT_CODE,
     GPU_ROLLOUT,
     container,
     job_spec,
@@ -28,7 +29,21 @@ from components.kubernetes.pods import (
     submit_command,
 )
 from components.kubernetes.security import GPU_CLIENT_UID, resources, workload_namespace
-from stacks.function_gpu.workloads import CONTAINER_PORT, SERVICE_PORT, function_container, function_pod
+from stacks.function_gpu.workloads import ANSWER_PATH, CONTAINER_PORT, SERVICE_PORT, function_container, function_pod
+
+NAMESPACE = "gpu-sharing"
+LOAD_TEST = "load-test"
+"""The load test's Job template."""
+
+
+def service_name(index: int) -> str:
+    """The ``index``-th inference service (from 1): its Deployment, its Service and its pods' name label."""
+    return f"infer-{index}"
+
+
+def inference_labels(index: int) -> dict[str, str]:
+    return {"app.kubernetes.io/name": service_name(index), "app.kubernetes.io/component": "inference"}
+
 
 NOTEBOOK_IMAGE = ("quay.io/jupyter/pytorch-notebook:cuda12-2026-08-03"
                   "@sha256:69c72823a4e0dbee17114bbe44d0377bc9a39504a76f6314995f7d5bfaa98d60")
@@ -66,7 +81,7 @@ class SharedInferenceArgs:
     """Passed to each service as the function's ``MRC_MAX_CONTEXT_CHARS``."""
     notebook: bool = True
     """A Jupyter notebook that also takes one share of the GPU."""
-    namespace: str = "gpu-sharing"
+    namespace: str = NAMESPACE
     """Namespace the program creates."""
     wait_for: Sequence[pulumi.Resource] = field(default_factory=list)
     """The GPU operator release: the services wait for GPU shares, so start their readiness clock after it."""
@@ -86,11 +101,10 @@ class SharedGpuInference(pulumi.ComponentResource):
             auth = trigger_authentication(f"{name}-keda-auth", ns.metadata["name"], scaling.metrics, self)
             scaling = replace(scaling, auth=auth)
         self.service_urls = []
-        load_labels = {"app.kubernetes.io/name": "load-test"}
+        load_labels = {"app.kubernetes.io/name": LOAD_TEST}
         service_labels = []
         for i in range(1, args.services + 1):
-            app = f"infer-{i}"
-            labels = {"app.kubernetes.io/name": app, "app.kubernetes.io/component": "inference"}
+            app, labels = service_name(i), inference_labels(i)
             service_labels.append(labels)
             allow_ingress(f"{name}-{app}-allow-load-test", f"{app}-from-load-test", ns.metadata["name"], labels,
                           CONTAINER_PORT, self, from_pods=load_labels)
@@ -106,7 +120,7 @@ class SharedGpuInference(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.service_urls.append(pulumi.Output.concat(
-                "http://", service.metadata["name"], ".", args.namespace, ".svc.cluster.local/api/answer"))
+                "http://", service.metadata["name"], ".", args.namespace, ".svc.cluster.local", ANSWER_PATH))
 
         self.notebook_token = None
         self.notebook_command = None
@@ -120,10 +134,11 @@ class SharedGpuInference(pulumi.ComponentResource):
         load = container("load-test", args.jobs_image,
                          ["python", "loadtest.py", "--targets", targets, "--requests", str(LOAD_TEST_REQUESTS)],
                          resources("500m", "512Mi"))
-        job_template(f"{name}-load-test", "load-test", ns.metadata["name"], labels,
+        job_template(f"{name}-load-test", LOAD_TEST, ns.metadata["name"], labels,
                      job_spec(pod_spec(None, [load]), labels, backoff_limit=1,
-                              deadline_seconds=LOAD_TEST_DEADLINE_SECONDS), self)
-        self.load_test_command = submit_command(args.namespace, "load-test")
+                              deadline_seconds=LOAD_TEST_DEADLINE_SECONDS,
+                              fail_on_exit_codes={"load-test": [BAD_INPUT_EXIT_CODE]}), self)
+        self.load_test_command = submit_command(args.namespace, LOAD_TEST)
         self.register_outputs({"service_urls": self.service_urls})
 
     def _notebook(self, name: str, args: SharedInferenceArgs, ns: core.v1.Namespace) -> None:

@@ -3,6 +3,7 @@ load-tested like the other scenarios (README.md)."""
 
 from program.scenario import Scenario
 from stacks.llm_serving.deploy import deploy
+from stacks.llm_serving.probes import probes
 from stacks.llm_serving.settings import LlmSettings, check, needs
 
 SCENARIO = Scenario(
@@ -14,4 +15,5 @@ SCENARIO = Scenario(
     needs=needs,
     check=check,
     deploy=deploy,
+    probes=probes,
 )

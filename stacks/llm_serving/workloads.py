@@ -29,7 +29,7 @@ from components.kubernetes.network_policy import (
     allow_ingress,
     allow_scraping,
 )
-from components.kubernetes.pods import container, job_spec, job_template, pod_spec, submit_command
+from components.kubernetes.pods import BAD_INPUT_EXIT_CODE, container, job_spec, job_template, pod_spec, submit_command
 from components.kubernetes.security import GPU_CLIENT_UID, resources
 from components.kubernetes.workspace import Workspace
 from components.monitoring.gpu_scraping import PODMONITOR_API, SCRAPE_INTERVAL
@@ -149,7 +149,8 @@ class LlmServing(pulumi.ComponentResource):
             "--max-tokens", str(LOAD_TEST_MAX_TOKENS)], resources("500m", "512Mi"))
         job_template(f"{name}-load-test", LOAD_TEST, ns.namespace, load_labels,
                      job_spec(pod_spec(None, [load]), load_labels, backoff_limit=1,
-                              deadline_seconds=LOAD_TEST_DEADLINE_SECONDS), self)
+                              deadline_seconds=LOAD_TEST_DEADLINE_SECONDS,
+                              fail_on_exit_codes={LOAD_TEST: [BAD_INPUT_EXIT_CODE]}), self)
         self.load_test_command = submit_command(ns.name, LOAD_TEST)
         self.port_forward = f"kubectl -n {ns.name} port-forward service/{SERVER} 8000:{SERVICE_PORT}"
         self.chat_example = (

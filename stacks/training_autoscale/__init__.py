@@ -2,6 +2,7 @@
 
 from program.scenario import Scenario
 from stacks.training_autoscale.deploy import deploy
+from stacks.training_autoscale.probes import drill, probes
 from stacks.training_autoscale.settings import MOVED, NEEDS, ScaledTrainingSettings, check
 
 SCENARIO = Scenario(
@@ -14,4 +15,6 @@ SCENARIO = Scenario(
     check=check,
     moved=MOVED,
     deploy=deploy,
+    probes=probes,
+    drill=drill,
 )

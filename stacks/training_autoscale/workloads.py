@@ -16,12 +16,17 @@ from components.autoscaling.kueue import JobQueue, queue_labels, queued
 from components.azure.node_pools import CpuNodePool
 from components.azure.node_provisioning import GpuPoolComponent
 from components.kubernetes.network_policy import allow_https_to_internet, allow_ingress
-from components.kubernetes.pods import container, job_spec, job_template, pod_spec
+from components.kubernetes.pods import BAD_INPUT_EXIT_CODE, container, job_spec, job_template, pod_spec
 from components.kubernetes.security import resources
 from components.kubernetes.workspace import Workspace
 from components.volumes.blob_volume import WorkloadVolumes
 
 CHECKPOINT_MOUNT = "/mnt/checkpoints"
+CHECKPOINT_FOLDER = "digitnet"
+"""The training Job's folder on the checkpoint volume (and in the blob container)."""
+TRAIN_JOB, PREDICT = "train", "predict"
+"""The training Job, and the prediction Deployment and its Service."""
+PREDICT_PATH = "/predict"
 PREDICT_PORT = 8080
 SERVICE_PORT = 80
 RUN_TEMPLATE = "train-run"
@@ -76,7 +81,7 @@ class TrainingWorkload(pulumi.ComponentResource):
             volume = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": train.claims[blob_container]}}
         else:
             volume = {"name": "checkpoints", "emptyDir": {"sizeLimit": "5Gi"}}
-        folder = f"{CHECKPOINT_MOUNT}/digitnet"
+        folder = f"{CHECKPOINT_MOUNT}/{CHECKPOINT_FOLDER}"
         labels = {"app.kubernetes.io/name": "train"}
         trainer = container("train", args.jobs_image, [
             "python", "train.py", "--checkpoints", folder, "--steps", str(args.steps), "--data", "auto"],
@@ -85,13 +90,14 @@ class TrainingWorkload(pulumi.ComponentResource):
         allow_https_to_internet(f"{name}-train-allow-https", "train-https", args.workspace.namespace, labels, self)
         batch.v1.Job(
             f"{name}-job",
-            metadata={"name": "train", "namespace": args.workspace.namespace,
+            metadata={"name": TRAIN_JOB, "namespace": args.workspace.namespace,
                       "labels": {**labels, **queue_labels(args.queue)},
                       # `pulumi up` does not wait for training: a pool scaled to zero needs minutes for a node.
                       "annotations": {"pulumi.com/skipAwait": "true"}},
             spec=job_spec(pod_spec(args.gpu_pool, [trainer], volumes=[volume],
                                    service_account=train.service_account if train else None),
-                          labels, backoff_limit=6, deadline_seconds=TRAINING_DEADLINE_SECONDS),
+                          labels, backoff_limit=6, deadline_seconds=TRAINING_DEADLINE_SECONDS,
+                          fail_on_exit_codes={"train": [BAD_INPUT_EXIT_CODE]}),
             # A Job's pod template is immutable: a new image or argument replaces the Job under its fixed name.
             # Queued, it waits for Kueue's admission webhook, which suspends it until it fits.
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True,
@@ -100,7 +106,7 @@ class TrainingWorkload(pulumi.ComponentResource):
         self.submit_runs_command = None
         if args.parallel_runs:
             self._run_template(name, args, volume, train, labels)
-        self.logs_command = f"kubectl -n {args.workspace.name} logs -f job/train"
+        self.logs_command = f"kubectl -n {args.workspace.name} logs -f job/{TRAIN_JOB}"
         self.predict_port_forward = self.predict_example = None
         if args.predict_pool is not None and blob_container is not None and reader is not None:  # all: see above
             self._predictor(name, args, folder, reader, blob_container)
@@ -119,8 +125,8 @@ class TrainingWorkload(pulumi.ComponentResource):
         job_template(f"{name}-run-template", RUN_TEMPLATE, args.workspace.namespace, labels, job_spec(
             pod_spec(args.gpu_pool, [runner], volumes=[volume],
                      service_account=train.service_account if train else None),
-            labels, backoff_limit=6, deadline_seconds=TRAINING_DEADLINE_SECONDS), self,
-            **queued(args.queue, labels=RUN_LABEL))
+            labels, backoff_limit=6, deadline_seconds=TRAINING_DEADLINE_SECONDS,
+            fail_on_exit_codes={"train": [BAD_INPUT_EXIT_CODE]}), self, **queued(args.queue, labels=RUN_LABEL))
         namespace = args.workspace.name
         self.submit_runs_command = (
             f"for i in $(seq 1 {args.parallel_runs}); do kubectl -n {namespace} create job "
@@ -128,7 +134,7 @@ class TrainingWorkload(pulumi.ComponentResource):
 
     def _predictor(self, name: str, args: TrainingArgs, folder: str, reader: WorkloadVolumes,
                    blob_container: str) -> None:
-        labels = {"app.kubernetes.io/name": "predict"}
+        labels = {"app.kubernetes.io/name": PREDICT}
         probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5}
         server = container(
             "predict", args.jobs_image, ["python", "predict.py", "--checkpoints", folder, "--port", str(PREDICT_PORT)],
@@ -145,7 +151,7 @@ class TrainingWorkload(pulumi.ComponentResource):
                       self, from_pods={})
         apps.v1.Deployment(
             f"{name}-predict",
-            metadata={"name": "predict", "namespace": args.workspace.namespace, "labels": labels,
+            metadata={"name": PREDICT, "namespace": args.workspace.namespace, "labels": labels,
                       # Ready only after the first checkpoint, which needs a GPU node and training time.
                       "annotations": {"pulumi.com/skipAwait": "true"}},
             spec={"replicas": 2, "selector": {"matchLabels": labels},
@@ -156,13 +162,13 @@ class TrainingWorkload(pulumi.ComponentResource):
         )
         core.v1.Service(
             f"{name}-predict-service",
-            metadata={"name": "predict", "namespace": args.workspace.namespace, "labels": labels},
+            metadata={"name": PREDICT, "namespace": args.workspace.namespace, "labels": labels},
             spec={"type": "ClusterIP", "selector": labels,
                   "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}]},
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.predict_port_forward = (f"kubectl -n {args.workspace.name} port-forward svc/predict "
+        self.predict_port_forward = (f"kubectl -n {args.workspace.name} port-forward svc/{PREDICT} "
                                      f"{PREDICT_PORT}:{SERVICE_PORT}")
         self.predict_example = (
-            f"curl -s -X POST http://127.0.0.1:{PREDICT_PORT}/predict -H 'content-type: application/json' "
+            f"curl -s -X POST http://127.0.0.1:{PREDICT_PORT}{PREDICT_PATH} -H 'content-type: application/json' "
             "-d \"{\\\"images\\\": [$(python3 -c 'print([0.0]*784)')]}\"")

@@ -70,6 +70,12 @@ def test_a_bad_argument_is_one_line_and_exit_status_2(argv, text):
     assert line.startswith("error: ") and text in line
 
 
+def test_the_bad_input_exit_status_is_the_one_the_jobs_fail_at_once_on():
+    """The program's pod failure policies name the code the scripts exit with (components/kubernetes/pods.py)."""
+    from components.kubernetes.pods import BAD_INPUT_EXIT_CODE
+    assert import_from("jobs", "jobio").EXIT_BAD_INPUT == BAD_INPUT_EXIT_CODE
+
+
 def test_a_recording_that_cannot_be_read_fails_the_shard_for_a_retry_after_the_others(tmp_path, monkeypatch, capsys):
     """An I/O error on the blob mount counted as a refusal and the shard exited 0: a Complete Job without results,
     its retries never used. The others are simulated, the shard exits 1 (retried), and the retry finishes it."""

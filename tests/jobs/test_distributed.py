@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path, PurePosixPath
 
 import pytest
 import torch
@@ -16,18 +17,24 @@ from tests.docker_modules import DOCKER_DIR, import_from
 train = import_from("jobs", "train")
 checkpoints = import_from("jobs", "checkpoints")
 allreduce = import_from("jobs", "allreduce")
+launch = import_from("jobs", "launch")
 
 STEPS = ["--steps", "30", "--checkpoint-every", "10", "--batch-size", "32", "--data", "synthetic", "--device", "cpu"]
 
 
-def torchrun(script: str, *args: str, processes: int = 2, restarts: int = 0) -> subprocess.CompletedProcess:
-    """torchrun --standalone: a rendezvous on this machine, as the engine's pods hold one across nodes.
+def torchrun(script: str, *args: str, processes: int = 2, restarts: int = 0,
+             launch: bool = False) -> subprocess.CompletedProcess:
+    """torchrun --standalone: a rendezvous on this machine, as the engine's pods hold one across nodes; ``launch``:
+    through launch.py, as the JobSet's pods start it.
 
     The environment is the training pods' (TORCH_RESTART_ENV); gloo talks over loopback here."""
-    env = {**os.environ, **train.TORCH_RESTART_ENV, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+    env = {**os.environ, **train.TORCH_RESTART_ENV, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # torchrun's script
+    start = [sys.executable, str(DOCKER_DIR / "jobs" / "launch.py"), "torchrun"] if launch else \
+        [sys.executable, "-m", "torch.distributed.run"]
     return subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
-         f"--max-restarts={restarts}", str(DOCKER_DIR / "jobs" / script), *args],
+        [*start, "--standalone", f"--nproc-per-node={processes}", f"--max-restarts={restarts}",
+         str(DOCKER_DIR / "jobs" / script), *args],
         capture_output=True, text=True, env=env, timeout=240, check=False)
 
 
@@ -44,7 +51,7 @@ def weights(folder):
 @pytest.fixture(scope="module")
 def two_process_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("two")
-    return folder, summary(torchrun("train.py", "--checkpoints", str(folder), *STEPS))
+    return folder, summary(torchrun("train.py", "--checkpoints", str(folder), *STEPS, launch=True))
 
 
 def test_two_processes_take_the_steps_one_process_takes(two_process_run, tmp_path):
@@ -73,6 +80,45 @@ def test_a_run_without_restarts_fails_when_a_process_is_lost(tmp_path):
     result = torchrun("train.py", "--checkpoints", str(tmp_path), *STEPS, "--fail-at-step", "15")
     assert result.returncode != 0
     assert [step for step, _ in checkpoints.list_checkpoints(tmp_path)] == [10]
+
+
+def test_a_refused_checkpoint_stops_the_launch_with_exit_2_before_any_worker_starts(tmp_path):
+    """Final audit: under torchrun the leader's exit 2 became torchrun's 1 (ChildFailedError), which the Job's pod
+    failure policy cannot tell from a lost node, so JobSet restarted every node maxRestarts times."""
+    train.train(train.parse_args(["--checkpoints", str(tmp_path), *STEPS, "--stop-after", "10"]))
+    refused = checkpoints.checkpoint_path(tmp_path, 20)
+    torch.save({"model": {}, "note": PurePosixPath("written by another tool")}, refused)
+    direct = torchrun("train.py", "--checkpoints", str(tmp_path), *STEPS)
+    assert direct.returncode == 1 and "ChildFailedError" in direct.stderr  # what the Jobs used to see
+    launched = torchrun("train.py", "--checkpoints", str(tmp_path), *STEPS, launch=True)
+    assert launched.returncode == 2 and not launched.stdout
+    assert launched.stderr.splitlines() == [
+        f"error: checkpoint ckpt-00000020.pt is refused by torch's safe loader (Unsupported global: GLOBAL "
+        f"pathlib.PurePosixPath): it holds objects train.py never writes; move it out of {tmp_path} to resume "
+        "from the one before"]
+    assert [step for step, _ in checkpoints.list_checkpoints(tmp_path)] == [20, 10]
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (["--batch-size", "33"], "error: argument --batch-size: 33 does not split over 2 processes: use a multiple of 2"),
+    (["--steps", "0"], "error: argument --steps: '0' is not a whole number >= 1 (see train.py --help)"),
+])
+def test_a_bad_argument_stops_the_launch_with_exit_2_before_any_worker_starts(tmp_path, args, error):
+    result = torchrun("train.py", "--checkpoints", str(tmp_path), *STEPS, *args, launch=True)
+    assert (result.returncode, result.stdout, result.stderr.splitlines()) == (2, "", [error])
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("nnodes", "per_node", "processes"), [
+    ("2", "8", 16), ("2:2", "8", 16), ("1:4", "8", None), ("2", "gpu", None), ("1", "auto", None)])
+def test_the_launch_knows_the_process_count_only_where_the_command_fixes_it(nnodes, per_node, processes):
+    assert launch.processes(nnodes, per_node) == processes
+
+
+def test_the_launch_starts_only_torchrun(capsys):
+    with pytest.raises(SystemExit) as e:
+        launch.main(["python", "train.py"])
+    assert e.value.code == 2 and capsys.readouterr().err.startswith("error: the command must start with torchrun")
 
 
 def test_a_batch_that_does_not_split_over_the_processes_is_refused(tmp_path, capsys):

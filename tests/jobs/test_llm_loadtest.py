@@ -82,6 +82,42 @@ def test_the_server_is_awaited_until_it_lists_its_models(server_url, capsys):
         "error: http://127.0.0.1:9/v1?<hidden> did not answer /models within 0 s\n")
 
 
+class CutShort(QuietHandler):
+    """A server that dies mid-answer: one chunk of its stream, then the connection closes (no last chunk, no
+    [DONE]); or, on /v1/models, a reply that is not HTTP."""
+
+    protocol_version = "HTTP/1.1"  # chunked, as vLLM (uvicorn) streams
+
+    def do_GET(self):
+        self.wfile.write(b"SSH-2.0-not-http\r\n\r\n")
+        self.close_connection = True
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        data = f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': 't0 '}}]})}\n\n".encode()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.close_connection = True
+
+
+def test_a_stream_cut_short_is_a_failed_request_not_a_short_answer():
+    """Issue 35 audit NIT (IncompleteRead): a chunked body closed early ends http.client's line reader quietly, so
+    the request counted as a success of 0 tokens; a reply that is not HTTP (BadStatusLine) was a traceback."""
+    with serving(CutShort) as server:
+        url = f"{base_url(server)}/v1"
+        report = llm_loadtest.run(url, "tiny", concurrency=2, requests=2, max_tokens=8)
+        with pytest.raises(SystemExit) as e:
+            llm_loadtest.wait_until_ready(url, timeout=0)
+    assert report["succeeded"] == 0 and report["generated_tokens"] == 0
+    assert report["errors"] == ["the stream ended before its [DONE] event (the server closed it mid-answer)"]
+    assert e.value.code == 1
+    assert llm_loadtest.send(llm_loadtest.chat_request("http://127.0.0.1:9/v1", "tiny", "hi", 8), 5).error.startswith(
+        "URLError: ")
+
+
 @pytest.mark.parametrize("values, q, expected", [
     ([3.0, 1.0, 2.0, 4.0], 50, 2.0), ([3.0, 1.0, 2.0, 4.0], 90, 4.0), ([5.0], 99, 5.0),
     ([math.nan, 1.0], 50, 1.0), ([], 50, math.nan),

@@ -42,6 +42,27 @@ def test_killed_training_resumes_and_ends_with_the_uninterrupted_weights(tmp_pat
     step_b, b = final_weights(tmp_path / "killed")
     assert step_a == step_b == 40
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # What the spot drill compares: the summaries' digest of those weights.
+    assert second["weights_sha256"] == whole["weights_sha256"] == train.weights_sha256(a)
+
+
+def test_the_weights_digest_tells_runs_apart_and_a_rerun_of_a_finished_run_prints_it_again(tmp_path):
+    seeded = run(tmp_path / "seed-1", "--seed", "1")
+    whole = run(tmp_path / "seed-0")
+    assert len(whole["weights_sha256"]) == 64 and seeded["weights_sha256"] != whole["weights_sha256"]
+    assert run(tmp_path / "seed-0")["weights_sha256"] == whole["weights_sha256"]  # nothing trained, same weights
+    _, weights = final_weights(tmp_path / "seed-0")
+    nudged = {**weights, "classifier.bias": weights["classifier.bias"].clone()}
+    nudged["classifier.bias"][0] = torch.nextafter(nudged["classifier.bias"][0], torch.tensor(1.0))
+    assert train.weights_sha256(nudged) != whole["weights_sha256"]  # one bit of one weight
+
+
+def test_each_process_says_when_it_took_its_first_step_and_from_where(tmp_path, capsys):
+    run(tmp_path, "--stop-after", "25")
+    run(tmp_path)
+    firsts = [line for line in capsys.readouterr().out.splitlines() if "first of this process" in line]
+    assert firsts == [train.FIRST_STEP.format(step=1, steps=40, start=0),
+                      train.FIRST_STEP.format(step=21, steps=40, start=20)]
 
 
 def test_training_learns_the_synthetic_digits(tmp_path):

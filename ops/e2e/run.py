@@ -1,0 +1,621 @@
+"""``python -m ops e2e --stack S``: one stack deployed to Azure, measured, probed, drilled, destroyed and checked for
+leftovers, written to one results file (``offline.runs.Run``; docs/e2e.md).
+
+Steps, in order: the capacity preflight (``ops.capacity``); `pulumi up` (``ops.e2e.automation``), polling the
+cluster for its phases (``ops.e2e.phases``) from the moment the engine says the cluster exists; the scenario's
+acceptance probes (``ops.e2e.probes.run_probes``); the spot drill where the stack has a spot GPU pool
+(``ops.e2e.drill.spot_drill``); `pulumi destroy`, always (after a failed up, a failed or hung probe, a Ctrl-C or a
+SIGTERM too) unless ``--keep``, retried once when it fails; the leftover check (``ops.e2e.leftovers``). Each step
+has a timeout; a step that runs past it is interrupted (Pulumi gets one SIGINT, its "cancel") and the run goes on
+to the destroy. The file is written whatever happened, every string in it scrubbed (``ops.e2e.scrub``).
+
+Exit status: 0 the run passed (every step ok or skipped, every probe passed, nothing left over); 1 a step or probe
+failed, timed out or was interrupted, or something was left over; 2 bad input (an unknown stack, a config error,
+no Azure sign-in, no Pulumi CLI, a stack that is already deployed): nothing was deployed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import functools
+import importlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from components.kubernetes.kubeconfig import kubelogin_kubeconfig
+from offline.cli import BadInput, unknown_stack
+from offline.estimates.cost import fixed_costs, load_prices
+from offline.runs import RESULTS, Clock, Drill, Outcome, Phase, PhaseName, Pool, ProbeVerdict, Run, Step, StepName
+from offline.stack_files import REPO_ROOT, stack_needs
+from ops.e2e import phases as phase_module
+from ops.e2e.automation import Deployment, EngineTimes, Outputs, PulumiStack, StateResource
+from ops.e2e.cost import run_cost
+from ops.e2e.drill import DrillFailed
+from ops.e2e.leftovers import leftovers
+from ops.e2e.scrub import Scrubber
+from ops.e2e.tools import ToolFailed, Tools
+
+if TYPE_CHECKING:
+    from offline.render import Render
+    from program.config.schema import StackConfig
+
+T = TypeVar("T")
+
+ProbesFn = Callable[[str, "StackConfig", Mapping[str, Any], Tools, float], list[ProbeVerdict]]
+"""``ops.e2e.probes.run_probes`` (docs/e2e.md: the contract with the probes)."""
+DrillFn = Callable[[str, "StackConfig", Mapping[str, Any], Tools, float], tuple[Drill | None, list[Phase]]]
+"""``ops.e2e.drill.spot_drill``: (None, []) where the stack has no spot GPU pool."""
+Preflight = Callable[["StackConfig"], tuple[Outcome, str]]
+
+TOOLS_NEEDED = ("pulumi", "az", "kubectl", "kubelogin")
+"""What a run calls: the Pulumi CLI (through the Automation API), az, kubectl and kubelogin (the kubeconfig's
+credential plugin)."""
+
+
+class StepFailed(Exception):
+    """A step's work failed; the message is one line saying why."""
+
+
+class StepTimedOut(Exception):
+    """A step ran past its timeout."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    timeout_s: float = 3600.0
+    """How long each of `pulumi up`, the probes, the drill and `pulumi destroy` may take (``--timeout-minutes``)."""
+    preflight_timeout_s: float = 300.0
+    leftovers_timeout_s: float = 600.0
+    cancel_grace_s: float = 900.0
+    """After the SIGINT that cancels `pulumi up` or `destroy`, how long Pulumi may take to finish the operations in
+    flight (an AKS cluster or pool create is estimated at 5 to 7 minutes: durations.yaml) before a second SIGINT
+    terminates it."""
+    poll_s: float = 30.0
+    """How often the cluster is read while the stack is up (the resolution of the polled phases)."""
+    tick_s: float = 5.0
+    """How often a waiting step looks at its work, its deadline and the poll."""
+    keep: bool = False
+    """``--keep``: no destroy and no leftover check."""
+    results: Path = REPO_ROOT / RESULTS
+
+
+@dataclass
+class Seams:
+    """What a run calls outside this module. The command builds the real ones; the tests hand in stand-ins."""
+
+    tools: Tools
+    deployment: Callable[[str], Deployment]
+    render: Callable[[str], Render]
+    preflight: Preflight
+    probes: ProbesFn | None
+    """None: ``ops.e2e.probes`` is not there (the probes step then fails: no run passes unprobed)."""
+    drill: DrillFn | None
+    commit: Callable[[], str]
+    prices: Callable[[], dict[str, Any]] = load_prices
+    say: Callable[[str], None] = print
+
+
+def _one_line(text: str, most: int = 400) -> str:
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    line = " / ".join(lines[-3:]) if lines else ""
+    return line if len(line) <= most else line[:most - 1] + "…"
+
+
+def _utc(seconds: float | None) -> dt.datetime | None:
+    return None if seconds is None else dt.datetime.fromtimestamp(seconds, dt.UTC)
+
+
+@dataclass
+class E2ERun:
+    stack: str
+    seams: Seams
+    settings: Settings
+    render: Render
+    cfg: StackConfig
+    deployment: Deployment
+    scrub: Scrubber
+    commit: str
+    started: dt.datetime
+    steps: list[Step] = field(default_factory=list)
+    probes: list[ProbeVerdict] = field(default_factory=list)
+    drill: Drill | None = None
+    drill_phases: list[Phase] = field(default_factory=list)
+    drill_started: dt.datetime | None = None
+    leftovers: list[Any] = field(default_factory=list)
+    outputs: Outputs | None = None
+    up_attempted: bool = False
+    up_started: dt.datetime | None = None
+    up_ended: dt.datetime | None = None
+    up_times: EngineTimes = field(default_factory=EngineTimes)
+    destroy_seconds: float | None = None
+    ended: dt.datetime | None = None
+    interrupted: bool = False
+    made: list[StateResource] = field(default_factory=list)
+    observations: phase_module.Observations = field(default_factory=phase_module.Observations)
+    kubeconfig_dir: Path | None = None
+    last_poll: dt.datetime | None = None
+    last_access_try: dt.datetime | None = None
+
+    @property
+    def tools(self) -> Tools:
+        return self.seams.tools
+
+    def now(self) -> dt.datetime:
+        return self.tools.now()
+
+    def say(self, text: str) -> None:
+        self.seams.say(self.scrub.text(text))
+
+    def outcome(self, step: StepName) -> Outcome | None:
+        return next((s.outcome for s in self.steps if s.step == step), None)
+
+    # --- waiting, with a deadline, for work in a thread -------------------------------------------------------
+
+    def wait(self, work: Callable[[], T], timeout_s: float, interrupt: Callable[[], None] | None = None,
+             during: Callable[[], None] | None = None) -> T:
+        """``work()`` run in a thread: its value, or its exception. Past ``timeout_s`` (or on Ctrl-C) the work is
+        interrupted when it can be (``interrupt``), given ``cancel_grace_s`` to stop, and ``StepTimedOut`` (or the
+        ``KeyboardInterrupt``) raised; work that cannot be interrupted is left behind in its thread."""
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["value"] = work()
+            except BaseException as error:  # noqa: BLE001 (handed to the waiting thread as it is)
+                box["error"] = error
+
+        thread = threading.Thread(target=target, daemon=True, name=f"e2e-{self.stack}")
+        thread.start()
+        began = self.now()
+        try:
+            while thread.is_alive():
+                if during is not None:
+                    during()
+                if (self.now() - began).total_seconds() >= timeout_s:
+                    if interrupt is not None:
+                        self._stop(thread, interrupt)
+                    raise StepTimedOut(f"no end in {timeout_s / 60:.0f} min"
+                                       + (": interrupted" if interrupt is not None else ": left running"))
+                self.tools.sleep(self.settings.tick_s)
+                thread.join(0.001)
+        except KeyboardInterrupt:
+            if interrupt is not None:
+                self._stop(thread, interrupt)
+            raise
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def _stop(self, thread: threading.Thread, interrupt: Callable[[], None]) -> None:
+        """Cancel: one interrupt, ``cancel_grace_s`` to end; then terminate: a second, and a minute more. A Ctrl-C
+        while waiting terminates at once, and goes on as a Ctrl-C."""
+        interrupt()
+        began, grace, second = self.now(), self.settings.cancel_grace_s, False
+        try:
+            while thread.is_alive():
+                waited = (self.now() - began).total_seconds()
+                if waited >= grace and not second:
+                    interrupt()
+                    second = True
+                elif waited >= grace + 60:
+                    return
+                self.tools.sleep(self.settings.tick_s)
+                thread.join(0.001)
+        except KeyboardInterrupt:
+            interrupt()
+            raise
+
+    # --- the cluster ------------------------------------------------------------------------------------------
+
+    def _credentials(self) -> None:
+        """A kubeconfig for the cluster from ARM (``az aks get-credentials --file -``: "Use "-" to print YAML to
+        stdout instead", Azure CLI reference), made non-interactive as the program's provider does
+        (``kubelogin_kubeconfig``), in a private temporary folder."""
+        names = self.cfg.naming
+        text = self.tools.az("aks", "get-credentials", "--resource-group", names.resource_group(), "--name",
+                             names.cluster(), "--file", "-")
+        converted = kubelogin_kubeconfig(text, self.cfg.cluster.login_mode)
+        self.kubeconfig_dir = self.kubeconfig_dir or Path(tempfile.mkdtemp(prefix="e2e-"))  # mode 0700
+        path = self.kubeconfig_dir / "kubeconfig"
+        path.touch(mode=0o600)
+        path.write_text(converted)
+        self.tools.kubeconfig = path
+
+    def observe(self, force: bool = False, cluster: bool = True) -> None:
+        """Read the cluster's nodes and pods when a poll is due (``force``: now). ``cluster``: the cluster may exist
+        (its engine event came, or `pulumi up` got past it)."""
+        now = self.now()
+        if self.tools.kubeconfig is None:
+            due = self.last_access_try is None or (now - self.last_access_try).total_seconds() >= self.settings.poll_s
+            if not cluster or not (due or force):
+                return
+            self.last_access_try = now
+            try:
+                self._credentials()
+            except Exception:  # noqa: BLE001 (no cluster yet, or no access: the next poll tries again)
+                return
+        if not force and self.last_poll is not None and \
+                (now - self.last_poll).total_seconds() < self.settings.poll_s:
+            return
+        self.last_poll = now
+        try:
+            self.observations.add(json.loads(self.tools.kubectl(*phase_module.LISTING, timeout_s=60)), now)
+        except Exception:  # noqa: BLE001 (the next poll tries again; a phase never seen stays unmeasured)
+            return
+
+    def _cluster_may_exist(self) -> bool:
+        return self.up_times.cluster_ready is not None or self.outcome(StepName.UP) == Outcome.OK
+
+    # --- the steps --------------------------------------------------------------------------------------------
+
+    def step(self, name: StepName, body: Callable[[], tuple[Outcome, str]]) -> Outcome:
+        """Run one step and record it; a Ctrl-C marks it interrupted and the run goes to its cleanup."""
+        began = self.now()
+        self.say(f"e2e {self.stack}: {name.value} ...")
+        try:
+            outcome, detail = body()
+        except KeyboardInterrupt:
+            self.interrupted = True
+            outcome, detail = Outcome.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM)"
+        except StepTimedOut as e:
+            outcome, detail = Outcome.TIMED_OUT, str(e)
+        except ToolFailed as e:
+            outcome, detail = (Outcome.TIMED_OUT if e.timed_out else Outcome.FAILED), str(e)
+        except Exception as e:  # noqa: BLE001 (a step's failure is recorded, and the run goes on to its cleanup)
+            outcome, detail = Outcome.FAILED, str(e) if isinstance(e, StepFailed) else f"{type(e).__name__}: {e}"
+        seconds = max(0.0, (self.now() - began).total_seconds())
+        self.steps.append(Step(step=name, outcome=outcome, seconds=seconds, detail=self.scrub.text(_one_line(detail))))
+        self.say(f"e2e {self.stack}: {name.value} {outcome.value} in {seconds / 60:.1f} min"
+                 + (f": {_one_line(detail)}" if detail else ""))
+        return outcome
+
+    def skip(self, name: StepName, why: str) -> None:
+        self.steps.append(Step(step=name, outcome=Outcome.SKIPPED, seconds=0.0, detail=why))
+
+    def preflight(self) -> tuple[Outcome, str]:
+        return self.wait(lambda: self.seams.preflight(self.cfg), self.settings.preflight_timeout_s)
+
+    def up(self) -> tuple[Outcome, str]:
+        self.up_attempted = True
+        self.up_started = self.now()
+        times = self.up_times
+
+        def during() -> None:
+            self.observe(cluster=times.cluster_ready is not None)
+
+        try:
+            self.outputs = self.wait(lambda: self.deployment.up(times.on_event, self.say), self.settings.timeout_s,
+                                     self.deployment.interrupt, during)
+        except (StepTimedOut, KeyboardInterrupt):
+            raise
+        except Exception as e:  # why `pulumi up` failed: the engine's first error says it best
+            raise StepFailed(times.errors[0] if times.errors else _one_line(str(e))) from e
+        finally:
+            self.up_ended = self.now()
+        secrets = [self.outputs.values.get(k) for k in self.outputs.secret]
+        self.scrub.hide([*secrets, *(json.dumps(v) for v in secrets if not isinstance(v, str))])
+        return Outcome.OK, f"{len(self.outputs.values)} stack outputs"
+
+    def _during_workload(self) -> None:
+        self.observe(cluster=True)
+
+    def _cluster_access(self) -> str:
+        """Why the probes or the drill cannot reach the cluster (no kubeconfig from Azure), or nothing: without the
+        run's own kubeconfig, kubectl would use whatever cluster the machine's default one names."""
+        self.observe(force=True)
+        return "" if self.tools.kubeconfig is not None else \
+            f"no kubeconfig for cluster {self.cfg.naming.cluster()} (az aks get-credentials failed)"
+
+    def probe(self) -> tuple[Outcome, str]:
+        if self.outputs is None:
+            return Outcome.SKIPPED, "`pulumi up` did not finish"
+        if self.seams.probes is None:
+            return Outcome.FAILED, "ops.e2e.probes (the scenario's acceptance probes) is not installed"
+        if why := self._cluster_access():
+            return Outcome.FAILED, why
+        run_probes, outputs = self.seams.probes, self.outputs.values
+        verdicts = self.wait(lambda: run_probes(self.stack, self.cfg, outputs, self.tools, self.settings.timeout_s),
+                             self.settings.timeout_s + 60, during=self._during_workload)
+        self.probes = list(verdicts)
+        if not self.probes:
+            return Outcome.SKIPPED, "the scenario declares no probes"
+        failed = [v.name for v in self.probes if not v.passed]
+        if failed:
+            return Outcome.FAILED, f"{len(failed)} of {len(self.probes)} probes failed: {', '.join(failed)}"
+        return Outcome.OK, f"{len(self.probes)} probes passed"
+
+    def spot_drill(self) -> tuple[Outcome, str]:
+        if self.outputs is None:
+            return Outcome.SKIPPED, "`pulumi up` did not finish"
+        if not any(p.spot for p in self.cfg.gpu_pools):
+            return Outcome.SKIPPED, "the stack has no spot GPU pool"
+        if self.seams.drill is None:
+            return Outcome.FAILED, "ops.e2e.drill (the spot eviction drill) is not installed"
+        if why := self._cluster_access():
+            return Outcome.FAILED, why
+        drill_fn, outputs = self.seams.drill, self.outputs.values
+        self.drill_started = self.now()
+        try:
+            drill, found = self.wait(
+                lambda: drill_fn(self.stack, self.cfg, outputs, self.tools, self.settings.timeout_s),
+                self.settings.timeout_s + 60, during=self._during_workload)
+        except DrillFailed as failed:  # what it measured before it stopped still goes in the results
+            self.drill, self.drill_phases = failed.drill, list(failed.phases)
+            return Outcome.FAILED, str(failed)
+        self.drill, self.drill_phases = drill, list(found)
+        if drill is None:
+            return Outcome.SKIPPED, "the drill found no spot GPU node to evict"
+        if drill.weights_match is True:
+            return Outcome.OK, f"evicted {drill.node} of pool {drill.pool}: the resumed run's weights match"
+        if drill.weights_match is False:
+            return Outcome.FAILED, f"evicted {drill.node}: the resumed run's final weights differ from an " \
+                                   "uninterrupted run's"
+        return Outcome.FAILED, f"evicted {drill.node}: the resumed run did not finish"
+
+    def _drain(self) -> str:
+        """The scenario's Jobs go before the destroy, so Kueue lets its queue go (as ``ops drain-jobs`` does for
+        the destroy workflow: ops/lifecycle.py)."""
+        namespace = stack_needs(self.stack).namespace
+        if namespace is None or self.tools.kubeconfig is None:
+            return ""
+        try:
+            self.tools.kubectl("--namespace", namespace, "delete", "cronjobs,jobs", "--all", "--ignore-not-found",
+                               "--wait=true", "--timeout=10m", timeout_s=660)
+        except ToolFailed as e:
+            return f"; the Jobs of {namespace} were not deleted first ({e})"
+        return ""
+
+    def destroy(self) -> tuple[Outcome, str]:
+        if self.settings.keep:
+            return Outcome.SKIPPED, f"--keep: the stack stays up (destroy it: pulumi destroy --stack {self.stack})"
+        if not self.up_attempted:
+            return Outcome.SKIPPED, "nothing was deployed"
+        notes = ""
+        try:
+            self.made = self.deployment.resources()
+        except Exception as e:  # noqa: BLE001 (the leftover check then has no state to compare with)
+            notes = f"; the state was not read before the destroy ({_one_line(str(e))})"
+        self.observe(force=True)  # the nodes' last look before they go (tried even where no event said a cluster)
+        notes += self._drain()
+        errors: list[str] = []
+        timed_out = False
+        for attempt in (1, 2):
+            times, began = EngineTimes(), self.now()
+            try:
+                self.wait(functools.partial(self.deployment.destroy, times.on_event, self.say), self.settings.timeout_s,
+                          self.deployment.interrupt)
+            except KeyboardInterrupt:
+                raise
+            except StepTimedOut as e:
+                errors.append(str(e))
+                timed_out = True
+                continue
+            except Exception as e:  # noqa: BLE001 (retried once, then reported with what is left)
+                errors.append(times.errors[0] if times.errors else _one_line(str(e)))
+                continue
+            finally:
+                self.ended = self.now()
+            self.destroy_seconds = (self.ended - began).total_seconds()
+            retried = f" on the retry, after: {errors[0]}" if attempt == 2 else ""
+            return Outcome.OK, f"destroyed{retried}{notes}"
+        return (Outcome.TIMED_OUT if timed_out else Outcome.FAILED), \
+            f"failed twice ({errors[-1]}): what is left is listed under leftovers{notes}"
+
+    def check_leftovers(self) -> tuple[Outcome, str]:
+        if self.settings.keep:
+            return Outcome.SKIPPED, "--keep"
+        if not self.up_attempted:
+            return Outcome.SKIPPED, "nothing was deployed"
+        found = self.wait(lambda: leftovers(self.cfg, self.made, self.tools.az), self.settings.leftovers_timeout_s)
+        self.leftovers = found.leftovers
+        kept = f"; kept on purpose: {'; '.join(found.kept)}" if found.kept else ""
+        if found.leftovers:
+            return Outcome.FAILED, f"{len(found.leftovers)} left in Azure: " \
+                                   f"{', '.join(item.id for item in found.leftovers[:5])}{kept}"
+        return Outcome.OK, f"nothing left{kept}"
+
+    # --- the record -------------------------------------------------------------------------------------------
+
+    def phases(self) -> list[Phase]:
+        if self.up_started is None:
+            return []
+        up_ok = self.outcome(StepName.UP) == Outcome.OK
+        ctx = phase_module.Context(
+            cfg=self.cfg, up_started=_utc(self.up_times.started) or self.up_started,
+            up_finished=(_utc(self.up_times.finished) or self.up_ended) if up_ok else None,
+            cluster_ready=_utc(self.up_times.cluster_ready),
+            operator_namespace=phase_module.operator_namespace(self.render),
+            workload_namespaces=phase_module.workload_namespaces(self.render), scale_up_before=self.drill_started)
+        found = phase_module.phases(self.observations, ctx, phase_module.estimates(self.render))
+        answers = sorted(v.answered for v in self.probes if v.answered is not None)
+        if answers and ctx.up_started is not None:
+            found.append(Phase(name=PhaseName.ENDPOINT_ANSWERING, measured_seconds=max(
+                0.0, (answers[0] - ctx.up_started).total_seconds()), source="the first endpoint probe's answer"))
+        if self.outcome(StepName.DESTROY) not in (None, Outcome.SKIPPED):
+            found.append(Phase(name=PhaseName.DESTROY, clock=Clock.DESTROY, measured_seconds=self.destroy_seconds,
+                               source="`pulumi destroy`, from its start"))
+        return [*found, *self.drill_phases]
+
+    def cost(self, ended: dt.datetime) -> float | None:
+        if self.up_started is None:
+            return 0.0
+        prices = self.seams.prices()
+        fixed = fixed_costs(self.render, prices) if self._cluster_may_exist() else []
+        if self._cluster_may_exist() and not self.observations.polls:
+            return None  # the cluster ran, but its nodes were never read
+        hours = max(0.0, (ended - self.up_started).total_seconds()) / 3600
+        return run_cost(self.observations, ended, self.cfg.location, prices, fixed, hours)
+
+    def _measured(self, finished: dt.datetime) -> tuple[list[Phase], float | None]:
+        """The phases and the cost; a fault in working them out loses them, not the run's file."""
+        try:
+            return self.phases(), self.cost(finished)
+        except Exception as e:  # noqa: BLE001 (said, and the file is still written)
+            self.say(f"e2e {self.stack}: the phases and cost could not be worked out: {type(e).__name__}: {e}")
+            return [], None
+
+    def record(self) -> Run:
+        finished = self.ended or self.now()
+        cfg = self.cfg
+        pools = [Pool(name=p.name, vm_size=p.vm_size, spot=spot, min_count=p.min_count, max_count=p.max_count)
+                 for p, spot in [(cfg.cluster.system_pool, False), *((g, g.spot) for g in cfg.gpu_pools),
+                                 *((c, c.spot) for c in cfg.cpu_pools)]]
+        passed = all(s.outcome in (Outcome.OK, Outcome.SKIPPED) for s in self.steps) and \
+            all(v.passed for v in self.probes) and not self.leftovers
+        found, cost = self._measured(finished)
+        run = Run(stack=self.stack, scenario=cfg.scenario, commit=self.commit, region=cfg.location,
+                  started=self.started, finished=max(finished, self.started), pools=tuple(pools),
+                  steps=tuple(self.steps), phases=tuple(found), probes=tuple(self.probes), drill=self.drill,
+                  leftovers=tuple(self.leftovers), cost_usd=cost, passed=passed)
+        return self.scrub.run(run)
+
+    def cleanup(self) -> None:
+        if self.kubeconfig_dir is not None:
+            shutil.rmtree(self.kubeconfig_dir, ignore_errors=True)
+            self.tools.kubeconfig = None
+
+
+def start(stack: str, seams: Seams, settings: Settings) -> E2ERun:
+    """Everything a run needs before it deploys anything; ``BadInput`` (exit 2) when it cannot start."""
+    if problem := unknown_stack(stack):
+        raise BadInput(problem)
+    tools = seams.tools
+    started = tools.now()
+    try:
+        account = json.loads(tools.az("account", "show", "--query", "{id:id, tenant:tenantId}"))
+    except (ToolFailed, json.JSONDecodeError) as e:
+        raise BadInput(f"not signed in to Azure: run az login ({e})") from None
+    scrub = Scrubber()
+    scrub.hide_environment()
+    scrub.hide([account.get("id"), account.get("tenant")])
+    commit = seams.commit()
+    render = seams.render(stack)  # a config error stops the run here (exit 2), before anything is deployed
+    cfg = render.cfg.for_deployment(account["id"])
+    try:
+        deployment = seams.deployment(stack)
+        made = deployment.resources()
+    except Exception as e:  # noqa: BLE001 (no backend, no CLI, no stack: nothing can run)
+        raise BadInput(f"pulumi: {scrub.text(_one_line(str(e)))} (docs/e2e.md: what a run needs)") from None
+    if made:
+        raise BadInput(f"stack {stack} already has {len(made)} resources in the Pulumi backend: e2e deploys, measures "
+                       f"and destroys a stack of its own; destroy it first (pulumi destroy --stack {stack}), or run "
+                       "e2e for a stack that is not deployed")
+    return E2ERun(stack, seams, settings, render, cfg, deployment, scrub, commit, started)
+
+
+def run(stack: str, seams: Seams, settings: Settings) -> tuple[Run, Path]:
+    """Run the stack end to end; the record and the file it was written to. Every step is recorded: one the run did
+    not get to as skipped, with why."""
+    e2e = start(stack, seams, settings)
+    blocked = ""
+    try:
+        for name, body in ((StepName.PREFLIGHT, e2e.preflight), (StepName.UP, e2e.up), (StepName.PROBES, e2e.probe),
+                           (StepName.DRILL, e2e.spot_drill)):
+            try:
+                if blocked:
+                    e2e.skip(name, blocked)
+                    continue
+                outcome = e2e.step(name, body)
+            except KeyboardInterrupt:  # between two steps
+                e2e.interrupted, outcome = True, Outcome.INTERRUPTED
+            if e2e.interrupted:
+                blocked = "the run was interrupted"
+            elif name in (StepName.PREFLIGHT, StepName.UP) and outcome != Outcome.OK:
+                blocked = f"{'the preflight' if name == StepName.PREFLIGHT else '`pulumi up`'} {outcome.value}"
+        e2e.step(StepName.DESTROY, e2e.destroy)
+        e2e.step(StepName.LEFTOVERS, e2e.check_leftovers)
+    finally:
+        e2e.cleanup()
+    record = e2e.record()
+    settings.results.mkdir(parents=True, exist_ok=True)
+    path = settings.results / record.file_name
+    path.write_text(record.model_dump_json(indent=2) + "\n")
+    seams.say(f"e2e {stack}: {'passed' if record.passed else 'FAILED'}; results in {path}")
+    return record, path
+
+
+def exit_code(record: Run) -> int:
+    """0 passed; 1 a step, a probe or a leftover failed it (2, bad input, is ``BadInput``'s)."""
+    return 0 if record.passed else 1
+
+
+def git_commit() -> str:
+    """The commit the run deploys (``GITHUB_SHA`` in a workflow)."""
+    found = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    commit = found.stdout.strip() or os.environ.get("GITHUB_SHA", "")
+    if not commit:
+        raise BadInput("the run records the commit it deploys: run it from a git checkout")
+    return commit
+
+
+def capacity_preflight(cfg: StackConfig) -> tuple[Outcome, str]:
+    """The capacity check (``ops.capacity``, as ``python -m ops capacity`` runs it) for the deployment's subscription:
+    ok when every pool fits (at min only: ok, said so), failed when one does not or it could not check."""
+    try:
+        from azure.core.exceptions import ClientAuthenticationError
+
+        from ops import capacity
+        from ops.azure_reads import AzureReadError
+    except ImportError as e:
+        return Outcome.FAILED, f"the capacity check needs Azure's SDK: make install-azure ({e})"
+    needs = capacity.pool_needs(cfg)
+    try:
+        checks = capacity.check(needs, capacity.read(capacity.connect(cfg.subscription), cfg, needs))
+    except ClientAuthenticationError:
+        return Outcome.FAILED, "no Azure credential for the capacity check (az login)"
+    except AzureReadError as e:
+        return Outcome.FAILED, f"capacity not checked: {e}"
+    verdict = capacity.worst(checks)
+    lines = "; ".join(c.line() for c in checks if c.verdict != capacity.Verdict.FITS)
+    if verdict == capacity.Verdict.FITS:
+        return Outcome.OK, "every pool fits"
+    if verdict == capacity.Verdict.MIN_ONLY:
+        return Outcome.OK, f"fits at min only: {lines}"
+    return Outcome.FAILED, lines
+
+
+def _optional(module: str, function: str) -> Any:
+    """A step's function from a module that may not be installed yet (None then)."""
+    try:
+        return getattr(importlib.import_module(module), function)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        return None
+
+
+def real_seams() -> Seams:
+    from offline.render import render_stack
+    missing = [tool for tool in TOOLS_NEEDED if shutil.which(tool) is None]
+    if missing:
+        raise BadInput(f"e2e needs {', '.join(missing)} on PATH (docs/e2e.md: what a run needs)")
+    return Seams(tools=Tools(), deployment=lambda stack: PulumiStack(stack, REPO_ROOT), render=render_stack,
+                 preflight=capacity_preflight, probes=_optional("ops.e2e.probes", "run_probes"),
+                 drill=_optional("ops.e2e.drill", "spot_drill"), commit=git_commit)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def e2e_command(args: argparse.Namespace) -> int:
+    settings = Settings(timeout_s=args.timeout_minutes * 60, keep=args.keep,
+                        results=args.results or REPO_ROOT / RESULTS)
+    seams = real_seams()
+    # A SIGTERM (a cancelled workflow job) is a Ctrl-C: the run destroys what it made before it ends.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        record, _ = run(args.stack, seams, settings)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return exit_code(record)

@@ -1,0 +1,736 @@
+"""`python -m ops e2e --stack S` driven end to end against stand-ins: a fake Pulumi stack that sends the engine's events
+on a recorded timeline, a fake kubectl printing the cluster's nodes and pods at each moment of it and a fake az
+answering for the subscription (tests/fixtures/e2e/), on a fake clock. Each path asserts the results file (validated
+as ``offline.runs.Run``) and the exit code: a passing run, a failed `pulumi up`, a failed and a hung probe, a hung
+`pulumi up`, a destroy that fails, a leftover, Ctrl-C and SIGTERM, bad input, and that no secret reaches the file.
+
+The timeline is written by hand (no stack has run on Azure); the facts tested are the driver's: what it measures
+from which timestamp, what it runs after what fails, what it writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pulumi.automation import events
+
+from offline.estimates.cost import load_prices, node_hour, region_vm_prices
+from offline.runs import Clock, Drill, Outcome, Phase, PhaseName, ProbeVerdict, Run, StepName
+from offline.stack_files import REPO_ROOT, stack_config
+from ops.e2e import phases
+from ops.e2e.automation import MANAGED_CLUSTER, Outputs, StateResource
+from ops.e2e.cost import run_cost
+from ops.e2e.drill import DrillFailed
+from ops.e2e.leftovers import leftovers
+from ops.e2e.run import Seams, Settings, exit_code, run
+from ops.e2e.tools import Tools
+
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "e2e"
+TIMELINE = json.loads((FIXTURES / "gpu-basics-timeline.json").read_text())
+STACK = "gpu-basics"
+SUBSCRIPTION = "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
+TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+COMMIT = "5bcd642aa1b2c3d4e5f60718293a4b5c6d7e8f90"
+START = dt.datetime(2026, 3, 2, 10, 0, tzinfo=dt.UTC)
+TICK = 60.0
+"""The fake clock's step: each look of the run at its work, and each poll of the cluster, is a minute."""
+
+
+class FakeClock:
+    """Time that moves only when the run sleeps, and only once the run's work is waiting for it: a thread of the
+    run's (named ``e2e-...``) that is not parked in ``park_until`` holds the clock until it parks or ends, so every
+    run sees the same times. kubectl reads the time from the state folder. ``interrupt_at``: the run gets a Ctrl-C
+    (``KeyboardInterrupt``), or ``signal_number`` when given, the first time it sleeps past that offset from `pulumi
+    up`'s start."""
+
+    def __init__(self, folder: Path, interrupt_at: float | None = None, signal_number: int | None = None) -> None:
+        self.folder, self.t, self.up_started = folder, START.timestamp(), math.inf
+        self.interrupt_at, self.signal_number = interrupt_at, signal_number
+        self.lock = threading.Condition()
+        self.parked: set[int | None] = set()
+        self._write()
+
+    def _write(self) -> None:
+        (self.folder / "now").write_text(repr(self.t))
+
+    def now(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.t, dt.UTC)
+
+    def park_until(self, offset: float, stop: Callable[[], bool] = lambda: False) -> None:
+        """Wait (in a thread of the run's) until ``offset`` seconds after `pulumi up` started, or ``stop()``."""
+        me = threading.get_ident()
+        with self.lock:
+            while self.t < self.up_started + offset and not stop():
+                self.parked.add(me)
+                self.lock.notify_all()
+                self.lock.wait(0.01)
+            self.parked.discard(me)
+
+    def _busy(self) -> bool:
+        return any(t.name.startswith("e2e-") and t.is_alive() and t.ident not in self.parked
+                   for t in threading.enumerate())
+
+    def sleep(self, seconds: float) -> None:
+        give_up = time.monotonic() + 20
+        with self.lock:
+            while self._busy() and time.monotonic() < give_up:
+                self.lock.wait(0.001)
+            self.t += seconds
+            self.parked.clear()
+            self._write()
+            self.lock.notify_all()
+        if self.interrupt_at is not None and self.t >= self.up_started + self.interrupt_at:
+            self.interrupt_at = None
+            if self.signal_number is not None:
+                os.kill(os.getpid(), self.signal_number)
+            else:
+                raise KeyboardInterrupt
+
+
+def azure_ids(cfg: Any) -> dict[str, str]:
+    sub = f"/subscriptions/{SUBSCRIPTION}"
+    group, nodes = cfg.naming.resource_group(), cfg.naming.node_resource_group()
+    return {
+        "group": f"{sub}/resourceGroups/{group}", "nodes": f"{sub}/resourceGroups/{nodes}",
+        "cluster": f"{sub}/resourceGroups/{group}/providers/Microsoft.ContainerService/managedClusters/"
+                   f"{cfg.naming.cluster()}",
+        "ip": f"{sub}/resourceGroups/{nodes}/providers/Microsoft.Network/publicIPAddresses/kubernetes-a1b2c3",
+        "identity": f"{sub}/resourceGroups/{group}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/"
+                    "id-gpu-basics-train",
+        "role": f"{sub}/resourceGroups/{group}/providers/Microsoft.Storage/storageAccounts/stgpubasics/providers/"
+                "Microsoft.Authorization/roleAssignments/0c9b8a7d-6e5f-4a3b-2c1d-0e9f8a7b6c5d",
+        "grant": f"{sub}/providers/Microsoft.Authorization/roleAssignments/9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a",
+    }
+
+
+@dataclass
+class World:
+    """What exists in the fake subscription, written where the fake az reads it."""
+
+    folder: Path
+    cfg: Any
+    signed_in: bool = True
+
+    @property
+    def ids(self) -> dict[str, str]:
+        return azure_ids(self.cfg)
+
+    def write(self, deployed: bool, left: dict[str, Any] | None = None) -> None:
+        ids, tags = self.ids, {**self.cfg.tags}
+        group, nodes = self.cfg.naming.resource_group(), self.cfg.naming.node_resource_group()
+        azure: dict[str, Any] = {"signedIn": self.signed_in, "account": {"id": SUBSCRIPTION, "tenant": TENANT},
+                                 "cluster": deployed, "groups": {}, "resources": [], "roleAssignments": [],
+                                 "identities": {}}
+        if deployed:
+            azure |= {
+                "groups": {group: {"id": ids["group"], "tags": tags}, nodes: {"id": ids["nodes"], "tags": tags}},
+                "resources": [
+                    {"id": ids["cluster"], "name": self.cfg.naming.cluster(), "group": group, "tags": tags,
+                     "type": "Microsoft.ContainerService/managedClusters"},
+                    {"id": ids["ip"], "name": "kubernetes-a1b2c3", "group": nodes, "tags": tags,
+                     "type": "Microsoft.Network/publicIPAddresses"}],
+                "roleAssignments": [ids["role"], ids["grant"]],
+                "identities": {group: {"id-gpu-basics-train": [f"{ids['identity']}/federatedIdentityCredentials/"
+                                                               "gpu-basics-train"]}}}
+        for key, value in (left or {}).items():
+            azure[key] = value
+        (self.folder / "azure.json").write_text(json.dumps(azure))
+
+    def made(self) -> list[StateResource]:
+        ids = self.ids
+        return [StateResource("azure-native:resources:ResourceGroup", ids["group"]),
+                StateResource(MANAGED_CLUSTER, ids["cluster"]),
+                StateResource("azure-native:authorization:RoleAssignment", ids["role"]),
+                StateResource("azure-native:authorization:RoleAssignment", ids["grant"]),
+                StateResource("azure-native:managedidentity:FederatedIdentityCredential",
+                              f"{ids['identity']}/federatedIdentityCredentials/gpu-basics-train")]
+
+
+KUBECONFIG_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJrdWJlbGV0In0.c2lnbmF0dXJlLW9mLXRoZS10b2tlbg"
+
+
+@dataclass
+class FakeStack:
+    """The Automation API stack, played from TIMELINE: `pulumi up` sends the prelude, the cluster's outputs and the
+    summary at their times (``up``: "ok", "fail" at 700 s, or "hang" until interrupted); `pulumi destroy` fails its
+    first ``destroy_failures`` times, then leaves ``left`` (what the fake az then still shows)."""
+
+    world: World
+    clock: FakeClock
+    up_mode: str = "ok"
+    """"ok"; "fail" at 700 s; "hang" until interrupted; "stubborn": hang, and end only at a second interrupt."""
+    destroy_failures: int = 0
+    left: dict[str, Any] | None = None
+    existing: list[StateResource] = field(default_factory=list)
+    failure: str = "error: creating AgentPool t4: OperationNotAllowed: quota exceeded"
+    ups: int = 0
+    destroys: int = 0
+    interrupts: int = 0
+    _interrupted: threading.Event = field(default_factory=threading.Event)
+    _sequence: int = 0
+
+    def resources(self) -> list[StateResource]:
+        return list(self.existing)
+
+    def interrupt(self) -> None:
+        self.interrupts += 1
+        self._interrupted.set()
+
+    def _stopped(self) -> bool:
+        return self.interrupts >= (2 if self.up_mode == "stubborn" else 1)
+
+    def _until(self, offset: float) -> None:
+        self.clock.park_until(offset, self._stopped)
+        if self._stopped():
+            raise RuntimeError("error: update canceled")
+
+    def _send(self, on_event: Callable[[events.EngineEvent], None], offset: float, **body: Any) -> None:
+        self._sequence += 1
+        on_event(events.EngineEvent.from_json({"sequence": self._sequence,
+                                               "timestamp": int(self.clock.up_started + offset), **body}))
+
+    def up(self, on_event: Callable[[events.EngineEvent], None], on_output: Callable[[str], None]) -> Outputs:
+        self.ups += 1
+        self.clock.up_started = self.clock.t
+        (self.world.folder / "up-started").write_text(repr(self.clock.t))
+        self._send(on_event, 0, preludeEvent={"config": {}})
+        engine = TIMELINE["engine"]
+        self._until(engine["cluster_ready"])
+        self.existing = self.world.made()[:2]
+        self.world.write(deployed=True)
+        self._send(on_event, engine["cluster_ready"],
+                   resOutputsEvent={"metadata": {"op": "create", "urn": "urn:pulumi:gpu-basics::aksgpu::aks",
+                                                 "type": MANAGED_CLUSTER, "provider": ""}})
+        if self.up_mode == "fail":
+            self._until(700)
+            (self.world.folder / "cut").write_text("700")  # the GPU pool's create failed: its node never comes
+            self._send(on_event, 700, diagnosticEvent={"message": f"  {self.failure}\n", "severity": "error"})
+            raise RuntimeError(f"code: 255\n stderr: {self.failure}")
+        if self.up_mode in ("hang", "stubborn"):
+            self._until(math.inf)
+        self._until(engine["up_finished"])
+        self.existing = self.world.made()
+        self._send(on_event, engine["up_finished"], summaryEvent={"durationSeconds": engine["up_finished"]})
+        on_output("Resources: 72 created")
+        return Outputs({"resourceGroup": self.world.cfg.naming.resource_group(),
+                        "kubeconfig": f"users:\n- user:\n    token: {KUBECONFIG_TOKEN}\n"}, frozenset({"kubeconfig"}))
+
+    def destroy(self, on_event: Callable[[events.EngineEvent], None], on_output: Callable[[str], None]) -> None:
+        self.destroys += 1
+        if self.destroys <= self.destroy_failures:
+            raise RuntimeError("error: deleting ManagedCluster aks-gpu-basics: Conflict: an operation is in progress")
+        self.existing = []
+        self.world.write(deployed=False, left=self.left)
+
+
+def passing_probes(clock: FakeClock) -> Callable[..., list[ProbeVerdict]]:
+    """Probes that take until 2300 s (the training probe's pod waits for a second node) and pass."""
+    def probes(stack: str, cfg: Any, outputs: Any, tools: Tools, timeout_s: float) -> list[ProbeVerdict]:
+        assert outputs["resourceGroup"] == cfg.naming.resource_group() and tools.kubeconfig is not None
+        clock.park_until(2300)
+        return [ProbeVerdict(name="nvidia-smi", passed=True, seconds=12.0, output="Tesla T4"),
+                ProbeVerdict(name="train", passed=True, seconds=680.0, output="epoch 3 loss 0.21")]
+    return probes
+
+
+def drill(stack: str, cfg: Any, outputs: Any, tools: Tools, timeout_s: float) -> tuple[Drill | None, list[Phase]]:
+    return (Drill(pool="t4", node="aks-t4-27182818-vmss000001", weights_match=True),
+            [Phase(name=PhaseName.NODE_REPLACED, clock=Clock.EVICTION, measured_seconds=402.0, source="Node Ready"),
+             Phase(name=PhaseName.RUN_RESUMED, clock=Clock.EVICTION, measured_seconds=515.0, source="pod log")])
+
+
+@dataclass
+class Harness:
+    world: World
+    clock: FakeClock
+    stack: FakeStack
+    seams: Seams
+    settings: Settings
+    said: list[str]
+
+    def run(self) -> tuple[Run, int, Path]:
+        record, path = run(STACK, self.seams, self.settings)
+        written = Run.model_validate_json(path.read_text())
+        assert written == record and path.parent == self.settings.results
+        return written, exit_code(written), path
+
+    def calls(self, tool: str) -> list[list[str]]:
+        log = self.world.folder / f"{tool}.jsonl"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.fixture
+def harness(tmp_path, render_of) -> Callable[..., Harness]:
+    def make(up: str = "ok", destroy_failures: int = 0, left: dict[str, Any] | None = None,
+             probes: Any = "pass", interrupt_at: float | None = None, signal_number: int | None = None,
+             timeout_s: float = 3600.0, preflight: tuple[Outcome, str] = (Outcome.OK, "every pool fits"),
+             existing: list[StateResource] | None = None) -> Harness:
+        folder = tmp_path / "state"
+        folder.mkdir()
+        (folder / "timeline.json").write_text(json.dumps(TIMELINE))
+        render = render_of(STACK)
+        world = World(folder, render.cfg.for_deployment(SUBSCRIPTION))
+        world.write(deployed=False)
+        clock = FakeClock(folder, interrupt_at, signal_number)
+        stack = FakeStack(world, clock, up, destroy_failures, left, existing or [])
+        said: list[str] = []
+        tools = Tools(now=clock.now, sleep=clock.sleep,
+                      kubectl_argv=(sys.executable, str(FIXTURES / "fake_kubectl.py"), str(folder)),
+                      az_argv=(sys.executable, str(FIXTURES / "fake_az.py"), str(folder)))
+        seams = Seams(tools=tools, deployment=lambda name: stack, render=lambda name: render,
+                      preflight=lambda cfg: preflight, probes=passing_probes(clock) if probes == "pass" else probes,
+                      drill=drill, commit=lambda: COMMIT, say=said.append)
+        settings = Settings(timeout_s=timeout_s, cancel_grace_s=300.0, poll_s=TICK, tick_s=TICK,
+                            results=tmp_path / "results")
+        return Harness(world, clock, stack, seams, settings, said)
+    return make
+
+
+def steps(record: Run) -> dict[StepName, Outcome]:
+    return {s.step: s.outcome for s in record.steps}
+
+
+def detail(record: Run, step: StepName) -> str:
+    return next(s.detail for s in record.steps if s.step == step)
+
+
+def measured(record: Run, name: PhaseName, clock: Clock = Clock.UP) -> float | None:
+    phase = record.phase(name, clock)
+    assert phase is not None, name
+    return phase.measured_seconds
+
+
+def test_a_passing_run_measures_each_phase_from_its_timestamp_beside_the_renders_estimate(harness, render_of):
+    h = harness()
+    record, code, path = h.run()
+    assert code == 0 and record.passed
+    assert path.name == f"e2e-gpu-basics-{START:%Y%m%dT%H%M%SZ}.json"
+    assert steps(record) == dict.fromkeys(StepName, Outcome.OK)
+    assert (record.stack, record.scenario, record.commit, record.region) == (STACK, "gpu-basics", COMMIT, "eastus")
+    assert [(p.name, p.vm_size, p.spot) for p in record.pools] == [("system", "Standard_D4ds_v5", False),
+                                                                   ("t4", "Standard_NC4as_T4_v3", True)]
+    # Engine events and Kubernetes conditions give the second; GPU allocatable is the first poll that saw it (one a
+    # minute here): the node advertised its GPU at 905 s, the 960 s poll saw it.
+    assert {p.name: p.measured_seconds for p in record.phases if p.clock == Clock.UP} \
+        == {PhaseName.UP: 1490, PhaseName.CLUSTER_READY: 452, PhaseName.GPU_NODE_READY: 752,
+            PhaseName.DRIVER_READY: 846, PhaseName.DEVICE_PLUGIN_READY: 902, PhaseName.GPU_ALLOCATABLE: 960,
+            PhaseName.GPU_POD_READY: 975}
+    assert "gpu-smoke-test-t4-5n6bd started (its Job's pod" in record.phase(PhaseName.GPU_POD_READY).source
+    assert record.phase(PhaseName.ENDPOINT_ANSWERING) is None  # its probes are Jobs: no endpoint
+    # The probe's pod, created at 1560 s, waited for the pool's second node: a scale-up, counted from that pod.
+    assert {p.name: p.measured_seconds for p in record.phases if p.clock == Clock.SCALE_UP} == {
+        PhaseName.NODE_REPLACED: 2061 - 1560, PhaseName.DRIVER_READY: 2160 - 1560,
+        PhaseName.DEVICE_PLUGIN_READY: 2212 - 1560, PhaseName.GPU_ALLOCATABLE: 2220 - 1560,
+        PhaseName.GPU_POD_READY: 2240 - 1560}
+    estimated = phases.estimates(render_of(STACK))
+    for phase in record.phases:
+        if phase.clock in (Clock.UP, Clock.SCALE_UP):
+            assert phase.estimated_seconds == estimated[phase.name, phase.clock], phase
+    assert record.phase(PhaseName.RUN_RESUMED, Clock.EVICTION).measured_seconds == 515
+    assert record.drill == Drill(pool="t4", node="aks-t4-27182818-vmss000001", weights_match=True)
+    assert [v.name for v in record.probes] == ["nvidia-smi", "train"] and record.leftovers == ()
+    assert record.phase(PhaseName.DESTROY, Clock.DESTROY).measured_seconds is not None
+    # The scenario's Jobs went before the destroy (Kueue keeps its queue while they remain).
+    assert ["--namespace", "gpu-basics", "delete", "cronjobs,jobs", "--all", "--ignore-not-found", "--wait=true",
+            "--timeout=10m"] in h.calls("kubectl")
+
+
+def test_the_cost_is_each_nodes_hours_at_its_own_price_plus_the_fixed_parts(harness, render_of):
+    h = harness()
+    record, _, _ = h.run()
+    prices = load_prices()
+    region = region_vm_prices(prices, "eastus")
+    ended = record.finished.timestamp() - h.clock.up_started
+    nodes = sum(node_hour(region, n["size"], bool(n.get("spot")), prices["spot_discount"]).price
+                * (ended - n["created"]) / 3600 for n in TIMELINE["nodes"])
+    from offline.estimates.cost import fixed_costs
+    fixed = sum(v for _, v in fixed_costs(render_of(STACK), prices)) \
+        * (record.finished - record.started).total_seconds() / 3600
+    assert record.cost_usd == pytest.approx(nodes + fixed, abs=1e-3)
+
+
+def test_a_size_without_a_price_makes_the_cost_unknown_not_zero():
+    obs = phases.Observations()
+    at = START
+    obs.add({"items": [{"kind": "Node", "metadata": {"name": "n", "creationTimestamp": "2026-03-02T09:00:00Z",
+                                                     "labels": {"node.kubernetes.io/instance-type":
+                                                                "Standard_ND96isr_H200_v5"}}}]}, at)
+    prices = load_prices()
+    assert node_hour(region_vm_prices(prices, "eastus"), "Standard_ND96isr_H200_v5", False, 0.8).price is None
+    assert run_cost(obs, at, "eastus", prices, [("AKS", 0.1)], 1.0) is None
+
+
+def test_a_failed_up_still_destroys_and_checks_for_leftovers(harness):
+    h = harness(up="fail")
+    record, code, _ = h.run()
+    assert code == 1 and not record.passed
+    assert steps(record) == {StepName.PREFLIGHT: Outcome.OK, StepName.UP: Outcome.FAILED,
+                             StepName.PROBES: Outcome.SKIPPED, StepName.DRILL: Outcome.SKIPPED,
+                             StepName.DESTROY: Outcome.OK, StepName.LEFTOVERS: Outcome.OK}
+    assert detail(record, StepName.UP) == "error: creating AgentPool t4: OperationNotAllowed: quota exceeded"
+    assert detail(record, StepName.PROBES) == "`pulumi up` failed" and h.stack.destroys == 1
+    assert measured(record, PhaseName.CLUSTER_READY) == 452
+    assert measured(record, PhaseName.UP) is None and measured(record, PhaseName.GPU_NODE_READY) is None
+
+
+def test_a_failed_probe_fails_the_run_and_keeps_its_output(harness):
+    def probes(stack, cfg, outputs, tools, timeout_s):
+        return [ProbeVerdict(name="nvidia-smi", passed=True, seconds=9.0, output="Tesla T4"),
+                ProbeVerdict(name="train", passed=False, seconds=41.0,
+                             output="RuntimeError: CUDA error: no kernel image is available for execution")]
+    h = harness(probes=probes)
+    record, code, _ = h.run()
+    assert code == 1 and not record.passed
+    assert steps(record)[StepName.PROBES] == Outcome.FAILED
+    assert detail(record, StepName.PROBES) == "1 of 2 probes failed: train"
+    assert record.probes[1].output == "RuntimeError: CUDA error: no kernel image is available for execution"
+    assert steps(record)[StepName.DESTROY] == Outcome.OK and steps(record)[StepName.LEFTOVERS] == Outcome.OK
+
+
+def test_the_endpoint_answers_when_its_first_endpoint_probe_got_its_answer(harness):
+    h = harness()
+
+    answered: list[float] = []
+
+    def probes(stack, cfg, outputs, tools, timeout_s):
+        h.clock.park_until(2300)
+        answered.append(h.clock.t - h.clock.up_started)
+        return [ProbeVerdict(name="status", passed=True, seconds=4.0, output="cuda", answered=h.clock.now()),
+                ProbeVerdict(name="train", passed=True, seconds=80.0, output="done")]
+    h.seams.probes = probes
+    record, code, _ = h.run()
+    assert code == 0 and record.phase(PhaseName.ENDPOINT_ANSWERING).measured_seconds == answered[0] >= 2300
+
+
+def test_a_drill_that_stops_half_way_keeps_what_it_measured_and_fails_the_run(harness):
+    def stopped(stack, cfg, outputs, tools, timeout_s):
+        replaced = Phase(name=PhaseName.NODE_REPLACED, clock=Clock.EVICTION, measured_seconds=380.0,
+                         source="Node Ready")
+        raise DrillFailed("the run did not resume within 30 min of the eviction",
+                          Drill(pool="t4", node="aks-t4-27182818-vmss000001", weights_match=None), [replaced])
+    h = harness()
+    h.seams.drill = stopped
+    record, code, _ = h.run()
+    assert code == 1 and steps(record)[StepName.DRILL] == Outcome.FAILED
+    assert detail(record, StepName.DRILL) == "the run did not resume within 30 min of the eviction"
+    assert record.drill is not None and record.drill.weights_match is None
+    assert record.phase(PhaseName.NODE_REPLACED, Clock.EVICTION).measured_seconds == 380
+    assert steps(record)[StepName.DESTROY] == Outcome.OK
+
+
+def test_without_the_clusters_kubeconfig_the_probes_fail_rather_than_reach_another_cluster(harness):
+    h = harness()
+    write = h.world.write
+
+    def no_credentials(deployed: bool, left: dict[str, Any] | None = None) -> None:
+        write(deployed, {**(left or {}), "cluster": False})  # az aks get-credentials fails
+    h.world.write = no_credentials  # type: ignore[method-assign]
+    record, code, _ = h.run()
+    assert code == 1 and steps(record)[StepName.PROBES] == Outcome.FAILED
+    assert detail(record, StepName.PROBES) == "no kubeconfig for cluster aks-gpu-basics (az aks get-credentials failed)"
+    assert h.calls("kubectl") == [] and record.cost_usd is None  # the cluster ran, its nodes were never read
+
+
+def test_a_hung_probe_times_out_and_the_stack_is_still_destroyed(harness):
+    release = threading.Event()
+
+    def probes(stack, cfg, outputs, tools, timeout_s):
+        h.clock.park_until(math.inf, release.is_set)
+        return []
+    h = harness(probes=probes, timeout_s=1800.0)
+    try:
+        record, code, _ = h.run()
+    finally:
+        release.set()
+    assert code == 1
+    assert steps(record)[StepName.PROBES] == Outcome.TIMED_OUT
+    assert detail(record, StepName.PROBES) == "no end in 31 min: left running"
+    assert steps(record)[StepName.DESTROY] == Outcome.OK and h.stack.destroys == 1
+
+
+def test_a_hung_up_is_interrupted_at_its_timeout_then_destroyed(harness):
+    h = harness(up="hang", timeout_s=1200.0)
+    record, code, _ = h.run()
+    assert code == 1
+    assert steps(record)[StepName.UP] == Outcome.TIMED_OUT and detail(record, StepName.UP) == \
+        "no end in 20 min: interrupted"
+    assert h.stack.interrupts == 1  # one SIGINT: Pulumi's cancel, never its terminate while the cancel finishes
+    assert steps(record)[StepName.DESTROY] == Outcome.OK and steps(record)[StepName.LEFTOVERS] == Outcome.OK
+
+
+def test_an_up_that_does_not_cancel_in_its_grace_time_is_terminated_with_a_second_sigint(harness):
+    h = harness(up="stubborn", timeout_s=1200.0)
+    record, code, _ = h.run()
+    assert code == 1 and h.stack.interrupts == 2
+    assert steps(record)[StepName.UP] == Outcome.TIMED_OUT
+    # The second came after the grace time (300 s here): the run waited for the cancel before it terminated.
+    assert 1200 + 300 <= (record.finished - record.started).total_seconds()
+    assert steps(record)[StepName.DESTROY] == Outcome.OK
+
+
+def test_a_failed_destroy_is_retried_once_then_reported_with_what_is_left(harness):
+    h = harness(destroy_failures=2)
+    record, code, _ = h.run()
+    assert code == 1 and h.stack.destroys == 2
+    assert steps(record)[StepName.DESTROY] == Outcome.FAILED
+    assert detail(record, StepName.DESTROY).startswith("failed twice (error: deleting ManagedCluster aks-gpu-basics")
+    assert steps(record)[StepName.LEFTOVERS] == Outcome.FAILED
+    kinds = {(item.kind, item.id.split("/")[-1]) for item in record.leftovers}
+    assert kinds >= {("Microsoft.Resources/resourceGroups", "rg-gpu-basics"),
+                     ("Microsoft.Resources/resourceGroups", "rg-gpu-basics-nodes"),
+                     ("Microsoft.ContainerService/managedClusters", "aks-gpu-basics"),
+                     ("Microsoft.Network/publicIPAddresses", "kubernetes-a1b2c3"),
+                     ("roleAssignment", "0c9b8a7d-6e5f-4a3b-2c1d-0e9f8a7b6c5d"),
+                     ("federatedCredential", "gpu-basics-train")}
+    assert len({item.id.lower() for item in record.leftovers}) == len(record.leftovers)  # each once
+
+
+def test_a_destroy_that_fails_once_passes_on_its_retry(harness):
+    h = harness(destroy_failures=1)
+    record, code, _ = h.run()
+    assert code == 0 and h.stack.destroys == 2
+    assert detail(record, StepName.DESTROY).startswith("destroyed on the retry, after: error: deleting ManagedCluster")
+
+
+def test_a_leftover_fails_the_run(harness):
+    world_ids = azure_ids(stack_config(STACK).for_deployment(SUBSCRIPTION))
+    tags = {**stack_config(STACK).tags}
+    left = {"resources": [{"id": "/subscriptions/" + SUBSCRIPTION + "/resourceGroups/rg-shared/providers/"
+                           "Microsoft.Network/publicIPAddresses/kubernetes-d4e5f6", "name": "kubernetes-d4e5f6",
+                           "type": "Microsoft.Network/publicIPAddresses", "group": "rg-shared", "tags": tags}],
+            "roleAssignments": [world_ids["grant"]]}
+    h = harness(left=left)
+    record, code, _ = h.run()
+    assert code == 1 and not record.passed
+    assert steps(record)[StepName.DESTROY] == Outcome.OK and steps(record)[StepName.LEFTOVERS] == Outcome.FAILED
+    assert [(item.kind, item.id) for item in record.leftovers] == [
+        ("Microsoft.Network/publicIPAddresses", "/subscriptions/<subscription>/resourceGroups/rg-shared/providers/"
+                                                "Microsoft.Network/publicIPAddresses/kubernetes-d4e5f6"),
+        ("roleAssignment", "/subscriptions/<subscription>/providers/Microsoft.Authorization/roleAssignments/"
+                           "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a")]
+
+
+def test_ctrl_c_during_up_cancels_it_and_destroys_what_it_made(harness):
+    h = harness(interrupt_at=600.0)
+    record, code, _ = h.run()
+    assert code == 1 and h.stack.interrupts == 1
+    assert steps(record) == {StepName.PREFLIGHT: Outcome.OK, StepName.UP: Outcome.INTERRUPTED,
+                             StepName.PROBES: Outcome.SKIPPED, StepName.DRILL: Outcome.SKIPPED,
+                             StepName.DESTROY: Outcome.OK, StepName.LEFTOVERS: Outcome.OK}
+    assert detail(record, StepName.DRILL) == "the run was interrupted" and h.stack.destroys == 1
+
+
+def test_sigterm_is_a_ctrl_c_for_the_command_and_its_exit_code_is_1(harness, monkeypatch, capsys):
+    from ops.__main__ import main
+    h = harness(interrupt_at=1000.0, signal_number=signal.SIGTERM)
+    monkeypatch.setattr("ops.e2e.run.real_seams", lambda: h.seams)
+    monkeypatch.setattr("ops.e2e.run.Settings", lambda **kw: Settings(**{**kw, "poll_s": TICK, "tick_s": TICK,
+                                                                        "cancel_grace_s": 300.0}))
+    before = signal.getsignal(signal.SIGTERM)
+    code = main(["e2e", "--stack", STACK, "--results", str(h.settings.results)])
+    assert code == 1 and signal.getsignal(signal.SIGTERM) is before
+    (path,) = h.settings.results.iterdir()
+    record = Run.model_validate_json(path.read_text())
+    assert steps(record)[StepName.UP] == Outcome.INTERRUPTED and steps(record)[StepName.DESTROY] == Outcome.OK
+
+
+def test_no_secret_reaches_the_results_file(harness, monkeypatch):
+    client_secret = "Xy8Q~" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q"
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", client_secret)
+    sas = "https://stgpubasics.blob.core.windows.net/out?sv=2022-11-02&sr=c&sig=Zm9vYmFyYmF6cXV4cXV1eA%3D%3D"
+    key = "Zm9v" * 21 + "YmE="
+
+    def probes(stack, cfg, outputs, tools, timeout_s):
+        return [ProbeVerdict(name="train", passed=False, seconds=3.0, output=(
+            f"GET {sas} 403\nDefaultEndpointsProtocol=https;AccountName=stgpubasics;AccountKey={key};\n"
+            f"kubeconfig token {KUBECONFIG_TOKEN} in subscription {SUBSCRIPTION} (tenant {TENANT})"))]
+    h = harness(probes=probes, destroy_failures=2)
+    h.stack.failure = f"error: login failed with client secret {client_secret}"
+    h.stack.destroy_failures = 2
+    record, code, path = h.run()
+    text = path.read_text()
+    for secret in (client_secret, KUBECONFIG_TOKEN, SUBSCRIPTION, TENANT, key, "Zm9vYmFyYmF6cXV4cXV1eA"):
+        assert secret not in text
+    assert "sig=<hidden" in text and "AccountKey=<hidden" in text and "/subscriptions/<subscription>/" in text
+    assert code == 1 and record.leftovers
+
+
+def test_a_preflight_that_does_not_fit_deploys_nothing(harness):
+    h = harness(preflight=(Outcome.FAILED, "t4 (Standard_NC4as_T4_v3, 0–2 spot nodes): does not fit"))
+    record, code, _ = h.run()
+    assert code == 1 and h.stack.ups == 0 and h.stack.destroys == 0
+    assert steps(record) == {StepName.PREFLIGHT: Outcome.FAILED, **dict.fromkeys(
+        (StepName.UP, StepName.PROBES, StepName.DRILL, StepName.DESTROY, StepName.LEFTOVERS), Outcome.SKIPPED)}
+    assert detail(record, StepName.DESTROY) == "nothing was deployed" and record.cost_usd == 0.0
+    assert record.phases == ()
+
+
+def test_without_the_probes_module_the_probes_step_fails_rather_than_pass_unprobed(harness):
+    h = harness(probes=None)
+    record, code, _ = h.run()
+    assert code == 1 and steps(record)[StepName.PROBES] == Outcome.FAILED
+    assert "ops.e2e.probes" in detail(record, StepName.PROBES)
+
+
+@pytest.mark.parametrize("case, text", [
+    ("deployed", "stack gpu-basics already has 1 resources in the Pulumi backend"),
+    ("signed-out", "not signed in to Azure: run az login"),
+])
+def test_bad_input_is_one_line_exit_2_and_deploys_nothing(harness, monkeypatch, capsys, case, text):
+    from ops.__main__ import main
+    h = harness(existing=[StateResource(MANAGED_CLUSTER, "x")] if case == "deployed" else None)
+    if case == "signed-out":
+        h.world.signed_in = False
+        h.world.write(deployed=False)
+    monkeypatch.setattr("ops.e2e.run.real_seams", lambda: h.seams)
+    code = main(["e2e", "--stack", STACK, "--results", str(h.settings.results)])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert code == 2 and line.startswith("error: ") and text in line
+    assert h.stack.ups == 0 and not h.settings.results.exists()
+
+
+def test_protected_data_is_kept_not_a_leftover_and_anything_beside_it_is():
+    cfg = stack_config("av-resim").for_deployment(SUBSCRIPTION)
+    kept = next(cfg.storage_account_name(a) for a in cfg.storage.accounts if a.protect)
+    group = cfg.naming.resource_group()
+    account = {"id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{group}/providers/Microsoft.Storage/"
+                     f"storageAccounts/{kept}", "name": kept, "type": "Microsoft.Storage/storageAccounts"}
+    vnet = {"id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{group}/providers/Microsoft.Network/"
+                  "virtualNetworks/vnet-av-resim", "name": "vnet-av-resim", "type": "Microsoft.Network/virtualNetworks"}
+
+    def az(*args: str) -> str:
+        answers = {("group", "exists"): args[3] == group, ("resource", "list"): [account, vnet] if
+                   "--resource-group" in args else [account], ("group", "list"): [{"id": "g", "name": group}]}
+        return json.dumps(answers[args[:2]])
+    found = leftovers(cfg, [], az)
+    assert [item.id.rsplit("/", 1)[-1] for item in found.leftovers] == ["vnet-av-resim"]
+    assert found.kept_group == group and "has protect: true" in found.kept[0]
+
+
+def test_a_role_assignment_in_another_subscription_is_looked_for_at_its_own_scope():
+    cfg = stack_config(STACK).for_deployment(SUBSCRIPTION)
+    other = "/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/rg-runners/providers/" \
+            "Microsoft.Network/virtualNetworks/vnet-runners"
+    made = [StateResource("azure-native:authorization:RoleAssignment",
+                          f"{other}/providers/Microsoft.Authorization/roleAssignments/a1"),
+            StateResource("azure-native:authorization:RoleAssignment",
+                          f"/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Authorization/roleAssignments/b2")]
+    asked: list[tuple[str, ...]] = []
+
+    def az(*args: str) -> str:
+        asked.append(args)
+        if args[:3] == ("role", "assignment", "list"):
+            return json.dumps([made[0].id.upper()] if "--scope" in args else [])
+        return json.dumps(False if args[:2] == ("group", "exists") else [])
+    found = leftovers(cfg, made, az)
+    assert [(item.kind, item.id) for item in found.leftovers] == [("roleAssignment", made[0].id)]
+    assert ("role", "assignment", "list", "--scope", other, "--query", "[].id") in asked
+
+
+FAKE_PULUMI = """#!{python}
+import json, os, pathlib, signal, sys, time
+folder = pathlib.Path({folder!r})
+args = sys.argv[1:]
+with (folder / "calls.jsonl").open("a") as log:
+    log.write(json.dumps({{"args": args, "session": os.getsid(0)}}) + "\\n")
+if args == ["version"]:
+    print("v3.200.0")  # below 3.205: the SDK reads the events from the --event-log file this script writes
+    sys.exit(0)
+args = [a for a in args if a != "--non-interactive"]
+def event_log(*events):
+    with open(args[args.index("--event-log") + 1], "a") as log:
+        for i, event in enumerate(events):
+            log.write(json.dumps({{"sequence": i, "timestamp": 1772445600 + i, **event}}) + "\\n")
+if args[:2] == ["stack", "select"]:
+    sys.exit(0)
+def cancelled(*_):
+    event_log({{"cancelEvent": {{}}}})
+    sys.exit("^C received; cancelling.")
+if args[0] == "up" and (folder / "hang").exists():
+    signal.signal(signal.SIGINT, cancelled)
+    time.sleep(60)
+if args[0] in ("up", "destroy"):
+    event_log({{"preludeEvent": {{"config": {{}}}}}},
+              {{"resOutputsEvent": {{"metadata": {{"op": "create", "urn": "u", "type": {cluster!r},
+                                                   "provider": ""}}}}}},
+              {{"summaryEvent": {{"durationSeconds": 2}}}}, {{"cancelEvent": {{}}}})  # the engine's last event
+    print("Resources: 2 created")
+    sys.exit(0)
+if args[:2] == ["stack", "output"]:
+    print(json.dumps({{"kubeconfig": "[secret]" if "--show-secrets" not in args else "apiVersion: v1",
+                      "clusterName": "aks-gpu-basics"}}))
+    sys.exit(0)
+if args[:2] == ["stack", "history"]:
+    print(json.dumps([{{"kind": "update", "startTime": "2026-03-02T10:00:00.000Z", "message": "", "environment": {{}},
+                        "config": {{}}, "result": "succeeded", "endTime": "2026-03-02T10:00:02.000Z"}}]))
+    sys.exit(0)
+if args[:2] == ["stack", "export"]:
+    print(json.dumps({{"version": 3, "deployment": {{"resources": [
+        {{"type": "pulumi:pulumi:Stack", "id": ""}}, {{"type": "pulumi:providers:azure-native", "id": "p"}},
+        {{"type": {cluster!r}, "id": "/subscriptions/s/resourceGroups/rg/providers/c"}}]}}}}))
+    sys.exit(0)
+sys.exit("unexpected: " + " ".join(args))
+"""
+
+
+@pytest.fixture
+def fake_pulumi(tmp_path, monkeypatch) -> Path:
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "pulumi").write_text(FAKE_PULUMI.format(python=sys.executable, folder=str(tmp_path),
+                                                    cluster=MANAGED_CLUSTER))
+    (bin_ / "pulumi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+    return tmp_path
+
+
+def test_the_automation_api_stack_reports_the_engines_times_outputs_and_state(fake_pulumi):
+    from ops.e2e.automation import EngineTimes, PulumiStack
+    stack = PulumiStack(STACK, REPO_ROOT)
+    assert stack.resources() == [StateResource(MANAGED_CLUSTER, "/subscriptions/s/resourceGroups/rg/providers/c")]
+    times, lines = EngineTimes(), []
+    outputs = stack.up(times.on_event, lines.append)
+    assert outputs.values == {"kubeconfig": "apiVersion: v1", "clusterName": "aks-gpu-basics"}
+    assert outputs.secret == {"kubeconfig"} and "Resources: 2 created" in lines
+    assert (times.started, times.cluster_ready, times.finished) == (1772445600, 1772445601, 1772445602)
+    calls = [json.loads(line) for line in (fake_pulumi / "calls.jsonl").read_text().splitlines()]
+    (up,) = [c["args"] for c in calls if "up" in c["args"]]
+    assert up[:4] == ["--non-interactive", "up", "--yes", "--skip-preview"] and "--suppress-outputs" in up
+    # Each command runs in a session of its own (but the SDK's own `pulumi version`): a Ctrl-C at the terminal
+    # reaches the run, which decides what Pulumi gets.
+    assert os.getsid(0) not in {c["session"] for c in calls if c["args"] != ["version"]}
+
+
+def test_interrupting_a_running_command_sends_pulumi_one_sigint(fake_pulumi):
+    from pulumi.automation.errors import CommandError
+
+    from ops.e2e.automation import EngineTimes, PulumiStack
+    (fake_pulumi / "hang").write_text("")
+    stack = PulumiStack(STACK, REPO_ROOT)
+    failed: list[BaseException] = []
+
+    def up() -> None:
+        try:
+            stack.up(EngineTimes().on_event, lambda line: None)
+        except CommandError as e:
+            failed.append(e)
+    worker = threading.Thread(target=up)
+    worker.start()
+    deadline = time.monotonic() + 20
+    while not (fake_pulumi / "calls.jsonl").read_text().count('"up"') and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    stack.interrupt()
+    worker.join(20)
+    assert not worker.is_alive() and failed and "cancelling" in str(failed[0])
