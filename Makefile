@@ -94,7 +94,7 @@ state-backend:
 # what the stack costs to run for about an hour. E2E_FLAGS passes --keep, --results DIR or --timeout-minutes N.
 e2e: install-azure
 	@if [ "$(origin STACK)" = file ]; then echo "make e2e deploys a stack to Azure: name it, make e2e STACK=<stack>" >&2; exit 2; fi
-	$(BIN)/python -m ops e2e --stack "$(STACK)" $(E2E_FLAGS)
+	$(BIN)/python -m ops e2e --stack="$(STACK)" $(E2E_FLAGS)
 
 clean:
 	rm -rf $(OUT) .pytest_cache build

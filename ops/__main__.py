@@ -110,6 +110,17 @@ def _e2e_arguments(p: argparse.ArgumentParser) -> None:
                         "it is interrupted (default 60)")
 
 
+def _e2e_matrix_arguments(p: argparse.ArgumentParser) -> None:
+    from ops.e2e.budget import ALL, max_cost
+    p.add_argument("stacks", help=f"stack names separated by commas or spaces, or {ALL}")
+    p.add_argument("--max-cost", type=max_cost, default="", metavar="USD",
+                   help="refuse a stack whose estimated run cost is above this (default: ops.e2e.budget."
+                        "DEFAULT_MAX_COST_USD; empty: the default)")
+    p.add_argument("--summary", type=Path, help="append the plan as a Markdown table to this file (the workflow's "
+                   "$GITHUB_STEP_SUMMARY)")
+    p.add_argument("--project", default=PROJECT, help="Pulumi project name (whose resource groups mark a stack up)")
+
+
 def _preview_guard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("preview", type=input_file, help="the preview's JSON file")
     p.add_argument("--allow", action="store_true", help="report, but exit 0 (label allow-replace)")
@@ -147,6 +158,9 @@ COMMANDS = {
     "image-store": Command("the daemon.json that gives Docker the classic image store pulumi-docker's Image needs "
                            "(pulumi/pulumi-docker#967), from `docker info --format '{{json .DriverStatus}}'` on stdin; "
                            "nothing where Docker has it", _image_store_arguments, "ops.runners:image_store_command"),
+    "e2e-matrix": Command("the e2e workflow's job matrix: the requested stacks that are not up now (`az group list` "
+                          "JSON on stdin) and whose estimated run cost is within --max-cost; each refused one in one "
+                          "line", _e2e_matrix_arguments, "ops.e2e.budget:e2e_matrix_command"),
     "lifetime": Command("print the stack's lifetime: demo or long-lived", stack_argument,
                         "ops.lifecycle:lifetime_command"),
     "push-targets": Command("of the changed stacks (a JSON list), those a push deploys: live or long-lived ones, "

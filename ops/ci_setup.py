@@ -14,10 +14,10 @@ is read from GitHub's OIDC customization endpoint (``GET repos/OWNER/NAME/action
 ``sub_claim_prefix`` is the prefix GitHub signs) or taken verbatim from ``--sub-prefix``.
 
 Two apps, by what their jobs run: pull-request previews run the pull request's own code, so their app (``preview``)
-may read and cannot write Azure resources or grant roles; deploys, destroys and the scheduled expiry run only
-main's code, as ``deploy``, whose Role Based Access Control Administrator is constrained to the roles the program
-assigns (components/azure/roles.py). Deploy jobs run in one GitHub environment per scenario, not per stack: the
-credentials grow with the scenarios (code), not with the stack files (Entra ID allows 20 per app).
+may read and cannot write Azure resources or grant roles; deploys, destroys, end-to-end runs and the scheduled
+expiry run only main's code, as ``deploy``, whose Role Based Access Control Administrator is constrained to the roles
+the program assigns (components/azure/roles.py). Deploy jobs run in one GitHub environment per scenario, not per stack:
+the credentials grow with the scenarios (code), not with the stack files (Entra ID allows 20 per app).
 
 The subscription must also have the resource providers registered (a fresh one does not: MissingSubscription
 Registration, pulumi/pulumi-azure-native#3479) and, for InfiniBand pools, the ``AKSInfinibandSupport`` feature.

@@ -65,6 +65,11 @@ def environment(stack: str) -> str:
     return stack_config(stack).scenario
 
 
+def matrix_row(stack: str, runs_on: list[str] | str) -> dict[str, Any]:
+    """One job's row of a matrix: the stack, its runner, its scenario's environment, whether it makes room first."""
+    return {"stack": stack, "runner": runs_on, "environment": environment(stack), "freeDisk": frees_disk(stack)}
+
+
 def matrix(stacks: list[str]) -> dict[str, Any]:
     """A job matrix of ``{stack, runner, environment, freeDisk}``; private stacks without a runner are left out with
     a warning."""
@@ -75,8 +80,7 @@ def matrix(stacks: list[str]) -> dict[str, Any]:
             print(f"::warning::stack {stack} has a private API server and no ciRunner: hosted runners cannot reach "
                   "it, so its workflow jobs are skipped (docs/deploying.md: Private clusters)", file=sys.stderr)
             continue
-        include.append({"stack": stack, "runner": runs_on, "environment": environment(stack),
-                        "freeDisk": frees_disk(stack)})
+        include.append(matrix_row(stack, runs_on))
     return {"include": include}
 
 

@@ -81,6 +81,12 @@ CASES = [
     ("ops push-targets '[\"dev\"]'", "stdin (az group list --output json) is not JSON"),
     ("ops expired-stacks", "stdin (az group list --output json) is not JSON (Expecting value at line 1 column 1)"),
     ("ops matrix '[\"dev\"'", "argument '[\"dev\"' is not JSON"),
+    ("ops e2e-matrix dev --max-cost ten", "argument --max-cost: --max-cost 'ten': expected US dollars a run may cost, "
+                                          "a number above 0"),
+    ("ops e2e-matrix dev --max-cost 0", "--max-cost '0': expected US dollars"),
+    ("ops e2e-matrix dev,gpu-basic", "no config file for stack 'gpu-basic' (expected Pulumi.gpu-basic.yaml); did you "
+                                    "mean gpu-basics?"),
+    ("ops e2e-matrix dev", "stdin (az group list --output json) is not JSON"),
     ("ops preview-guard {t}/notjson", "{t}/notjson (pulumi preview --json) is not JSON"),
     ("ops preview-guard {t}/nope.json", "argument preview: '{t}/nope.json': no such file"),
 ]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from offline.docs import CONFIGURATION, ESTIMATES, README, STACK_FILE_SCHEMA, scenario_page, write_docs
+from offline.runs import load_runs
 from offline.stack_files import REPO_ROOT, stack_config, stack_files
 from stacks import REGISTRY
 
@@ -83,11 +84,11 @@ def test_the_estimates_page_has_a_row_per_stack():
 OWN_FOLDERS = "components|program|stacks|offline|ops|docs|tests|scripts|docker|policy|tools|dashboards|\\.github"
 PATH_IN_TEXT = re.compile(rf"(?<![\w/.@:'\"-])((?:{OWN_FOLDERS})/(?:[\w.-]+/)*[\w.-]*)")
 UPSTREAM_PATHS = {"tests/setup-infra/network-operator-nfd.yaml", "tests/expected-output.md",
-                  "tests/setup-infra/deploy-aks.sh", "docs/results/deploy-",
+                  "tests/setup-infra/deploy-aks.sh", "docs/results/e2e-",
                   "tests/scenarios/k8s/values.yaml", "tests/scenarios/k8s/templates/mpi-job.yaml",
                   "tests/scenarios/nvidia-topology/", ".github/precompiled-matrix-config.json"}
 """Paths inside upstream repositories (Azure/aks-rdma-infiniband, NVIDIA/gpu-driver-container) that the code cites
-beside the repository's name, and the results' file-name prefix of a deployment (`docs/results/deploy-`)."""
+beside the repository's name, and the file-name prefix of an end-to-end run's results (`docs/results/e2e-`)."""
 
 
 def test_every_path_of_the_project_that_text_names_exists():
@@ -125,16 +126,29 @@ def test_the_readmes_nodejs_version_is_the_highest_that_the_locked_tools_require
 
 def test_the_readme_status_says_what_ran_on_a_gpu_and_that_nothing_ran_on_azure_from_the_result_files(tmp_path):
     """Newcomer #8: the README says what is proven where; the status is generated from docs/results/, so a new
-    result (on a GPU, or a first deploy to Azure: docs/results/deploy-*.json) changes it, and an unknown one fails."""
-    from offline.docs import RESULT_PAGES, STATUS_BEGIN, status_section
+    result (on a GPU, or an end-to-end run on Azure: docs/results/e2e-*.json) changes it, and an unknown one fails.
+    Issue 37: it links the scoreboard, which has each stack's latest run."""
+    from offline.docs import RESULT_PAGES, STATUS_BEGIN, _readme, stack_table, status_section
     status = status_section()
     assert STATUS_BEGIN in (REPO_ROOT / README).read_text().split("\n## Two commands")[0]
     assert "on 1× H100 80GB HBM3:" in status and "on 2× H200:" in status
     assert all(f"]({page})" in status for _, page in RESULT_PAGES.values())
-    assert "Not yet deployed to Azure by this project" in status
+    assert "Not yet deployed to Azure by this project" in status and "[scoreboard](docs/scoreboard.md)" in status
     shutil.copytree(REPO_ROOT / "docs" / "results", tmp_path / "docs" / "results")
-    (tmp_path / "docs" / "results" / "deploy-dev-2027-01-05.json").write_text('{"stack": "dev"}')
-    assert "Deployed to Azure:** [deploy-dev-2027-01-05.json]" in status_section(tmp_path)
+    for path in stack_files().values():
+        shutil.copy(path, tmp_path / path.name)
+    # A run whose probe output names the GPU is not a GPU result of RESULT_PAGES: the status's Azure line counts it.
+    (run,) = load_runs(REPO_ROOT / "tests" / "fixtures" / "runs")  # the scoreboard's (tests/test_scoreboard.py)
+    probe = run.probes[0].model_copy(update={"output": "NVIDIA A100 80GB PCIe, 570.148.08"})
+    (tmp_path / "docs" / "results" / run.file_name).write_text(
+        run.model_copy(update={"probes": (probe,)}).model_dump_json())
+    status = status_section(tmp_path)
+    azure = status.splitlines()[-1]
+    assert azure == (f"- **Run end to end on Azure** by this project: 1 of {len(stack_files())} stacks, 1 passing on "
+                     "their latest run ([scoreboard](docs/scoreboard.md)); the others never ran; costs are "
+                     "[estimates](docs/estimates.md).")
+    readme = _readme((REPO_ROOT / README).read_text(), stack_table(), status)
+    assert len(readme.encode()) <= 12 * 1024  # the README's limit holds whatever the runs say
     (tmp_path / "docs" / "results" / "nccl-sweep.json").write_text('{"gpus": ["NVIDIA B200, 590.1, 180000 MiB"]}')
     with pytest.raises(ValueError, match="add what it measured to RESULT_PAGES"):
         status_section(tmp_path)

@@ -26,6 +26,7 @@ import pytest
 from pulumi.automation import events
 
 from offline.estimates.cost import load_prices, node_hour, region_vm_prices
+from offline.estimates.e2e import phase_estimates
 from offline.runs import Clock, Drill, Outcome, Phase, PhaseName, ProbeVerdict, Run, StepName
 from offline.stack_files import REPO_ROOT, stack_config
 from ops.e2e import phases
@@ -333,7 +334,7 @@ def test_a_passing_run_measures_each_phase_from_its_timestamp_beside_the_renders
         PhaseName.NODE_REPLACED: 2061 - 1560, PhaseName.DRIVER_READY: 2160 - 1560,
         PhaseName.DEVICE_PLUGIN_READY: 2212 - 1560, PhaseName.GPU_ALLOCATABLE: 2220 - 1560,
         PhaseName.GPU_POD_READY: 2240 - 1560}
-    estimated = phases.estimates(render_of(STACK))
+    estimated = phase_estimates(render_of(STACK))
     for phase in record.phases:
         if phase.clock in (Clock.UP, Clock.SCALE_UP):
             assert phase.estimated_seconds == estimated[phase.name, phase.clock], phase

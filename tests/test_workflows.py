@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -332,7 +333,8 @@ def test_lifecycle_doc_names_every_workflow_and_helper():
     for helper in ("ops preview-guard", "ops expired-stacks", "ops leftovers", "offline render-diff",
                    "ops push-targets", "ops drain-jobs", "ops ci-setup", "ops preview-backend", "make state-backend",
                    "allow-replace", "PULUMI_BACKEND_URL", "PULUMI_SECRETS_PROVIDER",
-                   "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER", "lifetime: retained"):
+                   "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER", "lifetime: retained", "ops e2e-matrix", "E2E_SCHEDULE",
+                   "E2E_STACKS", "E2E_MAX_COST_USD"):
         assert helper in text, helper
 
 
@@ -347,7 +349,7 @@ def test_every_pulumi_job_uses_the_secrets_manager_its_state_names():
     on every run after the first (pulumi/pulumi#17236: the state's manager is used only with this variable)."""
     jobs = pulumi_jobs()
     assert {(w, n) for w, n, _ in jobs} == {("pull-request.yml", "preview"), ("deploy.yml", "up"),
-                                            ("destroy-stack.yml", "destroy")}
+                                            ("destroy-stack.yml", "destroy"), ("e2e.yml", "run")}
     for workflow, name, job in jobs:
         assert job["env"]["PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER"] == "true", (workflow, name)
 
@@ -370,14 +372,15 @@ def test_the_pulumi_cli_is_the_version_the_sdk_is_pinned_to():
 
 
 NODE_24 = {"actions/checkout": 5, "actions/setup-python": 6, "actions/setup-node": 5, "actions/upload-artifact": 6,
-           "azure/login": 3, "pulumi/actions": 7, "actions/setup-go": 6, "actions/cache": 5}
+           "azure/login": 3, "pulumi/actions": 7, "actions/setup-go": 6, "actions/cache": 5,
+           "actions/download-artifact": 7}
 """The first major of each action whose action.yml says `using: node24` (read from the actions' repositories)."""
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_every_javascript_action_runs_on_node_24(path):
-    """Why #9: Node 20 is deprecated on GitHub's runners."""
-    for uses in re.findall(r"uses:\s*([\w.-]+/[\w.-]+)@v(\d+)", path.read_text()):
+    """Why #9: Node 20 is deprecated on GitHub's runners. A commit pin is read by the tag its comment names."""
+    for uses in re.findall(r"uses:\s*([\w.-]+/[\w.-]+)@(?:[0-9a-f]{40}\s*#\s*)?v(\d+)", path.read_text()):
         if uses[0] in NODE_24:
             assert int(uses[1]) >= NODE_24[uses[0]], uses
     assert "node-version: \"20\"" not in path.read_text()
@@ -483,14 +486,15 @@ STACK_IN_A_STEP = re.compile(r'(?P<before>\S*)\s?"\$STACK"|\$\{\{ (?:matrix|inpu
 def test_a_stack_name_is_never_a_bare_argument_of_a_command_so_one_may_start_with_a_dash():
     """Pulumi's stack names may start with '-' (sdk/go/common/tokens/stack_name.go ParseStackName); as a bare
     argument the CLI's parser (cobra/pflag) and argparse read one as a flag. Every command gets it as --stack=NAME,
-    --check=NAME or after --."""
+    --check=NAME or after --, or as a make variable (STACK=NAME: make reads no flag from a variable's value)."""
     places = 0
     for workflow in WORKFLOWS.glob("*.yml"):
         for job in load(workflow.name)["jobs"].values():
             for step in job.get("steps", []):
                 for found in STACK_IN_A_STEP.finditer(step.get("run", "")):
                     places += 1
-                    assert found["before"] in ("--stack=", "--check=", "--", "[", "=", "!="), (workflow.name, found[0])
+                    allowed = ("--stack=", "--check=", "--", "[", "=", "!=", "STACK=")
+                    assert found["before"] in allowed, (workflow.name, found[0])
     assert places >= 10
 
 
@@ -528,3 +532,117 @@ def test_a_deploy_names_the_deployer_only_when_the_variable_holds_one(tmp_path, 
     names = [c for c in calls if "aksgpu:cluster.deployerObjectId" in c]
     assert names == ([[None, "config", "set", "--path", "aksgpu:cluster.deployerObjectId", deployer]]
                      if deployer else [])
+
+
+# e2e.yml (issue 37): end-to-end runs on Azure, their budget, and the pull request that adds their results.
+
+
+def e2e_step(job: str, needle: str) -> dict:
+    return next(s for s in load("e2e.yml")["jobs"][job]["steps"] if needle in s.get("run", "") + s.get("uses", ""))
+
+
+def test_e2e_runs_by_hand_for_named_stacks_and_weekly_only_where_the_repository_opts_in():
+    triggers = on(load("e2e.yml"))
+    inputs = triggers["workflow_dispatch"]["inputs"]
+    assert inputs["stacks"]["type"] == "string" and inputs["stacks"]["required"] is True and "options" not in inputs[
+        "stacks"]
+    assert inputs["max_cost"]["type"] == "string" and inputs["max_cost"]["required"] is False
+    (schedule,) = triggers["schedule"]
+    assert len(schedule["cron"].split()) == 5 and schedule["cron"].split()[2:] == ["*", "*", "1"]  # weekly
+    # A scheduled run does nothing unless the repository variable says "true"; nothing runs without Azure set up.
+    assert load("e2e.yml")["jobs"]["plan"]["if"] == (
+        "vars.AZURE_CLIENT_ID != '' && (github.event_name != 'schedule' || vars.E2E_SCHEDULE == 'true')")
+
+
+def write_tool(folder: Path, name: str, body: str) -> None:
+    (folder / name).write_text(f"#!{sys.executable}\nimport json, os, sys, time\n{body}")
+    (folder / name).chmod(0o755)
+
+
+def test_the_e2e_plan_is_decided_by_ops_e2e_matrix_and_refuses_what_is_over_the_cap(tmp_path):
+    step = e2e_step("plan", "e2e-matrix")
+    assert step["env"] == {"STACKS": "${{ inputs.stacks || vars.E2E_STACKS || 'all' }}",
+                           "MAX_COST": "${{ inputs.max_cost || vars.E2E_MAX_COST_USD }}"}
+    write_tool(tmp_path, "make", "")
+    write_tool(tmp_path, "az", "assert sys.argv[1:] == ['group', 'list', '--output', 'json']; print('[]')")
+    stack = next(s for s in stack_files() if json.loads(ops("matrix", s).stdout)["include"])  # on a hosted runner
+    output, summary = tmp_path / "output", tmp_path / "summary"
+    done, _, _ = run_step(tmp_path, "e2e.yml", "plan", "e2e-matrix", STACKS=stack, MAX_COST="1000000",
+                          GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary))
+    assert done.returncode == 0, done.stderr
+    matrix = json.loads(output.read_text().removeprefix("matrix="))
+    assert matrix == json.loads(ops("matrix", stack).stdout)  # ops matrix's rows: runner and environment
+    assert f"| `{stack}` |" in summary.read_text()
+    refused, _, _ = run_step(tmp_path, "e2e.yml", "plan", "e2e-matrix", STACKS=stack, MAX_COST="0.01",
+                             GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary))
+    assert refused.returncode == 1 and f"::error::stack {stack}: estimated run cost $" in refused.stderr
+    # nothing to run: the plan fails and no run starts
+
+
+def test_each_e2e_run_signs_in_and_selects_its_stack_as_a_deploy_does():
+    run, up = load("e2e.yml")["jobs"]["run"], load("deploy.yml")["jobs"]["up"]
+    for key in ("runs-on", "environment", "concurrency", "permissions", "strategy"):
+        assert run[key] == up[key], key  # the scenario's environment, the stack's concurrency group
+    assert run["env"] == up["env"]
+    steps = run["steps"]
+    login = next(s for s in steps if s.get("uses", "").startswith("azure/login"))
+    assert login["with"] == next(s for s in up["steps"] if s.get("uses", "").startswith("azure/login"))["with"]
+    select = e2e_step("run", "pulumi stack select")
+    assert select["run"] == next(s for s in up["steps"] if "pulumi stack select" in s.get("run", ""))["run"]
+    room = next(s for s in steps if s.get("if") == "matrix.freeDisk")  # its images build as a deploy's do
+    assert room["run"] == next(s for s in up["steps"] if s.get("if") == "matrix.freeDisk")["run"]
+    order = [next(i for i, s in enumerate(steps) if needle in s.get("run", "") + s.get("uses", ""))
+             for needle in ("make install-azure", "sudo rm -rf", "azure/login", "azure/use-kubelogin", "pulumi/actions",
+                            "pulumi stack select", 'make e2e STACK="$STACK"', "actions/upload-artifact")]
+    assert order == sorted(order)  # install-azure: the capacity preflight's SDK
+
+
+FAKE_AZ_LOGIN = """with open(os.environ["CALLS"], "a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\\n")
+"""
+
+
+def test_an_e2e_run_keeps_az_signed_in_with_fresh_github_tokens_and_stops_when_the_run_ends(tmp_path):
+    """az cannot renew the GitHub OIDC token behind its sign-in (Azure/login#372), and a run lasts longer than the
+    tokens az caches: the step signs in again with a fresh token while `make e2e` runs, and no longer after."""
+    calls = tmp_path / "az-calls"
+    write_tool(tmp_path, "az", FAKE_AZ_LOGIN)
+    write_tool(tmp_path, "curl", "n = len(open(os.environ['CALLS']).read().splitlines())\n"
+                                 "assert sys.argv[-1] == 'https://token.example/?api-version=2.0"
+                                 "&audience=api://AzureADTokenExchange', sys.argv\n"
+                                 "print(json.dumps({'value': f'github-oidc-{n}'}))")
+    write_tool(tmp_path, "make", "assert sys.argv[1:] == ['e2e', 'STACK=gpu-basics']\ntime.sleep(1.5)\n"
+                                 "sys.exit(int(os.environ['MAKE_STATUS']))")
+    for status in (0, 3):
+        calls.write_text("")
+        done, _, _ = run_step(tmp_path, "e2e.yml", "run", "make e2e", STACK="gpu-basics", RENEW_SECONDS="0.3",
+                              MAKE_STATUS=str(status), CALLS=str(calls), ARM_CLIENT_ID="app", ARM_TENANT_ID="tenant",
+                              ARM_SUBSCRIPTION_ID="sub", ACTIONS_ID_TOKEN_REQUEST_TOKEN="request-token",
+                              ACTIONS_ID_TOKEN_REQUEST_URL="https://token.example/?api-version=2.0")
+        assert done.returncode == status, done.stderr  # the run's own verdict
+        logins = [json.loads(line) for line in calls.read_text().splitlines() if line.startswith('["login"')]
+        assert len(logins) >= 2 and logins[0] == ["login", "--service-principal", "--username", "app", "--tenant",
+                                                  "tenant", "--federated-token", "github-oidc-0", "--output", "none"]
+        assert "::add-mask::github-oidc-0" in done.stdout
+        ended = calls.read_text()
+        time.sleep(0.8)
+        assert calls.read_text() == ended  # the renewal stopped with the run
+
+
+def test_every_run_keeps_its_results_and_one_pull_request_adds_them_with_the_pages_they_change():
+    workflow = load("e2e.yml")
+    upload = e2e_step("run", "actions/upload-artifact")
+    assert upload["if"] == "always()" and upload["with"]["path"] == "docs/results/e2e-${{ matrix.stack }}-*.json"
+    assert upload["with"]["if-no-files-found"] == "error"
+    results = workflow["jobs"]["results"]
+    assert results["needs"] == ["plan", "run"]
+    assert results["if"] == "${{ !cancelled() && needs.run.result != 'skipped' }}"
+    assert results["permissions"] == {"contents": "write", "pull-requests": "write"}  # and no Azure token
+    download = e2e_step("results", "actions/download-artifact")
+    assert download["with"] == {"pattern": "e2e-*", "merge-multiple": True, "path": "docs/results"}
+    run = e2e_step("results", "gh pr create")["run"]
+    assert run.index(".venv/bin/python -m offline docs") < run.index("git add docs README.md") < run.index(
+        "git diff --cached --quiet -- docs/results") < run.index("gh auth setup-git") < run.index("git push --quiet")
+    # Only the runs reach Azure; the plan asks it which stacks are up, the pull request job nothing.
+    tokens = {name for name, job in workflow["jobs"].items() if job["permissions"].get("id-token") == "write"}
+    assert tokens == {"plan", "run"}

@@ -56,6 +56,7 @@ GATE_CONTROLLER = "gpu-node-gate-controller"
 """The GPU node gate's Deployment: where it exists, a new node's GPUs are checked before GPU pods land."""
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 BOOT = "VM boots and joins the cluster"
+DEVICE_PLUGIN = "device plugin advertises nvidia.com/gpu"
 POOL_SELECTORS = ("kubernetes.azure.com/agentpool", "karpenter.sh/nodepool")
 DRIVER_ROW = {GpuDriver.INSTALL: "aks_driver", GpuDriver.PRECOMPILED: "driver_precompiled",
               GpuDriver.NONE: "driver_compile"}
@@ -170,7 +171,7 @@ def gpu_ready(pool: GpuPool, node_start: float, node: Node, table: Mapping[str, 
         phases.append(Phase(f"GPU operator installs the driver ({pool.gpu_driver})",
                             max(phases[-1].finish, node.operator_ready), driver["seconds"], driver["source"]))
     plugin = _row(table, "device_plugin")
-    phases.append(Phase("device plugin advertises nvidia.com/gpu", max(phases[-1].finish, node.operator_ready),
+    phases.append(Phase(DEVICE_PLUGIN, max(phases[-1].finish, node.operator_ready),
                         plugin["seconds"], plugin["source"]))
     if node.infiniband:
         # Built beside the GPU driver from the node's join; the rest of it is on the critical path.

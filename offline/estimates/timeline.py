@@ -1,6 +1,7 @@
 """How long `pulumi up` takes, from the stack's real dependency graph (``dependsOn`` in resources.json)
-and a table of typical creation times (durations.yaml). Pulumi creates a resource as soon as everything
-it depends on exists, so the estimate is the longest path through the graph: the critical path.
+and a table of typical creation times (durations.yaml, with the rows committed end-to-end runs measured in place of
+the assumed ones: measured.py). Pulumi creates a resource as soon as everything it depends on exists, so the
+estimate is the longest path through the graph: the critical path.
 """
 
 from __future__ import annotations
@@ -13,16 +14,29 @@ from typing import TYPE_CHECKING, Any
 from offline.estimates import Step, load_table, minutes
 from offline.estimates.first_gpu_pod import FirstGpuPod, first_gpu_pod, repository
 from offline.estimates.first_gpu_pod import markdown as first_gpu_pod_markdown
+from offline.estimates.measured import is_measured, measurements, with_measured
+from offline.runs import load_runs
+from offline.stack_files import REPO_ROOT, stack_config, stack_files
 from program.markdown import table
 
 if TYPE_CHECKING:
     from offline.render import Render, Resource
+    from program.config.schema import StackConfig
 
 DURATIONS = Path(__file__).with_name("durations.yaml")
 
 
-def load_durations(path: Path = DURATIONS) -> dict[str, Any]:
-    return load_table(path)
+def load_durations(path: Path = DURATIONS, root: Path | None = REPO_ROOT) -> dict[str, Any]:
+    """durations.yaml, each row that a run committed under ``root`` measured replaced by that measurement (with the
+    run in its source); ``root`` None: the assumed table alone."""
+    assumed = load_table(path)
+    if root is None:
+        return assumed
+    files = stack_files(root)
+
+    def config(stack: str) -> StackConfig | None:
+        return stack_config(stack, files[stack]) if stack in files else None
+    return with_measured(assumed, measurements(load_runs(root), config))
 
 
 def _image_row(inputs: Mapping[str, Any], table: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -167,8 +181,12 @@ def gantt(path: Sequence[Step]) -> list[str]:
     return [*lines, "```"]
 
 
-def timeline_markdown(render: Render, planned: tuple[Mapping[str, Step], FirstGpuPod] | None = None) -> str:
-    steps, found = planned or plan(render)
+def timeline_markdown(render: Render, planned: tuple[Mapping[str, Step], FirstGpuPod] | None = None,
+                      durations: Mapping[str, Any] | None = None) -> str:
+    """timeline.md; ``durations``: the table ``planned`` came from (default: durations.yaml with the committed
+    runs' measurements)."""
+    durations = durations or load_durations()
+    steps, found = planned or plan(render, durations)
     total = total_seconds(steps)
     serial = sum(s.seconds for s in steps.values())
     path = critical_path(steps, render.resources)
@@ -176,7 +194,9 @@ def timeline_markdown(render: Render, planned: tuple[Mapping[str, Step], FirstGp
         f"# Stack `{render.stack}`: estimated `pulumi up` duration",
         "",
         "**Estimate.** Computed from this render's dependency graph (`dependsOn` in resources.json) and the "
-        "typical creation times in `estimates/durations.yaml` (each with its source). None was measured on Azure.",
+        "typical creation times in `estimates/durations.yaml` (each with its source). "
+        + ("Rows an end-to-end run measured on Azure say so and name the run's file; the rest were not measured."
+           if is_measured(durations) else "None was measured on Azure."),
         "",
         f"- With Pulumi's parallelism (each resource starts when its dependencies are done): **{minutes(total)}**.",
         f"- One step after another, as the seed's guide runs its commands: {minutes(serial)} "

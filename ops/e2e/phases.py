@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from components.vocabulary import GpuDriver
-from offline.estimates.first_gpu_pod import BOOT, POOL_SELECTORS, Estimate, gpu_pod_template
-from offline.estimates.timeline import plan, total_seconds
+from offline.estimates.first_gpu_pod import POOL_SELECTORS, gpu_pod_template
 from offline.runs import Clock, Phase, PhaseName
 
 if TYPE_CHECKING:
@@ -270,34 +269,6 @@ def measured_scale_up(obs: Observations, ctx: Context) -> tuple[dict[PhaseName, 
         found[PhaseName.GPU_POD_READY] = _pod_ready(pod, pod.created, "")
         return found, f"Pod/{pod.namespace}/{pod.name} created"
     return None
-
-
-def estimates(render: Render) -> dict[tuple[PhaseName, Clock], float]:
-    """The render's estimate of each phase: `pulumi up`'s schedule (timeline.py) and the first-GPU-pod chains
-    (first_gpu_pod.py), from `pulumi up`'s start and from a pending pod's creation."""
-    steps, found = plan(render)
-    result: dict[tuple[PhaseName, Clock], float] = {(PhaseName.UP, Clock.UP): total_seconds(steps)}
-    cluster = next((r.name for r in render.resources if r.type == MANAGED_CLUSTER and r.custom), None)
-    if cluster is not None:
-        result[PhaseName.CLUSTER_READY, Clock.UP] = steps[cluster].finish
-    chains: list[tuple[Clock, PhaseName, Estimate | None, Estimate | None]] = [
-        (Clock.UP, PhaseName.GPU_NODE_READY, found.deploy_workload or found.deploy, found.deploy_workload),
-        (Clock.SCALE_UP, PhaseName.NODE_REPLACED, found.new_node_workload or found.new_node, found.new_node_workload)]
-    for clock, node_phase, chain, workload in chains:
-        if chain is None:
-            continue
-        whats = [p.what for p in chain.phases]
-        if BOOT in whats:
-            boot = whats.index(BOOT)
-            result[node_phase, clock] = chain.phases[boot].finish
-            result[PhaseName.DRIVER_READY, clock] = chain.phases[boot + 1].finish
-        plugin = next((p for p in chain.phases if p.what.startswith("device plugin")), None)
-        if plugin is not None:
-            result[PhaseName.DEVICE_PLUGIN_READY, clock] = plugin.finish
-            result[PhaseName.GPU_ALLOCATABLE, clock] = plugin.finish
-        if workload is not None:
-            result[PhaseName.GPU_POD_READY, clock] = workload.ready
-    return result
 
 
 def workload_namespaces(render: Render) -> frozenset[str]:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from components.kubernetes.kubeconfig import kubelogin_kubeconfig
 from offline.cli import BadInput, unknown_stack
 from offline.estimates.cost import fixed_costs, load_prices
+from offline.estimates.e2e import phase_estimates
 from offline.runs import RESULTS, Clock, Drill, Outcome, Phase, PhaseName, Pool, ProbeVerdict, Run, Step, StepName
 from offline.stack_files import REPO_ROOT, stack_needs
 from ops.e2e import phases as phase_module
@@ -436,7 +437,7 @@ class E2ERun:
             cluster_ready=_utc(self.up_times.cluster_ready),
             operator_namespace=phase_module.operator_namespace(self.render),
             workload_namespaces=phase_module.workload_namespaces(self.render), scale_up_before=self.drill_started)
-        found = phase_module.phases(self.observations, ctx, phase_module.estimates(self.render))
+        found = phase_module.phases(self.observations, ctx, phase_estimates(self.render))
         answers = sorted(v.answered for v in self.probes if v.answered is not None)
         if answers and ctx.up_started is not None:
             found.append(Phase(name=PhaseName.ENDPOINT_ANSWERING, measured_seconds=max(

@@ -1,0 +1,129 @@
+"""The e2e workflow's plan (``python -m ops e2e-matrix``): which of the requested stacks run end to end, each on its
+runner in its scenario's environment, and which are refused, each in one line.
+
+Refused: a stack whose estimated run cost (offline/estimates/e2e.py: the run's expected hours at the stack's
+full-scale hourly cost) is above the cap, or cannot be held to it because a pool has no price; and a stack that is up
+now (its resource group exists and is not merely kept for protected data), since a run destroys what it deploys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from offline.cli import error, json_input, unknown_stack
+from offline.stack_files import stack_files
+from ops.runners import matrix_row, runner
+from program.config.expiry import LIFETIME, RETAINED, stack_groups
+from program.config.keys import PROJECT
+from program.markdown import table
+
+DEFAULT_MAX_COST_USD = 10.0
+"""The cap where neither the dispatch's ``max_cost`` nor the repository variable ``E2E_MAX_COST_USD`` names one:
+above every stack's estimate today but distributed-training's two ND96 H100 nodes (docs/lifecycle.md: e2e.yml)."""
+ALL = "all"
+
+
+@dataclass(frozen=True)
+class Planned:
+    include: list[dict[str, Any]]
+    """The job matrix's rows, as ``python -m ops matrix`` writes them (``ops.runners.matrix_row``)."""
+    refused: dict[str, str]
+    """Stack → why it does not run, one line naming the stack."""
+    summary: list[str]
+    """The plan as a Markdown table (the workflow's step summary)."""
+
+
+def requested(value: str, known: Iterable[str]) -> list[str]:
+    """``all``, or stack names separated by commas or spaces, in the order given, each once."""
+    names = list(known) if value.strip() in ("", ALL) else value.replace(",", " ").split()
+    return list(dict.fromkeys(names))
+
+
+def budget_refusal(stack: str, cost: float, text: str, unpriced: Iterable[str], region: str, cap: float) -> str | None:
+    """Why a stack's run is over the cap, in one line, or None. ``text``: the estimate as the line shows it."""
+    unpriced = list(unpriced)
+    if unpriced:
+        return (f"stack {stack}: estimated run cost {text} cannot be held to the cap ${cap:,.2f}: no price for pool(s) "
+                f"{', '.join(unpriced)} in {region} (refresh: python -m ops catalogue --regions {region})")
+    if cost > cap:
+        return f"stack {stack}: estimated run cost {text} is above the cap ${cap:,.2f}"
+    return None
+
+
+Estimator = Callable[[str], Any]
+"""Stack → its ``offline.estimates.e2e.RunEstimate`` (a stand-in in tests)."""
+
+
+def _estimate(stack: str) -> Any:
+    from offline.estimates.e2e import run_estimate
+    from offline.render import render_stack
+    return run_estimate(render_stack(stack, stack_files()[stack]))
+
+
+def plan(stacks: Iterable[str], cap: float, groups: Iterable[Mapping[str, Any]], estimate: Estimator = _estimate,
+         project: str = PROJECT, region: Callable[[str], str] | None = None) -> Planned:
+    """The matrix of the stacks that may run, and why each other one may not."""
+    from offline.stack_files import stack_config
+    region = region or (lambda stack: stack_config(stack).location)
+    live = stack_groups(groups, project)
+    include, refused, rows = [], {}, []
+    for stack in stacks:
+        tags = live.get(stack)
+        if tags is not None and tags.get(LIFETIME) != RETAINED:
+            refused[stack] = (f"stack {stack} is up (its resource group exists): an end-to-end run destroys what it "
+                              "deploys; destroy it first (destroy.yml) or run another stack")
+            rows.append((stack, "-", "refused: up now"))
+            continue
+        runs_on = runner(stack)
+        if runs_on is None:
+            refused[stack] = (f"stack {stack} has a private API server and no ciRunner: hosted runners cannot reach it "
+                              "(docs/deploying.md: Private clusters)")
+            rows.append((stack, "-", "refused: no runner"))
+            continue
+        found = estimate(stack)
+        if why := budget_refusal(stack, found.usd, found.text, found.unpriced, region(stack), cap):
+            refused[stack] = why
+            rows.append((stack, found.text, "refused: no price" if found.unpriced else f"refused: above ${cap:,.2f}"))
+            continue
+        include.append(matrix_row(stack, runs_on))
+        rows.append((stack, found.text, "runs"))
+    summary = ["### End-to-end runs", "", f"Cap: ${cap:,.2f} a run (estimated: `pulumi up`, probes, spot drill and "
+               "`pulumi destroy`, every pool at its maximum).", "",
+               *table(["stack", "estimated run cost", "verdict"], [(f"`{s}`", cost, v) for s, cost, v in rows])]
+    return Planned(include, refused, summary)
+
+
+def max_cost(value: str) -> float:
+    """The cap in US dollars; empty: ``DEFAULT_MAX_COST_USD`` (the workflow passes the input, else the variable)."""
+    if not value.strip():
+        return DEFAULT_MAX_COST_USD
+    try:
+        cap = float(value.strip().removeprefix("$"))
+    except ValueError:
+        cap = -1.0
+    if not cap > 0 or cap == float("inf"):
+        raise argparse.ArgumentTypeError(f"--max-cost {value!r}: expected US dollars a run may cost, a number above 0")
+    return cap
+
+
+def e2e_matrix_command(args: argparse.Namespace) -> int:
+    known = stack_files()
+    names = requested(args.stacks, known)
+    if problems := [p for n in names if (p := unknown_stack(n))]:
+        return error(problems[0])
+    groups = json_input(sys.stdin.read(), "stdin (az group list --output json)")
+    planned = plan(names, args.max_cost, groups, project=args.project)
+    for why in planned.refused.values():
+        print(f"::error::{why}", file=sys.stderr)
+    if args.summary:
+        with Path(args.summary).open("a") as out:
+            out.write("\n".join(planned.summary) + "\n")
+    print(json.dumps({"include": planned.include}))
+    # Nothing to run of what was asked: the workflow fails, saying why above; a partial plan runs what passed.
+    return 1 if names and not planned.include else 0
