@@ -186,10 +186,11 @@ CONTAINERD = '[["driver-type","io.containerd.snapshotter.v1"]]'
 CLASSIC = '[["Backing Filesystem","extfs"],["Supports d_type","true"]]'
 
 
+@pytest.mark.parametrize("workflow, job", [("deploy.yml", "up"), ("e2e.yml", "run")])
 @pytest.mark.parametrize("status, after, switched, ok", [
     (CLASSIC, CLASSIC, False, True), (CONTAINERD, CLASSIC, True, True), (CONTAINERD, CONTAINERD, True, False)],
     ids=["classic", "containerd", "switch-failed"])
-def test_a_hosted_deploy_builds_on_the_classic_image_store(tmp_path, status, after, switched, ok):
+def test_a_hosted_runner_builds_images_on_the_classic_image_store(tmp_path, workflow, job, status, after, switched, ok):
     """fn audit #5: pulumi-docker's Image fails under the containerd image store ("failed to read downloaded context
     ... status 403", pulumi/pulumi-docker#967), Docker Engine 29's default on fresh installs
     (docs.docker.com/engine/storage/containerd). The freeDisk step turns it off in daemon.json, keeping the rest."""
@@ -200,7 +201,7 @@ def test_a_hosted_deploy_builds_on_the_classic_image_store(tmp_path, status, aft
     daemon.write_text('{"cgroup-parent": "/actions_job"}')
     calls = tmp_path / "runner-calls"
     calls.write_text("")
-    done, _, _ = run_step(tmp_path, "deploy.yml", "up", "ops image-store", DAEMON_JSON=str(daemon),
+    done, _, _ = run_step(tmp_path, workflow, job, "ops image-store", DAEMON_JSON=str(daemon),
                           RUNNER_CALLS=str(calls), STATUS=status, STATUS_AFTER=after)
     assert (done.returncode == 0) is ok, done.stderr
     assert ("sudo systemctl restart docker" in calls.read_text()) is switched
