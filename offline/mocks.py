@@ -147,6 +147,8 @@ class AzureMocks(Mocks):
         self.stack, self.subscription = stack, subscription
         self.invokes: list[str] = []
         """Tokens of the provider functions the program called, in call order."""
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        """Each provider function the program called with the arguments the provider would get, in call order."""
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str, dict]:
         typ, name, inputs = args.typ, args.name, dict(args.inputs)
@@ -232,6 +234,7 @@ class AzureMocks(Mocks):
     def call(self, args: MockCallArgs) -> dict:  # type: ignore[override]  # the runtime takes a bare dict too
         token, a = args.token, args.args
         self.invokes.append(token)
+        self.calls.append((token, dict(a)))
         if token == "azure-native:authorization:getClientConfig":
             return {"clientId": AZURE_CLI_CLIENT_ID, "objectId": DEPLOYER_OBJECT_ID,
                     "subscriptionId": self.subscription, "tenantId": TENANT}

@@ -82,6 +82,12 @@ class Render:
     """Provider functions the program called (sorted), e.g. which AKS credentials it fetched."""
     reads: list[str] = field(default_factory=list)
     """Existing resources the program reads (``Resource.get``), as ``type::name`` (sorted)."""
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Each provider function the program called with its arguments, in call order."""
+
+    def called(self, token: str) -> list[dict[str, Any]]:
+        """The arguments of each call of the provider function ``token``."""
+        return [args for called, args in self.calls if called == token]
 
     def of_type(self, typ: str) -> list[Resource]:
         return [r for r in self.resources if r.type == typ]
@@ -274,4 +280,5 @@ def render_namespace(stack: str, namespace: dict[str, Any], others: dict[str, An
     cfg, monitor, outputs = contextvars.Context().run(_run_program, stack, cli_encoded(namespace, others),
                                                       subscription)
     resources = sorted(monitor.recorded, key=lambda r: (r.type, r.name))
-    return Render(stack, cfg, resources, outputs, sorted(monitor.mocks.invokes), sorted(monitor.reads))
+    return Render(stack, cfg, resources, outputs, sorted(monitor.mocks.invokes), sorted(monitor.reads),
+                  list(monitor.mocks.calls))

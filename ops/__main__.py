@@ -82,6 +82,14 @@ def _leftovers_arguments(p: argparse.ArgumentParser) -> None:
     _json_argument(p)
 
 
+def _image_store_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--daemon-json", type=Path, default=Path("/etc/docker/daemon.json"),
+                   help="the daemon's configuration, kept but for the containerd-snapshotter feature (default: "
+                        "%(default)s; a missing file is an empty one)")
+    p.add_argument("--check", action="store_true", help="print nothing and exit 2 if the store is still containerd "
+                   "(after the switch)")
+
+
 def minutes(value: str) -> float:
     """A step's timeout in minutes: a number above zero."""
     try:
@@ -147,6 +155,9 @@ COMMANDS = {
     "matrix": Command("a workflow job matrix {include: [{stack, runner}]} (private stacks: their own runner)",
                       lambda p: p.add_argument("stacks", nargs="*", help="stack names, or one JSON list of them"),
                       "ops.runners:matrix_command"),
+    "image-store": Command("the daemon.json that gives Docker the classic image store pulumi-docker's Image needs "
+                           "(pulumi/pulumi-docker#967), from `docker info --format '{{json .DriverStatus}}'` on stdin; "
+                           "nothing where Docker has it", _image_store_arguments, "ops.runners:image_store_command"),
     "e2e-matrix": Command("the e2e workflow's job matrix: the requested stacks that are not up now (`az group list` "
                           "JSON on stdin) and whose estimated run cost is within --max-cost; each refused one in one "
                           "line", _e2e_matrix_arguments, "ops.e2e.budget:e2e_matrix_command"),

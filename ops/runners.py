@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from components.vocabulary import BuildMode
@@ -17,10 +19,11 @@ from offline.cli import error, json_input, unknown_stack
 from offline.stack_files import stack_config, stack_files
 
 HOSTED = "ubuntu-24.04"
-HOSTED_FREE_GB = 14
-"""The disk GitHub guarantees free on a standard hosted runner (docs.github.com, "GitHub-hosted runners reference":
-14 GB SSD). One torch + CUDA image's pip layer alone unpacks to about 7.3 GB beside its 4.2 GB of wheels, and a
-stack builds one or two such images at once (docs/deploying.md#images)."""
+CONTAINERD_STORE = ["driver-type", "io.containerd.snapshotter.v1"]
+"""The pair ``docker info`` lists in ``DriverStatus`` when the daemon uses the containerd image store (moby
+daemon/containerd/service.go, LayerStoreStatus; docs.docker.com/engine/storage/containerd: ``docker info -f
+'{{ .DriverStatus }}'`` prints ``[[driver-type io.containerd.snapshotter.v1]]``). The classic store lists its graph
+driver's status instead (overlay2: Backing Filesystem, Supports d_type, ...)."""
 
 
 def runner(stack: str) -> list[str] | str | None:
@@ -32,9 +35,28 @@ def runner(stack: str) -> list[str] | str | None:
 
 
 def frees_disk(stack: str) -> bool:
-    """Whether the deploy job first makes room on its runner: a hosted one that builds the stack's images with its
-    Docker engine (``build.mode: local``, the default); a self-hosted runner's disk is its owner's to size."""
+    """Whether the deploy job first prepares its runner for the image builds: a hosted one that builds the stack's
+    images with its Docker engine (``build.mode: local``, the default). GitHub guarantees 14 GB free on a standard
+    hosted runner (docs.github.com, "GitHub-hosted runners reference"), and one torch + CUDA image's pip layer alone
+    unpacks to about 7.3 GB beside its 4.2 GB of wheels (docs/deploying.md#images); pulumi-docker's Image also needs
+    the classic image store (``classic_image_store``). A self-hosted runner is its owner's to prepare."""
     return runner(stack) == HOSTED and stack_config(stack).build.mode == BuildMode.LOCAL
+
+
+def classic_image_store(driver_status: Any, daemon_config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The daemon.json that turns the containerd image store off, from ``docker info``'s ``DriverStatus`` and the
+    daemon.json in place; None where the daemon already has the classic store.
+
+    pulumi-docker's Image fails under the containerd image store ("failed to read downloaded context: failed to load
+    cache key: invalid response status 403", pulumi/pulumi-docker#967, open; moby/buildkit#5623), which Docker Engine
+    29 and later uses on fresh installations (docs.docker.com/engine/storage/containerd). Docker turns it off with
+    ``"features": {"containerd-snapshotter": false}`` in daemon.json, and the rest of the file stays as it is."""
+    pairs = driver_status if isinstance(driver_status, list) else []
+    if CONTAINERD_STORE not in [list(p) for p in pairs if isinstance(p, list | tuple)]:
+        return None
+    features = daemon_config.get("features")
+    return {**daemon_config, "features": {**(features if isinstance(features, Mapping) else {}),
+                                          "containerd-snapshotter": False}}
 
 
 def environment(stack: str) -> str:
@@ -76,4 +98,23 @@ def matrix_command(args: argparse.Namespace) -> int:
     if problems := [p for n in names if (p := unknown_stack(n))]:
         return error(problems[0])
     print(json.dumps(matrix(names)))
+    return 0
+
+
+def image_store_command(args: argparse.Namespace) -> int:
+    status = json_input(sys.stdin.read(), "stdin (docker info --format '{{json .DriverStatus}}')")
+    path: Path = args.daemon_json
+    try:
+        config = json_input(path.read_text(), str(path))
+    except FileNotFoundError:
+        config = {}
+    wanted = classic_image_store(status, config if isinstance(config, Mapping) else {})
+    if wanted is None:
+        return 0
+    if args.check:
+        return error("Docker still uses the containerd image store after the switch, and pulumi-docker's Image fails "
+                     "there (pulumi/pulumi-docker#967): check the daemon's features in " + str(path))
+    print("::notice::Docker uses the containerd image store, where pulumi-docker's Image fails "
+          "(pulumi/pulumi-docker#967): switching this runner to the classic store", file=sys.stderr)
+    print(json.dumps(wanted, indent=2))
     return 0

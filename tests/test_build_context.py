@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
 
-from components.images.context import PROJECT_ROOT, DockerIgnore, az_disagreement, load_context, read_ignore
+from components.images import context as contexts
+from components.images.context import PROJECT_ROOT, DockerIgnore, az_disagreement, load_context, read_ignore, stage
 
 
 def folder(tmp_path, files: dict[str, str], ignore: str | None = None):
@@ -116,3 +119,57 @@ def test_the_dockerfile_and_the_dockerignore_are_in_the_digest_whatever_it_exclu
     assert second.digest != first.digest
     (root / ".dockerignore").write_text("*\n!app.py\n!Dockerfile\n")
     assert load_context(str(root)).digest != second.digest
+
+
+def checkout(root: Path, umask: int, files: dict[str, str], executable: str) -> None:
+    """What a clone under ``umask`` writes: git records only the executable bit (``executable``)."""
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod((0o777 if name == executable else 0o666) & ~umask)
+
+
+def what_pulumi_docker_hashes(folder: Path) -> list[tuple[str, str, bytes]]:
+    """Per regular file, what pulumi-docker's context digest takes (pulumi/pulumi-docker v5.1.0
+    provider/provider.go:589-593, hashPath): the relative path, Go's FileMode.String() (stat.filemode's form for a
+    regular file) and the content."""
+    return sorted((p.relative_to(folder).as_posix(), stat.filemode(p.stat().st_mode), p.read_bytes())
+                  for p in folder.rglob("*") if p.is_file())
+
+
+def test_one_tag_is_one_build_input_whatever_the_checkouts_umask(tmp_path, monkeypatch):
+    """fn audit #3: pulumi-docker rebuilds when a file's permission bits change (they are in its context digest),
+    and a desktop clones with umask 002 where CI has 022: without the staged copy, each deploy from the other machine
+    rebuilt the same tag, rolled its pods and reran its Jobs."""
+    files = {"Dockerfile": "FROM scratch\n", "app.py": "print(1)\n", "sub/run.sh": "#!/bin/sh\n", "x.log": ""}
+    monkeypatch.setattr(contexts, "PROJECT_ROOT", tmp_path)
+    staged = {}
+    for umask in (0o022, 0o002, 0o077):
+        checkout(tmp_path / "one", umask, files, executable="sub/run.sh")
+        (tmp_path / "one" / ".dockerignore").write_text("*.log\n")
+        context = load_context("one")
+        assert stage(context) == ".image-contexts/one"
+        staged[umask] = what_pulumi_docker_hashes(tmp_path / ".image-contexts" / "one")
+    assert staged[0o022] == staged[0o002] == staged[0o077]
+    assert [(name, mode) for name, mode, _ in staged[0o002]] == [
+        (".dockerignore", "-rw-r--r--"), ("Dockerfile", "-rw-r--r--"), ("app.py", "-rw-r--r--"),
+        ("sub/run.sh", "-rwxr-xr-x")]
+    assert stat.S_IMODE(os.stat(tmp_path / ".image-contexts" / "one" / "sub").st_mode) == 0o755
+
+
+def test_the_staged_copy_drops_what_the_context_no_longer_holds(tmp_path, monkeypatch):
+    monkeypatch.setattr(contexts, "PROJECT_ROOT", tmp_path)
+    root = folder(tmp_path / "ctx", {"Dockerfile": "FROM scratch\n", "old/gone.py": "", "kept.py": "1"})
+    stage(load_context("ctx"))
+    (root / "old" / "gone.py").unlink()
+    (root / "kept.py").write_text("2")
+    stage(load_context("ctx"))
+    staged = tmp_path / ".image-contexts" / "ctx"
+    assert sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*")) == ["Dockerfile", "kept.py"]
+    assert (staged / "kept.py").read_text() == "2"
+
+
+def test_only_a_folder_of_the_project_is_staged(tmp_path):
+    with pytest.raises(ValueError, match="stage a folder of the project"):
+        stage(load_context(str(folder(tmp_path, {"Dockerfile": "FROM scratch\n"}))))

@@ -10,7 +10,7 @@ import pulumi
 import pytest
 
 from components.images.built import TOKEN_USER
-from components.images.context import load_context
+from components.images.context import PROJECT_ROOT, STAGING, load_context
 from components.images.digest import digest_of
 from components.vocabulary import BuildMode
 from program import outputs
@@ -18,7 +18,8 @@ from program.config.schema import BuildConfig
 from tests.helpers import STACKS, render_with
 
 STACK = "function-gpu"
-TAG = load_context("docker/function").tag
+CONTEXT = load_context("docker/function")
+TAG = CONTEXT.tag
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,8 @@ def test_the_function_image_is_built_and_pushed_by_pulumi_docker_with_an_entra_t
     registry's admin user."""
     image = r.named("image-function-image", "docker:index/image:Image")
     assert image.parent == "image-function"
-    assert image.inputs["build"] == {"context": "docker/function", "dockerfile": "docker/function/Dockerfile",
+    assert image.inputs["build"] == {"context": ".image-contexts/docker/function",
+                                     "dockerfile": ".image-contexts/docker/function/Dockerfile",
                                      "platform": "linux/amd64"}
     assert image.inputs["imageName"] == f"{r.cfg.naming.registry()}.azurecr.io/function:{TAG}"
     registry = image.revealed["registry"]
@@ -54,6 +56,25 @@ def test_the_function_image_is_built_and_pushed_by_pulumi_docker_with_an_entra_t
     assert "command:local:run" in r.invokes
     assert not r.of_type("command:local:Command")
     assert r.named("registry-acr").inputs.get("adminUserEnabled") in (None, False)
+
+
+def test_the_registry_token_is_kept_out_of_the_deploy_log(r):
+    """fn audit #1 (BLOCKER): pulumi-command streams a run's stdout into the engine's log unless ``logging`` says
+    otherwise (pulumi-command v1.2.1 provider/pkg/provider/local/logging.go: ShouldLogStdout is true for nil;
+    commandOutputs.go:62-64 writes stdout to the log pipe), and the engine shows an invoke's log on the stack's row,
+    which CI's log prints and the preview's PR comment quotes. This command's stdout is the registry token."""
+    logins = [args for args in r.called("command:local:run") if "--expose-token" in args["command"]]
+    assert len(logins) == len(r.of_type("docker:index/image:Image")) == 2  # one per image: function, jobs
+    assert {login["logging"] for login in logins} == {"stderr"}
+
+
+def test_both_modes_build_the_staged_copy_of_exactly_the_files_the_tag_covers(r, acr):
+    """fn audit #3: the copy's permissions are fixed (tests/test_build_context.py), so pulumi-docker's context digest
+    is one per tag on every machine."""
+    staged = PROJECT_ROOT / STAGING / "docker/function"
+    assert r.named("image-function-image").inputs["build"]["context"] == f"{STAGING}/docker/function"
+    assert f" {STAGING}/docker/function >&2 " in acr.named("image-function-build").inputs["create"]
+    assert sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*")) == list(CONTEXT.files)
 
 
 def test_a_preview_does_not_build(r):
@@ -74,7 +95,7 @@ def test_acr_mode_builds_the_folder_in_azure_for_amd64_and_prints_only_the_pushe
     registry = acr.cfg.naming.registry()
     assert build.inputs["create"] == (
         f"az acr build --registry {registry} --image function:{TAG} --platform linux/amd64 --timeout 3600 "
-        f"docker/function >&2 && az acr repository show --name {registry} --image function:{TAG} "
+        f".image-contexts/docker/function >&2 && az acr repository show --name {registry} --image function:{TAG} "
         "--query digest --output tsv")
     assert not acr.of_type("docker:index/image:Image")
     assert not acr.of_type("azure-native:containerregistry:TaskRun") and not acr.of_type("azure-native:storage:Blob")

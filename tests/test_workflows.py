@@ -168,6 +168,48 @@ def test_a_hosted_deploy_that_builds_images_with_docker_makes_room_first_and_kee
     assert not re.search(r"hostedtoolcache(/Python)?\s|AGENT_TOOLSDIRECTORY", steps[room]["run"])
 
 
+FAKE_RUNNER = """import os, pathlib, subprocess, sys
+tool, args = pathlib.Path(sys.argv[0]).name, sys.argv[1:]
+log = pathlib.Path(os.environ["RUNNER_CALLS"])
+log.write_text(log.read_text() + " ".join([tool, *args]) + "\\n")
+restarted = pathlib.Path(os.environ["RUNNER_CALLS"] + ".restarted")
+if tool == "docker":
+    print(os.environ["STATUS_AFTER" if restarted.exists() else "STATUS"])
+elif args[:1] == ["tee"]:
+    sys.exit(subprocess.run(args, stdin=sys.stdin).returncode)
+elif args == ["systemctl", "restart", "docker"]:
+    restarted.touch()
+"""
+"""``docker`` answering DriverStatus (STATUS, then STATUS_AFTER once restarted) and a ``sudo`` that runs only ``tee``:
+the runner as the freeDisk step sees it, every call logged."""
+CONTAINERD = '[["driver-type","io.containerd.snapshotter.v1"]]'
+CLASSIC = '[["Backing Filesystem","extfs"],["Supports d_type","true"]]'
+
+
+@pytest.mark.parametrize("workflow, job", [("deploy.yml", "up"), ("e2e.yml", "run")])
+@pytest.mark.parametrize("status, after, switched, ok", [
+    (CLASSIC, CLASSIC, False, True), (CONTAINERD, CLASSIC, True, True), (CONTAINERD, CONTAINERD, True, False)],
+    ids=["classic", "containerd", "switch-failed"])
+def test_a_hosted_runner_builds_images_on_the_classic_image_store(tmp_path, workflow, job, status, after, switched, ok):
+    """fn audit #5: pulumi-docker's Image fails under the containerd image store ("failed to read downloaded context
+    ... status 403", pulumi/pulumi-docker#967), Docker Engine 29's default on fresh installs
+    (docs.docker.com/engine/storage/containerd). The freeDisk step turns it off in daemon.json, keeping the rest."""
+    for tool in ("docker", "sudo"):
+        (tmp_path / tool).write_text(f"#!{sys.executable}\n{FAKE_RUNNER}")
+        (tmp_path / tool).chmod(0o755)
+    daemon = tmp_path / "daemon.json"
+    daemon.write_text('{"cgroup-parent": "/actions_job"}')
+    calls = tmp_path / "runner-calls"
+    calls.write_text("")
+    done, _, _ = run_step(tmp_path, workflow, job, "ops image-store", DAEMON_JSON=str(daemon),
+                          RUNNER_CALLS=str(calls), STATUS=status, STATUS_AFTER=after)
+    assert (done.returncode == 0) is ok, done.stderr
+    assert ("sudo systemctl restart docker" in calls.read_text()) is switched
+    assert json.loads(daemon.read_text()) == ({"cgroup-parent": "/actions_job",
+                                               "features": {"containerd-snapshotter": False}}
+                                              if switched else {"cgroup-parent": "/actions_job"})
+
+
 def test_destroy_keeps_protected_data_and_the_leftover_check_knows_it():
     """Audit #5: protected storage made every expiry destroy fail while the cluster kept billing."""
     steps = load("destroy-stack.yml")["jobs"]["destroy"]["steps"]

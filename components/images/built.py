@@ -12,7 +12,9 @@ resource's create can fail on a malformed status URL although the build ran (pul
 Azure/azure-rest-api-specs#19159).
 
 Either way the tag is the context's digest (with the build arguments, where there are any), so an unchanged
-folder neither rebuilds nor rolls pods, and workloads run the digest the registry holds.
+folder neither rebuilds nor rolls pods, and workloads run the digest the registry holds. Either way the build reads
+the context's staged copy (``context.stage``): the files the digest covers with fixed permissions, so the same tag is
+the same build input whatever umask the checkout was made with.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pulumi
 import pulumi_docker as docker
 from pulumi_command import local
 
-from components.images.context import BuildContext
+from components.images.context import BuildContext, stage
 from components.images.digest import RegistryAccess, by_digest, digest_command
 from components.vocabulary import BuildMode
 
@@ -73,16 +75,16 @@ class ContainerImage(pulumi.ComponentResource):
     def __init__(self, name: str, args: ImageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aksgpu:build:ContainerImage", name, None, opts)  # frozen: components/__init__.py
         image = f"{args.repository}:{args.tag}"
+        directory = stage(args.context)
         if args.mode == BuildMode.LOCAL:
-            pushed = self._local(name, args, image)
+            pushed = self._local(name, args, image, directory)
         else:
-            pushed = self._acr(name, args, image)
+            pushed = self._acr(name, args, image, directory)
         self.image_ref = by_digest(args.registry, args.repository, pushed)
         self.register_outputs({"image_ref": self.image_ref})
 
-    def _acr(self, name: str, args: ImageArgs, image: str) -> pulumi.Output[str]:
-        """Build in Azure; the command prints the pushed digest (its build log goes to stderr)."""
-        directory = args.context.directory
+    def _acr(self, name: str, args: ImageArgs, image: str, directory: str) -> pulumi.Output[str]:
+        """Build ``directory`` in Azure; the command prints the pushed digest (its build log goes to stderr)."""
         build_args = "".join(f" --build-arg {shlex.quote(f'{k}={v}')}" for k, v in sorted(args.build_args.items()))
         build = local.Command(
             f"{name}-build",
@@ -96,18 +98,22 @@ class ContainerImage(pulumi.ComponentResource):
         )
         return build.stdout
 
-    def _local(self, name: str, args: ImageArgs, image: str) -> pulumi.Output[str]:
+    def _local(self, name: str, args: ImageArgs, image: str, directory: str) -> pulumi.Output[str]:
         token = local.run_output(
             command=pulumi.Output.concat("az acr login --name ", args.registry.name,
                                          " --expose-token --query accessToken --output tsv"),
+            # stdout is the token: pulumi-command streams a run's stdout into the engine's log unless told not to
+            # (local/logging.go ShouldLogStdout), which CI prints and the PR comment quotes. stderr (az's warnings and
+            # errors) stays.
+            logging=local.Logging.STDERR,
             opts=pulumi.InvokeOutputOptions(parent=self, depends_on=list(args.registry.reachable_after)),
         )
         pushed = docker.Image(
             f"{name}-image",
             image_name=pulumi.Output.concat(args.registry.login_server, "/", image),
             build=docker.DockerBuildArgs(
-                context=args.context.directory,
-                dockerfile=f"{args.context.directory}/Dockerfile",
+                context=directory,
+                dockerfile=f"{directory}/Dockerfile",
                 platform=PLATFORM,
                 args=dict(args.build_args) or None,
             ),

@@ -22,12 +22,18 @@ Dockerfile (az adds it to the archive whatever the .dockerignore says), so it is
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 import re
+import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+STAGING = ".image-contexts"
+"""Where ``stage`` copies each context for the build, under the project root (gitignored)."""
+FILE_MODES = {False: 0o644, True: 0o755}
+"""A staged file's permissions, by its executable bit: the only bit git records, and the only one the tag holds."""
 
 
 def read_ignore(text: str) -> list[str]:
@@ -260,3 +266,48 @@ def load_context(directory: str) -> BuildContext:
         digest.update(f"{name}\0{int(bool(source.stat().st_mode & 0o111))}\0".encode())
         digest.update(hashlib.sha256(source.read_bytes()).digest())
     return BuildContext(directory=directory, files=files, digest=digest.hexdigest())
+
+
+def stage(context: BuildContext) -> str:
+    """Copy the context's files into ``STAGING/<directory>`` with fixed permissions, remove anything else there, and
+    return that folder relative to the project root: what the build reads.
+
+    pulumi-docker hashes every file's full permission bits into the Image's ``build.contextDigest`` and rebuilds when
+    it changes (pulumi/pulumi-docker provider/provider.go:591, ``fileMode.String()``), and Docker's COPY keeps the bits
+    in the image. A checkout's bits follow the umask of whoever cloned it (git records only the executable bit): a
+    desktop's 002 gives 0664, CI's 022 gives 0644, so one commit deployed from both would build and roll its pods
+    (and rerun its Jobs) on every switch. The copy holds exactly the files the tag covers, at 0644, or 0755 where the
+    executable bit is set: one tag is one build input on every machine. A file is written beside the folder and
+    renamed into place, so renders running side by side never see a half-written file; an unchanged file is left as
+    it is."""
+    if Path(context.directory).is_absolute():
+        raise ValueError(f"build context {context.directory}: stage a folder of the project (a relative path)")
+    source = context.path
+    root = PROJECT_ROOT / STAGING
+    target = root / context.directory
+    target.mkdir(parents=True, exist_ok=True)
+    for name in context.files:
+        data = (source / name).read_bytes()
+        mode = FILE_MODES[bool((source / name).stat().st_mode & 0o111)]
+        path = target / name
+        if path.is_file() and path.stat().st_mode & 0o7777 == mode and path.read_bytes() == data:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=root, prefix=".staging-")
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    wanted = set(context.files)
+    folders = {str(parent) for name in wanted for parent in PurePosixPath(name).parents} - {"."}
+    for path in sorted(target.rglob("*"), reverse=True):  # what a folder holds before the folder
+        name = path.relative_to(target).as_posix()
+        if path.is_dir() and not path.is_symlink():
+            if name in folders:
+                path.chmod(0o755)
+            elif not any(path.iterdir()):
+                path.rmdir()
+        elif name not in wanted:
+            path.unlink(missing_ok=True)
+    target.chmod(0o755)
+    return f"{STAGING}/{context.directory}"

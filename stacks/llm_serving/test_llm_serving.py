@@ -240,7 +240,7 @@ def test_image_weights_are_built_once_per_model_and_commit_and_copied_from_the_n
     assert {"name": "weights", "mountPath": "/models", "readOnly": True} in c["volumeMounts"]
     assert {e["name"]: e["value"] for e in c["env"]}["HF_HUB_OFFLINE"] == "1"
     build = r.named("image-weights-image", "docker:index/image:Image").inputs
-    assert build["build"]["context"] == "docker/weights"
+    assert build["build"]["context"] == ".image-contexts/docker/weights"
     assert build["build"]["args"] == {"MODEL": "Qwen/Qwen2.5-1.5B-Instruct", "REVISION": REVISION}
     # Another commit is another tag, and so another build; the same config never rebuilds.
     other = render_with("llm-other", **{**stack_config_of("llm-serving"),
