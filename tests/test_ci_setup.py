@@ -687,5 +687,6 @@ def test_the_setup_reads_the_reservation_groups_of_the_stack_files(tmp_path):
         files[stack] = tmp_path / f"Pulumi.{stack}.yaml"
         files[stack].write_text(yaml.safe_dump({"config": {"aksgpu:gpuPools": [a100], "aksgpu:cluster": {
             "openApiServer": True}}}))
-    files["plain"] = stack_files()["gpu-basics"]
+    files["plain"] = tmp_path / "Pulumi.plain.yaml"
+    files["plain"].write_text(yaml.safe_dump({"config": {"aksgpu:cluster": {"openApiServer": True}}}))
     assert ci_setup.reservation_scopes(files) == [group.split("/providers/")[0]]
