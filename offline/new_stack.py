@@ -18,7 +18,7 @@ from offline.cli import error
 from offline.stack_files import REPO_ROOT, read_yaml, stack_config, stack_files
 from program.config.errors import ConfigError
 from program.config.keys import PROJECT
-from program.config.rules import shared_runners
+from program.config.rules import between_stacks
 
 if TYPE_CHECKING:
     from program.config.schema import StackConfig
@@ -69,24 +69,34 @@ def _moved(subnet: str, old: ipaddress.IPv4Network, new: ipaddress.IPv4Network) 
     return str(moved)
 
 
+AZURE_DEFAULT_SPACE = ipaddress.IPv4Network("10.0.0.0/16")
+"""The address space a VNet gets when none is given (the Azure CLI's ``az network vnet create``: "Default:
+10.0.0.0/16", Azure/azure-cli src/azure-cli/azure/cli/command_modules/network/aaz/latest/network/vnet/_create.py):
+the likeliest runner VNet's, so never picked for a copy, whose VNet peers the runner's."""
+
+
 def private_network(like: StackConfig, taken: dict[str, str], wanted: str | None) -> dict[str, str] | None:
     """A private stack's network keys for its copy: ``wanted`` (``--address-space``) or else the first /N of
-    10.0.0.0/8 that no stack file uses, with the subnets moved along. A private stack peers its VNet with the
-    runner's, and Azure peers one VNet only with address spaces that do not overlap (round-4 Azure audit #7);
-    ``taken`` is stack → address space of every stack file. None for a stack that is not private: its VNet is
-    peered with nothing, so its copy keeps the address space."""
+    10.0.0.0/8 that no stack file uses, that is not the runner VNet's (``network.runnerAddressSpaces`` of the copied
+    stack) nor Azure's default VNet space, with the subnets moved along. A private stack peers its VNet with the
+    runner's, and Azure peers one VNet only with address spaces that do not overlap (round-4 Azure audit #7; issue
+    33c audit #9: the first free one was 10.0.0.0/16); ``taken`` is stack → address space of every stack file. None
+    for a stack that is not private: its VNet is peered with nothing, so its copy keeps the address space."""
     if not like.private_endpoints_or_api_server:
         return None
     old = ipaddress.IPv4Network(like.network.address_space)
-    used = {stack: ipaddress.IPv4Network(space) for stack, space in taken.items()}
+    used = [*((f"stack {stack}", ipaddress.IPv4Network(space)) for stack, space in sorted(taken.items())),
+            *(("the runner VNet (network.runnerAddressSpaces)", ipaddress.IPv4Network(space))
+              for space in like.network.runner_address_spaces)]
+    avoid = [*(space for _, space in used), AZURE_DEFAULT_SPACE]
     if wanted is not None:
         new = ipaddress.IPv4Network(wanted)
-        if clash := next((s for s, space in sorted(used.items()) if space.overlaps(new)), None):
-            raise ValueError(f"--address-space {new} overlaps {used[clash]} of stack {clash}: a private stack's "
-                             f"VNet peers the runner's, which takes no two overlapping spaces; free: "
-                             f"{_free(used.values(), old.prefixlen)}")
+        if clash := next(((whose, space) for whose, space in used if space.overlaps(new)), None):
+            raise ValueError(f"--address-space {new} overlaps {clash[1]} of {clash[0]}: a private stack's VNet peers "
+                             f"the runner's, which takes no two overlapping spaces; free: "
+                             f"{_free(avoid, old.prefixlen)}")
     else:
-        new = _free(used.values(), old.prefixlen)
+        new = _free(avoid, old.prefixlen)
     return {"addressSpace": str(new), "nodeSubnet": _moved(like.network.node_subnet, old, new),
             "endpointSubnet": _moved(like.network.endpoint_subnet, old, new)}
 
@@ -98,6 +108,19 @@ def _free(used: Iterable[ipaddress.IPv4Network], prefix: int) -> ipaddress.IPv4N
         if not any(candidate.overlaps(u) for u in used):
             return candidate
     raise ValueError(f"no free /{prefix} left in 10.0.0.0/8; pass --address-space")
+
+
+def runner_space_unknown(like: StackConfig) -> str | None:
+    """What to check when the copied stack peers a runner VNet whose address space its file does not give: the
+    copy's space was picked around the stack files' and Azure's default only."""
+    n = like.network
+    if not like.private_endpoints_or_api_server or n.runner_address_spaces:
+        return None
+    runner = f"az network vnet show --ids {n.runner_vnet_id}" if n.runner_vnet_id else \
+        "az network vnet show --ids <runner VNet id>"
+    return (f"the runner VNet's address space is not in the copied file (network.runnerAddressSpaces): check the "
+            f"picked one against {runner} --query addressSpace.addressPrefixes, and set network.runnerAddressSpaces "
+            "so config checks it")
 
 
 def new_stack_file(name: str, like: str, settings: dict[str, str], root: Path = REPO_ROOT,
@@ -126,7 +149,7 @@ def new_stack_file(name: str, like: str, settings: dict[str, str], root: Path = 
     try:
         cfg = stack_config(name, target)
         others = {s: c for s, p in sorted(files.items()) if (c := _loads(s, p)) is not None}
-        if beside := [e for stack, e in shared_runners({**others, name: cfg}) if stack == name]:
+        if beside := [c.error for c in between_stacks({**others, name: cfg}, new={name}) if name in c.stacks]:
             raise ConfigError.several(beside)
     except ConfigError:
         target.unlink()
@@ -186,8 +209,10 @@ def asked_network(args: argparse.Namespace, like: StackConfig, taken: dict[str, 
     never keeps the address space of the stack it copies (``private_network``)."""
     wanted = args.address_space
     if wanted is None and ask is not None and (free := private_network(like, taken, None)):
+        runner = ", ".join(like.network.runner_address_spaces) or "not in its file: not checked"
         wanted = ask(f"address space (its VNet peers the runner's, which takes no two overlapping spaces; "
-                     f"{args.like} has {like.network.address_space}) [{free['addressSpace']}]: ").strip() or None
+                     f"{args.like} has {like.network.address_space}, the runner {runner}) "
+                     f"[{free['addressSpace']}]: ").strip() or None
     return private_network(like, taken, wanted)
 
 
@@ -205,6 +230,9 @@ def new_stack_command(args: argparse.Namespace) -> int:
     except ValueError as e:
         return error(str(e))
     print(copied(stack_config(args.name, path), args.like))
+    if like is not None and network is not None and args.address_space is None and \
+            (check := runner_space_unknown(like)):
+        print(f"warning: {check}", file=sys.stderr)
     updated = write_docs()
     print(f"wrote {path.name}; regenerated {', '.join(map(str, updated)) or 'no docs (none changed)'}")
     print(f"next: review and commit them; deploy with `pulumi stack select --create --stack={shlex.quote(args.name)}` "

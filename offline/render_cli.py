@@ -13,7 +13,7 @@ from offline.render import check_stack, render_stack
 from offline.report import warnings, write_render
 from offline.stack_files import stack_files
 from program.config.errors import ConfigError
-from program.config.rules import shared_runners
+from program.config.rules import between_stacks
 
 
 def render(stack: str | None, config: Path | None, out: Path) -> int:
@@ -35,11 +35,14 @@ def render(stack: str | None, config: Path | None, out: Path) -> int:
                 bad.add(name)
                 for found in e.problems:
                     print(f"error: stack {name}: {found}", file=sys.stderr)
-    # Stack files are deployed side by side: what two of them would make Azure refuse together.
-    for name, found in shared_runners(dict(sorted(checked.items()))):
-        if name in targets:
-            bad.add(name)
-            print(f"error: stack {name}: {found}", file=sys.stderr)
+    # Stack files are deployed side by side: what two of them would make Azure refuse together, put on the stack
+    # whose config is new (--config), else on both, as which one is deployed cannot be told here.
+    new = {stack} if stack is not None and config is not None else set()
+    for clash in between_stacks(dict(sorted(checked.items())), new):
+        if mine := [s for s in clash.stacks if s in targets]:
+            bad.update(mine)
+            which = f"stack {clash.stacks[0]}" if len(clash.stacks) == 1 else f"stacks {' and '.join(clash.stacks)}"
+            print(f"error: {which}: {clash.error}", file=sys.stderr)
     if bad:
         return 2
     for name, path in targets.items():

@@ -3,9 +3,9 @@
 Resource SKUs, vCPU usage, capacity reservation groups and the VMs node auto-provisioning made come from
 azure-mgmt-compute, a stack's deployed cluster and agent pools from azure-mgmt-containerservice, Spot Placement Scores
 from the compute client's own pipeline (``send_request``: the SDK that wraps that API, azure-mgmt-computerecommender,
-is a beta), as are feature registrations and role assignments (their SDKs are not runtime dependencies), and retail
-prices from azure-core's pipeline (the Retail Prices API needs no sign-in). Every call returns plain data. Reads only:
-nothing here changes Azure.
+is a beta), as are feature registrations, role assignments and zone peers (their SDKs are not runtime
+dependencies), and retail prices from azure-core's pipeline (the Retail Prices API needs no sign-in). Every call
+returns plain data. Reads only: nothing here changes Azure (Check Zone Peers is a POST that changes nothing).
 
 Tests pass a ``transport`` that answers from recorded responses (tests/fixtures/azure), so the same SDK code runs.
 """
@@ -35,6 +35,12 @@ SPOT_SCORES_API = "2025-06-05"
 """Spot Placement Scores (Microsoft.Compute DiagnosticRP, stable)."""
 FEATURES_API = "2021-07-01"
 """Microsoft.Features (azure-mgmt-resource 23.3.0 features DEFAULT_API_VERSION; ``properties.state``)."""
+ZONE_PEERS_API = "2022-12-01"
+"""Subscriptions - Check Zone Peers (Microsoft.Resources, learn.microsoft.com/rest/api/resources/subscriptions/
+check-zone-peers): which logical zone of another subscription is each of this one's. It needs the subscription's
+``Microsoft.Resources/AvailabilityZonePeering`` feature (MicrosoftDocs/reliability-docs availability-zones-overview.md:
+"Physical and logical availability zones") and the action ``Microsoft.Resources/checkZonePeers/action``, which Reader
+does not grant."""
 ROLE_ASSIGNMENTS_API = "2022-04-01"
 """Role Assignments - List For Resource Group (Microsoft.Authorization; azure-mgmt-authorization 4.0.0's default):
 ``$filter=principalId eq '{id}'`` returns the principal's assignments at, above or below the group, each with
@@ -159,7 +165,13 @@ class Reservation:
     capacity: int
     """What Azure reserved and bills (``utilizationInfo.currentCapacity``; ``sku.capacity`` without it)."""
     allocated: int
-    """VMs allocated against it now (``utilizationInfo.virtualMachinesAllocated``)."""
+    """VMs allocated against it now: ``utilizationInfo.virtualMachinesAllocated``, or for an Open reservation the sum
+    of ``usedReservedCountBySubscription``, which Open reservations report instead (azure-mgmt-compute 39.0.0
+    ``CapacityReservationUtilization``)."""
+    start: str | None = None
+    """A Block reservation's first day (``scheduleProfile.start``, a date such as ``2026-06-27``)."""
+    end: str | None = None
+    """A Block reservation's end date (``scheduleProfile.end``)."""
 
 
 @dataclass(frozen=True)
@@ -169,8 +181,18 @@ class ReservationGroup:
     id: str
     zones: tuple[str, ...]
     reservations: tuple[Reservation, ...]
-    block: bool = False
-    """``reservationType: Block``: VMs take capacity only from the reservation, with no fallback beyond it."""
+    kind: str = "Targeted"
+    """``reservationType`` (azure-mgmt-compute 39.0.0 ``ReservationType``): ``Targeted``, the default, for VMs that
+    name the group; ``Block``, whose VMs take capacity only from the reservation, with no fallback beyond it;
+    ``Open``, consumed by any matching VM without naming the group."""
+
+    @property
+    def block(self) -> bool:
+        return self.kind.lower() == "block"
+
+    @property
+    def open(self) -> bool:
+        return self.kind.lower() == "open"
 
 
 def _lower(resource_id: str | None) -> str | None:
@@ -333,14 +355,35 @@ class Azure:
             raise AzureReadError(f"capacity reservation group {name}", error.status_code, error.message) from None
         views = {v.name.lower(): v.utilization_info for v in
                  (found.instance_view.capacity_reservations or () if found.instance_view else ()) if v.name}
+        # A str enum (ReservationType) or a plain string the SDK does not know yet: its value either way.
+        kind = str(getattr(found.reservation_type, "value", found.reservation_type) or "Targeted")
         made = []
         for r in reservations:
             use = views.get((r.name or "").lower())
             current = use.current_capacity if use and use.current_capacity is not None else r.sku.capacity
+            allocated = (sum((use.used_reserved_count_by_subscription or {}).values()) if kind.lower() == "open"
+                         else len(use.virtual_machines_allocated or ())) if use else 0
+            schedule = r.schedule_profile
             made.append(Reservation(r.name or "", r.sku.name or "", tuple(r.zones or ()), int(current or 0),
-                                    len(use.virtual_machines_allocated or ()) if use else 0))
-        return ReservationGroup(group_id.lower(), tuple(found.zones or ()), tuple(made),
-                                block=(found.reservation_type or "").lower() == "block")
+                                    int(allocated), schedule.start if schedule else None,
+                                    schedule.end if schedule else None))
+        return ReservationGroup(group_id.lower(), tuple(found.zones or ()), tuple(made), kind)
+
+    def zone_peers(self, location: str, other: str) -> dict[str, str]:
+        """This subscription's logical zone → ``other`` subscription's logical zone of the same physical zone, in
+        ``location`` (Subscriptions - Check Zone Peers)."""
+        request = HttpRequest(
+            "POST", f"/subscriptions/{self.subscription}/providers/Microsoft.Resources/checkZonePeers/",
+            params={"api-version": ZONE_PEERS_API},
+            json={"location": location, "subscriptionIds": [f"subscriptions/{other}"]})
+        response = self.compute.send_request(request)
+        response.read()
+        if response.status_code != 200:
+            raise AzureReadError(f"zone peers of subscription {other}", response.status_code,
+                                 _error_message(response))
+        return {str(z["availabilityZone"]): str(p["availabilityZone"])
+                for z in response.json().get("availabilityZonePeers", []) for p in z.get("peers", [])
+                if str(p.get("subscriptionId", "")).lower() == other.lower() and p.get("availabilityZone")}
 
     def grant_made(self, scope: str, principal: str, role: str) -> datetime | None:
         """When ``principal`` was granted built-in ``role`` (a role definition id) on resource group ``scope`` or

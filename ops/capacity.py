@@ -8,10 +8,11 @@ For every pool of the stack, in its region, from what Azure says to this subscri
     pools' nodes and the VMs node auto-provisioning made for its NAP pools); the maximum with the surge node an
     upgrade adds to each regular pool (learn.microsoft.com/azure/aks/upgrade-aks-node-pools-rolling: "Node surges
     require subscription quota");
-  - for a pool on reserved capacity, the group's reservations (size, zones, reserved and allocated VMs) against
-    the pool's maximum and its surge node, the nodes beyond them on ordinary quota, and how long ago the cluster
-    identity was granted Contributor on the group's resource group (learn.microsoft.com/azure/aks/
-    use-capacity-reservation-groups: up to 60 minutes to reach AKS);
+  - for a pool on reserved capacity, the group's reservations (size, zones, reserved and allocated VMs; a Block
+    reservation's schedule) against the pool's maximum and its surge node, the nodes beyond them on ordinary quota,
+    and how long ago the cluster identity was granted Contributor on the group's resource group
+    (learn.microsoft.com/azure/aks/use-capacity-reservation-groups: up to 60 minutes to reach AKS); a group shared
+    from another subscription takes no quota off this one, and its zones are compared through Check Zone Peers;
   - for a deployed stack, whether its node provisioning mode (NAP on or off) changes, which AKS refuses on a
     cluster with the cluster autoscaler or with NAP nodes left (learn.microsoft.com/azure/aks/node-auto-provisioning,
     use-node-auto-provisioning);
@@ -35,7 +36,7 @@ import logging
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from components.azure.node_pools import UPGRADE_SURGE
@@ -52,12 +53,14 @@ from ops.azure_reads import (
     AzureReadError,
     DeployedCluster,
     DeployedPool,
+    Reservation,
     ReservationGroup,
     Sku,
     signed_out,
     subscription,
 )
 from ops.ci_setup import INFINIBAND_FEATURE
+from program.config.expiry import Lifetime, expires_at
 from program.markdown import table
 
 if TYPE_CHECKING:
@@ -165,10 +168,17 @@ class Readings:
     """The VMs node auto-provisioning made in the cluster: (NodePool, VM size, spot) each."""
     reservations: Mapping[str, ReservationGroup | str | None] = field(default_factory=dict)
     """Capacity reservation group id (lower case) → the group; why it could not be read; None: no such group."""
+    zone_peers: Mapping[str, Mapping[str, str] | str] = field(default_factory=dict)
+    """Another subscription holding a zonal reservation group (lower case) → this subscription's logical zone → its
+    logical zone of the same physical zone (Check Zone Peers); or why that could not be read."""
     grants: Mapping[str, datetime | str | None] = field(default_factory=dict)
     """A reservation group's resource group id (lower case) → when the cluster's identity was granted Contributor
     there; why that could not be read; None or absent: not yet (this deploy grants it)."""
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    subscription: str = ""
+    """The deploying subscription, whose quota and zones these are."""
+    expires: datetime | None = None
+    """When the expiry may destroy the stack if it is deployed now (a demo's ``expires-at``); None: long-lived."""
 
 
 @dataclass
@@ -212,17 +222,29 @@ def _buckets(need: PoolNeed, skus: Mapping[str, Sku]) -> tuple[str, ...]:
     return tuple(b for b in ((sku.family.lower() if sku else ""), REGIONAL_CORES) if b)
 
 
-def _own_vcpus(readings: Readings, nap_pools: Iterable[str]) -> dict[str, int]:
-    """vCPUs the stack's running nodes already hold, per quota: the usage counts them once. That is its agent pools'
-    nodes (those on a reservation hold the reservation's quota, not more) and the VMs NAP made for its NAP pools
-    (not agent pools: ``Azure.nap_nodes``); NAP's own default NodePools are not the stack's demand."""
-    running = [(p.vm_size, p.nodes, p.spot) for p in readings.deployed.values() if not p.reservation]
+def _own_vcpus(readings: Readings, agent_pools: Iterable[str], nap_pools: Iterable[str]) -> dict[str, int]:
+    """vCPUs the stack's running nodes already hold, per quota: the usage counts them once. That is the nodes of its
+    agent pools (those on a reservation of this subscription hold the reservation's quota, not more; a shared
+    group's draw this subscription's) and the VMs NAP made for its NAP pools (not agent pools: ``Azure.nap_nodes``).
+    Only the stack's own agent pools, by name: NAP's own default NodePools are not the stack's demand, a pool the
+    config dropped runs until the update deletes it, and in karpenter-provider-azure's AKS Machine API modes NAP's
+    machines sit in an agent pool of mode ``Machines`` (pkg/operator/options/options.go ``AKS_MACHINES_POOL_NAME``;
+    pkg/test/aksagentpools.go ``AgentPoolModeMachines``) while their VMs keep the NodePool tag
+    (pkg/providers/instance/aksmachineinstanceutils.go): counted as a pool too, they would be given back twice."""
+    mine = set(agent_pools)
+    running = [(p.vm_size, p.nodes, p.spot) for name, p in readings.deployed.items()
+               if name in mine and not (p.reservation and _same_subscription(p.reservation, readings))]
     running += [(size, 1, spot) for pool, size, spot in readings.nap_nodes if pool in set(nap_pools)]
     held: dict[str, int] = {}
     for size, nodes, spot in running:
         for bucket in _buckets(PoolNeed("", size, spot, nodes, nodes), readings.skus):
             held[bucket] = held.get(bucket, 0) + nodes * _vcpus(size, readings.skus)
     return held
+
+
+def _same_subscription(resource_id: str, readings: Readings) -> bool:
+    """Whether ``resource_id`` is in the deploying subscription (taken to be when it is not known)."""
+    return not readings.subscription or _scope_of(resource_id)[0].lower() == readings.subscription.lower()
 
 
 def _quota_nodes(c: PoolCheck) -> tuple[int, int, int]:
@@ -243,7 +265,8 @@ def _check_quota(checks: list[PoolCheck], readings: Readings) -> None:
     """Each quota against what every pool on it needs at min nodes, at max, and at max while an upgrade adds its
     surge nodes: "Node surges require subscription quota for the requested max surge count" of every pool
     (upgrade-aks-node-pools-rolling), so a pool sized to its quota at max fails its upgrade (InsufficientVCPUQuota)."""
-    held = _own_vcpus(readings, [c.need.pool for c in checks if c.need.nap])
+    held = _own_vcpus(readings, [c.need.pool for c in checks if not c.need.nap],
+                      [c.need.pool for c in checks if c.need.nap])
     demand: dict[str, list[int]] = {}
     for c in checks:
         vcpus = _vcpus(c.need.vm_size, readings.skus)
@@ -268,6 +291,8 @@ def _check_quota(checks: list[PoolCheck], readings: Readings) -> None:
             request = f"request {name} in {readings.region} raised to {limit - free + upgrading} ({guide})"
             if upgrading <= free:
                 c.notes.append(f"{name} {used}/{limit}")
+            elif at_max <= free:
+                c.worse(Verdict.MIN_ONLY, f"{state}: the maximum fits, an upgrade's surge node does not", request)
             elif at_min <= free:
                 c.worse(Verdict.MIN_ONLY, state, request)
             else:
@@ -401,15 +426,63 @@ def _check_each(needs: list[PoolNeed], readings: Readings) -> list[PoolCheck]:
     return checks
 
 
-def _reservation_fix(need: PoolNeed, group_id: str, region: str, zones: Iterable[str], capacity: int) -> str:
-    """The Azure CLI command that creates the reservation a pool needs (capacity-reservation-create)."""
+def _scope_of(group_id: str) -> tuple[str, str, str]:
+    """(subscription, resource group, name) of a capacity reservation group's id."""
     parts = group_id.strip("/").split("/")
-    group, name, zones = parts[3], parts[-1], list(zones)
+    return parts[1], parts[3], parts[-1]
+
+
+def _in(subscription: str, shared: bool) -> str:
+    """The ``--subscription`` an Azure CLI fix needs for a group in another subscription than the deploying one."""
+    return f" --subscription {subscription}" if shared else ""
+
+
+def _reservation_fix(need: PoolNeed, group_id: str, region: str, zones: Iterable[str], capacity: int,
+                     shared: bool = False) -> str:
+    """The Azure CLI command that creates the reservation a pool needs (capacity-reservation-create); ``zones`` in
+    the group's subscription's numbering."""
+    subscription, group, name = _scope_of(group_id)
+    zones = list(zones)
     command = (f"az capacity reservation create -c {name} -g {group} -n <name> -l {region} --sku {need.vm_size} "
-               f"--capacity {capacity}")
+               f"--capacity {capacity}{_in(subscription, shared)}")
     if not zones:
         return command
     return command + f" --zone {zones[0]}" + (f" (one for each zone: {', '.join(zones)})" if len(zones) > 1 else "")
+
+
+BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64)
+"""What one Block reservation may hold (azure-mgmt-compute 39.0.0 ``CapacityReservation.sku``: "For Block capacity
+reservations, sku.capacity can only accept values 1, 2, 4, 8, 16, 32, 64")."""
+SHARED_RESERVATIONS = "learn.microsoft.com/azure/virtual-machines/capacity-reservation-group-share"
+AKS_RESERVATIONS = "learn.microsoft.com/azure/aks/use-capacity-reservation-groups"
+
+
+def _block_fix(group_name: str, size: str, short: int) -> str:
+    """A Block group short of ``short`` VMs: a new Block reservation, since one's capacity cannot be updated
+    (``CapacityReservationUpdate``: "sku.capacity cannot be updated for Block Capacity Reservation")."""
+    fits = next((b for b in BLOCK_SIZES if b >= short), None)
+    amount = f" of {fits} {size}" if fits else f"s of {size} adding up to {short} or more, 64 at most each"
+    return (f"a new Block reservation{amount} in {group_name} for the days the stack runs (a Block reservation's "
+            f"capacity cannot be updated, and one holds 1, 2, 4, 8, 16, 32 or 64 VMs; aka.ms/blockcapacityreservation)")
+
+
+def _schedule(c: PoolCheck, reservations: Iterable[Reservation], readings: Readings) -> None:
+    """A Block reservation holds VMs only from its start to its end date (``scheduleProfile``, immutable; azure-mgmt-
+    compute 39.0.0 ``ScheduleProfile``): said on the line, with whether the stack outlives it."""
+    today = readings.now.date()
+    for r in reservations:
+        start, end = (date.fromisoformat(d[:10]) if d else None for d in (r.start, r.end))
+        if start and start > today:
+            c.notes.append(f"Block reservation {r.name} starts {start}: until then it holds no VM")
+        if end is None:
+            continue
+        if end < today:
+            c.notes.append(f"Block reservation {r.name} ended {end}")
+        elif readings.expires is None:
+            c.notes.append(f"Block reservation {r.name} ends {end}, and this long-lived stack outlives it")
+        elif end < readings.expires.date():
+            c.notes.append(f"Block reservation {r.name} ends {end}, before this demo stack expires "
+                           f"({readings.expires:%Y-%m-%d})")
 
 
 def _check_reservation(c: PoolCheck, readings: Readings) -> None:
@@ -419,15 +492,25 @@ def _check_reservation(c: PoolCheck, readings: Readings) -> None:
     ("If the group doesn't have a reservation matching the size and location, Azure returns an error message";
     a reservation without a zone "supports only non-zonal deployments", REST CapacityReservation ``zones``), and
     the group must also hold the surge node of an upgrade ("When maxSurge > 0, reserve extra capacity for the max
-    surge value"). Nodes beyond the reservation are overallocated on ordinary quota, except from a Block group."""
+    surge value"). Nodes beyond the reservation are overallocated on ordinary quota, except from a Block group.
+
+    A group shared from another subscription (capacity-reservation-group-share, "Using a shared Capacity Reservation
+    Group") takes no quota off: "The Consumer subscription making a deployment in the shared reservation group will
+    need to hold its own quota"; and its zones are that subscription's logical zones, which the pool's are compared
+    with only through Check Zone Peers ("When deploying a VM or scale set to a shared CRG, you must remap the
+    zones"). A group that was not read, or whose zones could not be mapped, takes no quota off either, and the line
+    says what was not checked. ``c.reserved`` stays None (every node counted against quota) but where the group was
+    read and matched in this subscription."""
     n = c.need
     if not n.reservation:
         return
-    group_name, needed = n.reservation.rsplit("/", 1)[-1], n.max_nodes + n.surge
+    subscription, resource_group, group_name = _scope_of(n.reservation)
+    needed = n.max_nodes + n.surge
+    shared = bool(readings.subscription) and subscription.lower() != readings.subscription.lower()
     group = readings.reservations.get(n.reservation.lower())
-    c.reserved = needed  # what the pool is taken to get when the group says nothing else
     if isinstance(group, str):
-        c.notes.append(f"takes reserved capacity ({group_name}), whose reservations were not read: {group}")
+        c.notes.append(f"capacity reservation group {group_name} was not read ({group}): whether it holds the "
+                       "pool's VMs was not checked, and every node is counted against quota")
         return
     if group is None:
         c.worse(Verdict.NO_FIT, f"capacity reservation group {group_name} does not exist",
@@ -438,48 +521,88 @@ def _check_reservation(c: PoolCheck, readings: Readings) -> None:
         # zones), and a group with zones holds only reservations in them (CapacityReservationGroup zones).
         has = f"has zones ({', '.join(group.zones)}) and the pool none" if group.zones else "has no zones, the pool has"
         c.worse(Verdict.NO_FIT, f"capacity reservation group {group_name} {has}, so no reservation of it can take the "
-                f"pool's VMs ({RESERVATIONS})", f"zones: [{group.zones[0]}] for the pool, or a group without zones"
-                if group.zones else "zones: [] for the pool, or a group with the pool's zones")
+                f"pool's VMs ({RESERVATIONS})", "zones for the pool, or a group without zones" if group.zones and
+                shared else f"zones: [{group.zones[0]}] for the pool, or a group without zones" if group.zones else
+                "zones: [] for the pool, or a group with the pool's zones")
         return
+    if shared:
+        c.notes.append(f"{group_name} is shared from subscription {subscription}: every node draws this "
+                       f"subscription's quota too ({SHARED_RESERVATIONS}: the consumer subscription \"will need to "
+                       "hold its own quota\")")
+    if group.block:
+        c.notes.append(f"{group_name} is a Block group, which no AKS document names for node pools "
+                       f"({AKS_RESERVATIONS} names no reservation type): unverified on AKS")
+    elif group.open:
+        c.notes.append(f"{group_name} is an Open group, whose reservations any matching VM takes without naming the "
+                       f"group; AKS documents no node pool associated with one ({AKS_RESERVATIONS}): unverified")
+    zones = _their_zones(n.zones, readings, subscription, shared)
     if not group.reservations:
-        c.reserved = None
+        fix = _reservation_fix(n, n.reservation, readings.region, zones or (), needed, shared)
         c.worse(Verdict.NO_FIT, f"capacity reservation group {group_name} holds no reservation, so AKS would add the "
                 "pool without it (a warning, no group associated) and its VMs would draw ordinary quota",
-                _reservation_fix(n, n.reservation, readings.region, n.zones, needed))
+                fix if zones is not None else f"{fix} --zone <each of the pool's zones as subscription {subscription} "
+                "numbers it (Check Zone Peers)>")
         return
+    if zones is None:
+        peers = readings.zone_peers.get(subscription.lower())
+        c.notes.append(f"zone numbers differ between subscriptions and must be remapped for a shared group "
+                       f"({SHARED_RESERVATIONS}), and Check Zone Peers did not map subscription {subscription}'s "
+                       f"({peers or 'not asked'}): whether {group_name} holds {n.vm_size} in the pool's zone(s) "
+                       f"{', '.join(n.zones)} was not checked")
+        return
+    theirs = (f" (zone(s) {', '.join(zones)} in subscription {subscription})"
+              if shared and n.zones and tuple(zones) != tuple(n.zones) else "")
     same = [r for r in group.reservations if r.vm_size.lower() == n.vm_size.lower()
-            and (any(z in n.zones for z in r.zones) if n.zones else not r.zones)]
-    missing = [z for z in n.zones if not any(z in r.zones for r in same)]
+            and (any(z in zones for z in r.zones) if zones else not r.zones)]
+    missing = [(ours, z) for ours, z in zip(n.zones, zones, strict=True) if not any(z in r.zones for r in same)]
     if not same or missing:
-        where = f" in zone(s) {', '.join(missing)}" if missing else ""
+        where = f" in zone(s) {', '.join(o for o, _ in missing)}" if missing else ""
         held = sorted({f"{r.vm_size}{' in zone ' + ','.join(r.zones) if r.zones else ''}" for r in group.reservations})
-        outside = [z for z in missing if z not in group.zones]
+        outside = [z for _, z in missing if z not in group.zones]
+        view = f" (its zones are subscription {subscription}'s: the pool's map to {', '.join(zones)})" if theirs else ""
         c.worse(Verdict.NO_FIT, f"capacity reservation group {group_name} holds no reservation of {n.vm_size}{where} "
-                f"(it holds {'; '.join(held)}), and Azure refuses a VM the group cannot match ({RESERVATIONS})",
-                f"zones among the group's ({', '.join(group.zones)}) for the pool" if outside else
-                _reservation_fix(n, n.reservation, readings.region, missing, needed))
+                f"(it holds {'; '.join(held)}){view}, and Azure refuses a VM the group cannot match ({RESERVATIONS})",
+                f"zones among the group's ({', '.join(group.zones)}) for the pool" if outside and not shared else
+                "zones the group holds reservations in, mapped to this subscription's, for the pool" if outside else
+                _reservation_fix(n, n.reservation, readings.region, [z for _, z in missing], needed, shared))
         return
     capacity, allocated = sum(r.capacity for r in same), sum(r.allocated for r in same)
     deployed = readings.deployed.get(n.pool)
     ours = min(deployed.nodes, allocated) if deployed and deployed.reservation == n.reservation.lower() else 0
-    c.reserved = free = max(0, capacity - allocated + ours)
-    held_here = f"{capacity} {n.vm_size} reserved{' in zone(s) ' + ', '.join(n.zones) if n.zones else ''}, " \
+    free = max(0, capacity - allocated + ours)
+    c.reserved = None if shared else free
+    if group.block:
+        _schedule(c, same, readings)
+    held_here = f"{capacity} {n.vm_size} reserved{' in zone(s) ' + ', '.join(n.zones) if n.zones else ''}{theirs}, " \
                 f"{free} free for it"
     if needed <= free:
         c.notes.append(f"takes reserved capacity ({group_name}: {held_here})")
         return
     raise_to = capacity + needed - free
-    more = (f"az capacity reservation update -c {group_name} -g {resource_group_of(n.reservation).rsplit('/', 1)[-1]} "
-            f"-n {same[0].name} --capacity {raise_to}" if len(same) == 1 else
+    more = (f"az capacity reservation update -c {group_name} -g {resource_group} -n {same[0].name} --capacity "
+            f"{raise_to}{_in(subscription, shared)}" if len(same) == 1 else
             f"raise {group_name}'s {n.vm_size} reservations by {needed - free} (az capacity reservation update)")
     short = f"{group_name}: {held_here}, the pool needs {needed} at max with an upgrade's surge node"
     if group.block:
         c.reserved = max(free, needed)  # nothing beyond it draws quota: Azure gives none
         c.worse(Verdict.MIN_ONLY if n.min_nodes <= free else Verdict.NO_FIT,
-                f"{short}, and a Block group gives no VM beyond its reservation", more)
+                f"{short}, and a Block group gives no VM beyond its reservation",
+                _block_fix(group_name, n.vm_size, needed - free))
     else:
         c.notes.append(f"{short}: the other {needed - free} come from ordinary quota without the capacity SLA "
                        f"(capacity-reservation-overallocate), or reserve them: {more}")
+
+
+def _their_zones(zones: tuple[str, ...], readings: Readings, subscription: str, shared: bool
+                 ) -> tuple[str, ...] | None:
+    """The pool's ``zones`` as the group's subscription numbers them: as they are in the deploying subscription,
+    through Check Zone Peers for a shared group; None where that mapping is unknown."""
+    if not shared or not zones:
+        return zones
+    peers = readings.zone_peers.get(subscription.lower())
+    if not isinstance(peers, Mapping) or any(z not in peers for z in zones):
+        return None
+    return tuple(peers[z] for z in zones)
 
 
 def _check_grant(c: PoolCheck, readings: Readings) -> None:
@@ -572,8 +695,31 @@ def read(azure: Azure, cfg: StackConfig, needs: list[PoolNeed], now: datetime | 
         namespace, feature = INFINIBAND_FEATURE
         features[f"{namespace}/{feature}"] = azure.feature_state(namespace, feature)
     reservations, grants = _read_reservations(azure, needs, cluster)
-    return Readings(region, skus, usage, deployed, scores, features, cluster, tuple(nap_nodes), reservations, grants,
-                    now or datetime.now(UTC))
+    now = now or datetime.now(UTC)
+    expires = None if cfg.lifetime == Lifetime.LONG_LIVED else \
+        datetime.fromisoformat(expires_at(now, cfg.ttl_hours).replace("Z", "+00:00"))
+    return Readings(region, skus, usage, deployed, scores, features, cluster, tuple(nap_nodes), reservations,
+                    _read_zone_peers(azure, region, reservations.values()), grants, now,
+                    subscription=azure.subscription, expires=expires)
+
+
+def _read_zone_peers(azure: Azure, region: str, groups: Iterable[ReservationGroup | str | None]
+                     ) -> dict[str, Mapping[str, str] | str]:
+    """For each other subscription holding a zonal group the stack uses, how its logical zones map to this
+    subscription's (Check Zone Peers); a refusal is the pool's note, as for spot scores."""
+    found: dict[str, Mapping[str, str] | str] = {}
+    for group in groups:
+        if not isinstance(group, ReservationGroup) or not group.zones:
+            continue
+        other = _scope_of(group.id)[0].lower()
+        if other == azure.subscription.lower() or other in found:
+            continue
+        try:
+            found[other] = azure.zone_peers(region, other)
+        except AzureReadError as error:
+            found[other] = ("the identity may not ask: Reader does not grant Microsoft.Resources/checkZonePeers/action"
+                            if error.status == 403 else str(error))
+    return found
 
 
 def _read_reservations(azure: Azure, needs: list[PoolNeed], cluster: DeployedCluster | None

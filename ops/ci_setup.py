@@ -70,7 +70,8 @@ IMMUTABLE_SINCE = "2026-07-15"
 
 DEPLOY_ROLES = ("Contributor", "Role Based Access Control Administrator")
 """Create every resource; assign the roles the program grants (constrained by ``assignable_condition``)."""
-PROGRAM_ROLES = tuple(sorted(v for k, v in vars(roles).items() if k.isupper() and re.fullmatch(r"[0-9a-f-]{36}", v)))
+PROGRAM_ROLES = tuple(sorted(v for k, v in vars(roles).items()
+                             if k.isupper() and isinstance(v, str) and re.fullmatch(r"[0-9a-f-]{36}", v)))
 """Every built-in role id the program assigns (components/azure/roles.py; a test holds the renders to them)."""
 PREVIEW_ROLES = {
     # Also the capacity preflight's reads; its Spot Placement Scores need more, and a preview's preflight says so
@@ -206,25 +207,29 @@ itself (they set ``cluster.deployerPrincipalType: ServicePrincipal``). ``cluster
 cluster's Entra ID profile, not to role assignments, so no group is ever assigned one."""
 
 
-def assignable_condition(role_ids: Iterable[str] = PROGRAM_ROLES, principal_types: Iterable[str] = ASSIGNEE_TYPES
-                         ) -> str:
+def assignable_condition(role_ids: Iterable[str] = PROGRAM_ROLES, principal_types: Iterable[str] = ASSIGNEE_TYPES,
+                         user_roles: Iterable[str] = roles.DEPLOYER_ROLES) -> str:
     """An RBAC Administrator condition: it may create assignments of ``role_ids`` to principals of
-    ``principal_types`` only, and delete assignments of ``role_ids`` to any principal (learn.microsoft.com/azure/
-    role-based-access-control/delegate-role-assignments-examples: "Constrain roles and principal types";
-    conditions-authorization-actions-attributes: RoleDefinitionId and PrincipalType, request attributes of write,
-    resource attributes of delete).
+    ``principal_types`` only, and delete assignments of ``role_ids`` to those principals, or of ``user_roles`` to any
+    principal (learn.microsoft.com/azure/role-based-access-control/delegate-role-assignments-examples: "Constrain
+    roles and principal types", the write and the delete half alike; conditions-authorization-actions-attributes:
+    RoleDefinitionId and PrincipalType, request attributes of write, resource attributes of delete;
+    conditions-format: parentheses group three expressions or more).
 
-    Deletes are not held to the principal types: an assignment a stack made earlier to a user or a group (a local
-    ``pulumi up`` with ``cluster.deployerPrincipalType: User``, its Grafana admin) must go when the deploy app
-    replaces or destroys it, or that ``pulumi up`` fails with 403 (final audit). A delete grants nothing, and the
-    deploy app, Contributor on the subscription, can delete the clusters those assignments are on anyway."""
-    ids = "{" + ", ".join(sorted(role_ids)) + "}"
-    types = "{" + ", ".join(f"'{t}'" for t in principal_types) + "}"
-    role = "[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals " + ids
-    return (f"((!(ActionMatches{{'Microsoft.Authorization/roleAssignments/write'}})) OR (@Request{role} AND "
-            f"@Request[Microsoft.Authorization/roleAssignments:PrincipalType] ForAnyOfAnyValues:StringEqualsIgnoreCase "
-            f"{types})) AND ((!(ActionMatches{{'Microsoft.Authorization/roleAssignments/delete'}})) OR "
-            f"(@Resource{role}))")
+    A user's or group's assignment may be deleted for ``user_roles`` only: the roles a stack assigned a person who
+    deployed it locally (``cluster.deployerPrincipalType: User``: AKS RBAC Cluster Admin, the Grafana admin, the blob
+    data roles), which must go when the deploy app replaces or destroys them, or that ``pulumi up`` fails with 403
+    (final audit). Anyone's Contributor or Network Contributor is out of its reach (issue 33c audit #11)."""
+    def one_of(values: Iterable[str]) -> str:
+        return "{" + ", ".join(values) + "}"
+    ids, types = one_of(sorted(role_ids)), one_of(f"'{t}'" for t in principal_types)
+    role = "[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals "
+    kind = "[Microsoft.Authorization/roleAssignments:PrincipalType] ForAnyOfAnyValues:StringEqualsIgnoreCase "
+    users = sorted(set(user_roles) & set(role_ids))
+    anyone = f" OR @Resource{role}{one_of(users)}" if users else ""
+    return (f"((!(ActionMatches{{'Microsoft.Authorization/roleAssignments/write'}})) OR (@Request{role}{ids} AND "
+            f"@Request{kind}{types})) AND ((!(ActionMatches{{'Microsoft.Authorization/roleAssignments/delete'}})) OR "
+            f"(@Resource{role}{ids} AND (@Resource{kind}{types}{anyone})))")
 
 
 BRANCH_POLICY = {"protected_branches": False, "custom_branch_policies": True}
@@ -305,21 +310,28 @@ keep_only() {
 # service principal created seconds ago is not refused while Entra ID replicates it. The list filters on the
 # principal id and asks nothing of Microsoft Graph, so a fresh principal lists as none, and a failed list (throttled,
 # signed out) is retried, then stops the script: taken for empty it would create a duplicate (RoleAssignmentExists)
-# or replace a right assignment. With a condition, an assignment whose condition differs (none, or one from before
-# the program's roles changed) is replaced; conditions are compared without whitespace and case (GUIDs, operators).
+# or replace a right assignment. Only an error of Azure's is retried (the Azure CLI's exit code 1); one of the
+# command line (2: an older Azure CLI without --fill-principal-name) stops the script at once, with its message.
+# With a condition, an assignment whose condition differs (none, or one from before the program's roles changed) is
+# replaced; conditions are compared without whitespace and case (GUIDs, operators).
 grant() {
-  local assignments line kept="" try
+  local assignments line kept="" try code errors
+  errors=$(mktemp)
   for try in 1 2 3 4 5; do
     if assignments=$(az role assignment list --role "$2" --scope "$3" --fill-principal-name false \
-        --query "[?principalId=='$1'].join('|', [id, condition || ''])" --output tsv); then
+        --query "[?principalId=='$1'].join('|', [id, condition || ''])" --output tsv 2> "$errors"); then
       break
+    else
+      code=$?
     fi
-    if [ "$try" = 5 ]; then
-      echo "could not list the $2 assignments on $3 after 5 tries; nothing was changed for it: run the script again" >&2
+    if [ "$code" != 1 ] || [ "$try" = 5 ]; then
+      echo "could not list the $2 assignments on $3 (tries: $try; az exit code $code: $(head -n 1 "$errors"))," \
+        "so nothing was changed for it: fix that, then run the script again" >&2
       exit 1
     fi
     sleep $((try * 10))
   done
+  rm -f "$errors"
   while IFS= read -r line; do
     [ -n "$line" ] || continue
     if [ -z "${4:-}" ] || [ "$(canonical <<< "${line#*|}")" = "$(canonical <<< "$4")" ]; then
@@ -345,10 +357,11 @@ canonical() {
 # A GitHub environment that only main may deploy from: created, or its branch policy set, where it is not; other
 # branches' and tags' policies go. The token subject of a job in an environment names no branch, so this is what
 # keeps a branch's code from signing in as the deploy app. The PUT resends the environment's reviewers, wait timer
-# and self-review setting (REST "Create or update an environment" documents no keeping of what a PUT omits); a
-# repository whose plan has no environments (a private one on GitHub Free) stops the script, saying so.
+# and self-review setting (REST "Create or update an environment" documents no keeping of what a PUT omits). A
+# refused PUT stops the script with GitHub's answer, and where that is a 404 or 422, with what a repository whose plan
+# has no environments (a private one on GitHub Free) lacks.
 environment() {
-  local path="repos/$repo/environments/$1" custom body policies id kind name
+  local path="repos/$repo/environments/$1" custom body policies id kind name refused plan
   if ! custom=$(gh api "$path" --jq .deployment_branch_policy.custom_branch_policies 2>&1); then
     case "$custom" in
       *"HTTP 404"*) custom=absent ;;
@@ -360,11 +373,16 @@ environment() {
     if [ "$custom" != absent ]; then
       body=$(gh api "$path" --jq '{KEEP}')
     fi
-    if ! gh api --method PUT "$path" --input - <<< "$body" > /dev/null; then
-      echo "environment $1: GitHub refused its deployment branch policy. Environments with branch policies need a" \
-        "public repository or GitHub Pro, Team or Enterprise for a private one (docs.github.com: Managing" \
-        "environments for deployment); without one, any branch could run a deploy job and sign in as the deploy" \
-        "app, so the setup stops before any credential trusts the environment" >&2
+    if ! refused=$(gh api --method PUT "$path" --input - <<< "$body" 2>&1 > /dev/null); then
+      case "$refused" in
+        *"HTTP 404"*|*"HTTP 422"*)
+          plan=" Environments with branch policies need a public repository or GitHub Pro, Team or Enterprise for"
+          plan+=" a private one (docs.github.com: Managing environments for deployment)." ;;
+        *) plan="" ;;
+      esac
+      echo "environment $1: GitHub refused its deployment branch policy ($refused).$plan Without it," \
+        "any branch could run a deploy job and sign in as the deploy app, so the setup stops before any credential" \
+        "trusts the environment" >&2
       exit 1
     fi
   fi
@@ -381,10 +399,38 @@ environment() {
 """The script's shell functions, each looking before it changes anything."""
 
 
+def reservation_scopes(files: Mapping[str, Path]) -> list[str]:
+    """The resource groups of the capacity reservation groups the stack files' pools take VMs from."""
+    found: dict[str, str] = {}
+    for stack, path in sorted(files.items()):
+        for pool in stack_config(stack, path).gpu_pools:
+            if pool.capacity_reservation_group:
+                scope = roles.resource_group_of(pool.capacity_reservation_group)
+                found.setdefault(scope.lower(), scope)
+    return [found[k] for k in sorted(found)]
+
+
+def _reservation_lines(scope: str, identities: Iterable[Identity]) -> list[str]:
+    """Grants on a reservation group's resource group in another subscription than the deployment's (a shared group,
+    capacity-reservation-group-share): the program assigns the cluster identity Contributor there
+    (components/azure/cluster.py), which needs the deploy app's RBAC Administrator there too, constrained to
+    Contributor for service principals; and the capacity preflight reads the group and that grant (Reader)."""
+    other = scope.split("/")[2].lower()
+    apps = {i.role for i in identities}
+    lines = [f"# Capacity reservation group(s) in {scope}: where that is another subscription than this one (a",
+             "# shared group), the deploy assigns the cluster identity Contributor there and the preflight reads them.",
+             f'if [ "${{subscription,,}}" != {shlex.quote(other)} ]; then']
+    if "deploy" in apps:
+        condition = assignable_condition((roles.CONTRIBUTOR,), user_roles=())
+        lines.append("  " + _grant("deploy", DEPLOY_ROLES[1], scope, condition))
+    lines += ["  " + _grant(app, "Reader", scope) for app in sorted(apps)]
+    return [*lines, "fi"]
+
+
 def script(repo: str, prefix: str, identities: Iterable[Identity], state_account: str | None = None,
-           key_vault: str | None = None, infiniband: bool = False) -> str:
+           key_vault: str | None = None, infiniband: bool = False, reservations: Iterable[str] = ()) -> str:
     """The Azure CLI (and gh) commands that set up the workflows' apps and environments, as a bash script to review
-    and run."""
+    and run; ``reservations``: the resource groups of the stacks' capacity reservation groups."""
     q = shlex.quote
     identities = list(identities)
     lines = [
@@ -441,6 +487,8 @@ def script(repo: str, prefix: str, identities: Iterable[Identity], state_account
             lines.append("# Read Azure and the clusters (Kubernetes objects but Secrets); no Azure or Kubernetes "
                          "write, no role assignment.")
             lines += [_grant(var, role, subscription_scope) for role in PREVIEW_ROLES]
+    for scope in reservations:
+        lines += ["", *_reservation_lines(scope, identities)]
     if state_account or key_vault:
         lines.append("")
     if state_account:
@@ -499,5 +547,6 @@ def ci_setup_command(args: argparse.Namespace, gh_api: GhApi = _gh_api) -> int:
     if over := [a for a in apps if len(a.credentials) > MAX_CREDENTIALS]:
         return error(f"the {over[0].role} app needs {len(over[0].credentials)} federated credentials, more than the "
                      f"{MAX_CREDENTIALS} an Entra app may have")
-    print(script(args.repo, prefix, apps, args.state_account, args.key_vault, needs_infiniband(files)), end="")
+    print(script(args.repo, prefix, apps, args.state_account, args.key_vault, needs_infiniband(files),
+                 reservation_scopes(files)), end="")
     return 0

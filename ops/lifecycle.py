@@ -269,8 +269,22 @@ def expiry_schedule(workflow: Mapping[str, Any]) -> tuple[bool, str | None]:
 
 
 def expiry_schedule_command(args: argparse.Namespace) -> int:
-    found = json_input(sys.stdin.read(), f"stdin (gh api repos/OWNER/NAME/actions/workflows/{EXPIRY_WORKFLOW})")
-    enable, warning = expiry_schedule(found if isinstance(found, Mapping) else {})
+    """``enable`` or ``keep``, never a failure: its step must not stop a deploy (issue 33c audit #12). An answer
+    that is not GitHub's workflow (gh failed: nothing, an HTML 5xx page, an error's JSON) keeps the schedule as it
+    is, with a warning."""
+    text = sys.stdin.read()
+    try:
+        found = json_input(text, f"stdin (gh api repos/OWNER/NAME/actions/workflows/{EXPIRY_WORKFLOW})")
+    except BadInput as e:
+        found = {"message": str(e)}
+    if not isinstance(found, Mapping) or "state" not in found:
+        said = found.get("message") if isinstance(found, Mapping) else None
+        print(f"::warning::GitHub did not say whether {EXPIRY_WORKFLOW} is on ({said or 'no workflow in its answer'})"
+              f": if GitHub disabled it, a demo deployed now is not destroyed after its ttlHours; check with gh "
+              f"workflow view {EXPIRY_WORKFLOW}", file=sys.stderr)
+        print("keep")
+        return 0
+    enable, warning = expiry_schedule(found)
     if warning:
         print(f"::warning::{warning}", file=sys.stderr)
     if enable:

@@ -31,6 +31,7 @@ ROUTES = {
     "prices": r"^/api/retail/prices$",
     "locations": r"^/subscriptions/[^/]+/locations$",
     "subscription": r"^/subscriptions/[^/]+$",
+    "zonepeers": r"/providers/Microsoft\.Resources/checkZonePeers/?$",
 }
 """Which recorded file answers a request, by the path it asks for."""
 

@@ -327,8 +327,8 @@ def test_an_upgrade_surge_node_draws_quota_so_a_regular_pool_sized_to_its_quota_
     assert pool(run([H100])[0], "h100").verdict == Verdict.FITS
     h100 = pool(run([{**H100, "maxCount": 3}])[0], "h100")
     assert h100.verdict == Verdict.MIN_ONLY
-    assert ("the stack needs 0 at min and 288 at max, 384 while an upgrade adds a surge node to each regular pool"
-            in h100.line())
+    assert ("the stack needs 0 at min and 288 at max, 384 while an upgrade adds a surge node to each regular pool: "
+            "the maximum fits, an upgrade's surge node does not" in h100.line())  # issue 33c audit #15: which it is
     assert h100.fixes[0].startswith("request standardNDSH100v5Family vCPUs in eastus raised to 384 ")
     # A spot pool gets no surge node: 25 T4 spot nodes take the 100 spot vCPUs exactly.
     assert pool(run([{**T4_SPOT, "maxCount": 25}])[0], "t4").verdict == Verdict.FITS
@@ -353,6 +353,21 @@ def test_the_vms_nap_made_for_the_stacks_pools_are_not_counted_twice():
     # Read as none, they would be counted in the usage and again in the demand.
     checks, _ = run([NAP_T4], NAP_STACK, **NAP_RUNNING, vms="vms-none.json")
     assert pool(checks, "t4").verdict == Verdict.MIN_ONLY
+
+
+def test_nap_machines_in_an_aks_machines_pool_are_not_counted_twice():
+    """Issue 33c audit #7: in karpenter-provider-azure's AKS Machine API modes NAP's machines sit in an agent pool of
+    mode Machines (pkg/operator/options/options.go AKS_MACHINES_POOL_NAME; pkg/test/aksagentpools.go builds it with
+    Count and VMSize) and their VMs keep the karpenter.sh_nodepool tag (pkg/providers/instance/
+    aksmachineinstanceutils.go): the pool's count was given back besides the tagged VMs."""
+    cfg = load({**NAP_STACK, "gpuPools": [NAP_T4]})
+    needs = capacity.pool_needs(cfg)
+    held = []
+    for pools in ("agentpools-nap.json", "agentpools-nap-machines.json"):
+        replay = Replay({**ENOUGH, **NAP_RUNNING, "pools": pools, "vms": "vms-nap.json"})
+        readings = capacity.read(Azure(SUBSCRIPTION, Token(), replay), cfg, needs)
+        held.append(capacity._own_vcpus(readings, ["system"], ["t4"]))
+    assert "aksmanagedap" in readings.deployed and held[0] == held[1]
 
 
 def test_switching_nap_on_a_deployed_stack_is_refused_with_the_documented_way():
@@ -440,7 +455,115 @@ def test_a_block_group_gives_no_vm_beyond_its_reservation():
     assert pool(run([A100_RESERVED], **block)[0], "a100").verdict == Verdict.FITS
     a100 = pool(run([{**A100_RESERVED, "maxCount": 3}], **block)[0], "a100")
     assert a100.verdict == Verdict.MIN_ONLY and "a Block group gives no VM beyond its reservation" in a100.line()
-    assert a100.fixes == ["az capacity reservation update -c crg-a100 -g rg-reserved -n a100-z1 --capacity 5"]
+
+
+def test_a_short_block_group_is_told_to_add_a_block_of_an_allowed_size_not_to_update_one():
+    """Issue 33c audit #6: `az capacity reservation update --capacity 5` on a Block reservation is refused twice over:
+    azure-mgmt-compute 39.0.0 CapacityReservationUpdate ("sku.capacity cannot be updated for Block Capacity
+    Reservation") and CapacityReservation.sku ("For Block capacity reservations, sku.capacity can only accept values
+    1, 2, 4, 8, 16, 32, 64")."""
+    block = {**RESERVED, "crg": "crg-a100-block.json"}
+    a100 = pool(run([{**A100_RESERVED, "maxCount": 5}], **block)[0], "a100")  # 6 with its surge node, 3 free
+    assert a100.verdict == Verdict.MIN_ONLY and not any("reservation update" in f for f in a100.fixes)
+    assert a100.fixes == ["a new Block reservation of 4 Standard_NC24ads_A100_v4 in crg-a100 for the days the stack "
+                          "runs (a Block reservation's capacity cannot be updated, and one holds 1, 2, 4, 8, 16, 32 or "
+                          "64 VMs; aka.ms/blockcapacityreservation)"]
+    assert capacity._block_fix("crg", "S", 65).startswith("a new Block reservations of S adding up to 65 or more")
+
+
+@pytest.mark.parametrize("raw, now, says", [
+    ({"ttlHours": 24}, datetime(2026, 6, 5, tzinfo=UTC), None),
+    ({"ttlHours": 168}, datetime(2026, 6, 5, tzinfo=UTC),
+     "Block reservation a100-z1 ends 2026-06-10, before this demo stack expires (2026-06-12)"),
+    ({"lifetime": "long-lived"}, datetime(2026, 6, 5, tzinfo=UTC),
+     "Block reservation a100-z1 ends 2026-06-10, and this long-lived stack outlives it"),
+    ({}, datetime(2026, 5, 20, tzinfo=UTC), "Block reservation a100-z1 starts 2026-06-01: until then it holds no VM"),
+    ({}, datetime(2026, 6, 20, tzinfo=UTC), "Block reservation a100-z1 ended 2026-06-10"),
+])
+def test_a_block_reservations_schedule_is_said_against_the_stacks_life(raw, now, says):
+    """Issue 33c audit #6: a Block reservation holds VMs only between its scheduleProfile's start and end, immutable
+    (azure-mgmt-compute 39.0.0 ScheduleProfile); the preflight read neither."""
+    block = {**RESERVED, "crg": "crg-a100-block.json", "reservations": "reservations-a100-block.json"}
+    line = pool(run([A100_RESERVED], raw, now=now, **block)[0], "a100").line()
+    assert "a Block group, which no AKS document names for node pools" in line  # unverified on AKS, said so
+    if says is None:
+        assert "Block reservation a100-z1" not in line
+    else:
+        assert says in line
+
+
+def test_an_open_groups_use_is_read_from_its_count_by_subscription():
+    """Issue 33c audit #5: an Open reservation reports its use in usedReservedCountBySubscription, "populated only
+    for open capacity reservations", not in virtualMachinesAllocated (azure-mgmt-compute 39.0.0
+    CapacityReservationUtilization): read as none allocated, its 4 looked free when 3 were in use."""
+    a100 = pool(run([A100_RESERVED], **{**RESERVED, "crg": "crg-a100-open.json"})[0], "a100")
+    assert "4 Standard_NC24ads_A100_v4 reserved in zone(s) 1, 1 free for it, the pool needs 3" in a100.line()
+    assert "an Open group" in a100.line() and "unverified" in a100.line()
+
+
+def test_a_group_that_could_not_be_read_takes_no_quota_off():
+    """Issue 33c audit #4: a group refused to the identity (403) was taken to hold the pool's every node, so the
+    quota check skipped the pool and it "fit" on a family quota of none."""
+    a100 = pool(run([{**A100_RESERVED, "minCount": 1}], **{**RESERVED, "crg": "crg-forbidden.json"})[0], "a100")
+    assert a100.verdict == Verdict.NO_FIT and a100.reserved is None
+    assert "StandardNCADSA100v4Family vCPUs in eastus: 0 of 0 used, the stack needs 24 at min and 48 at max" \
+        in a100.line()
+    assert "capacity reservation group crg-a100 was not read (the identity may not read it (Reader)): whether it " \
+           "holds the pool's VMs was not checked, and every node is counted against quota" in a100.line()
+
+
+OTHER = "22222222-2222-2222-2222-222222222222"
+SHARED_CRG = CRG.replace(SUBSCRIPTION, OTHER)
+SHARED = {"crg": "crg-shared.json", "reservations": "reservations-shared.json", "zonepeers": "zone-peers.json"}
+
+
+def test_a_group_shared_from_another_subscription_takes_no_quota_off_this_one():
+    """Issue 33c audit #1: capacity-reservation-group-share, "Using a shared Capacity Reservation Group": "The
+    Consumer subscription making a deployment in the shared reservation group will need to hold its own quota"."""
+    shared = {**A100_RESERVED, "minCount": 1, "zones": ["3"], "capacityReservationGroup": SHARED_CRG}
+    none = pool(run([shared], **SHARED, usages="usages-no-gpu-quota.json")[0], "a100")
+    assert none.verdict == Verdict.NO_FIT and none.reserved is None
+    assert "crg-a100 is shared from subscription 22222222-2222-2222-2222-222222222222: every node draws this " \
+           "subscription's quota too" in none.line()
+    assert none.fixes[0].startswith("request StandardNCADSA100v4Family vCPUs in eastus raised to 72 ")
+    # The same group in the deploying subscription takes its reserved VMs off the quota.
+    same = {**shared, "zones": ["1"], "capacityReservationGroup": CRG}
+    assert pool(run([same], **RESERVED)[0], "a100").verdict == Verdict.FITS
+    enough = pool(run([shared], **SHARED)[0], "a100")
+    assert enough.verdict == Verdict.FITS, enough.line()
+
+
+def test_a_shared_groups_zones_are_compared_in_its_subscriptions_numbering():
+    """Issue 33c audit #2: capacity-reservation-group-share, "Availability zone mapping with shared zonal Capacity
+    Reservation Groups": "all subscriptions have the logical view of availability zones from the CRG subscription ...
+    When deploying a VM or scale set to a shared CRG, you must remap the zones"; the map is Subscriptions - Check
+    Zone Peers (here: this subscription's zone 1 is the group's 3, and 3 is its 1)."""
+    shared = {**A100_RESERVED, "capacityReservationGroup": SHARED_CRG}
+    three = pool(run([{**shared, "zones": ["3"]}], **SHARED)[0], "a100")
+    checks, replay = run([{**shared, "zones": ["3"]}], **SHARED)
+    asked = next(body for method, url, body in replay.seen if "checkZonePeers" in url)
+    assert asked == {"location": "eastus", "subscriptionIds": [f"subscriptions/{OTHER}"]}
+    assert three.verdict == Verdict.FITS
+    assert f"4 Standard_NC24ads_A100_v4 reserved in zone(s) 3 (zone(s) 1 in subscription {OTHER}), 3 free" \
+        in three.line()
+    one = pool(run([shared], **SHARED)[0], "a100")  # zone 1 here is the group's zone 3, where it reserves nothing
+    assert one.verdict == Verdict.NO_FIT
+    assert (f"holds no reservation of Standard_NC24ads_A100_v4 in zone(s) 1 (it holds Standard_NC24ads_A100_v4 in "
+            f"zone 1) (its zones are subscription {OTHER}'s: the pool's map to 3)") in one.line()
+    assert one.fixes == [f"az capacity reservation create -c crg-a100 -g rg-reserved -n <name> -l eastus --sku "
+                         f"Standard_NC24ads_A100_v4 --capacity 3 --subscription {OTHER} --zone 3"]
+
+
+def test_a_shared_groups_zones_that_could_not_be_mapped_are_said_not_checked():
+    """Issue 33c audit #2: Check Zone Peers needs Microsoft.Resources/checkZonePeers/action, which Reader (the preview
+    app) does not grant, and the AvailabilityZonePeering feature (MicrosoftDocs/reliability-docs
+    availability-zones-overview.md): without it the raw zone numbers say nothing, so nothing is judged by them."""
+    shared = {**A100_RESERVED, "capacityReservationGroup": SHARED_CRG}
+    a100 = pool(run([shared], **{**SHARED, "zonepeers": "zone-peers-forbidden.json"})[0], "a100")
+    assert a100.verdict == Verdict.FITS and a100.reserved is None  # on the quota alone, which holds every node
+    assert (f"Check Zone Peers did not map subscription {OTHER}'s (the identity may not ask: Reader does not grant "
+            "Microsoft.Resources/checkZonePeers/action): whether crg-a100 holds Standard_NC24ads_A100_v4 in the pool's "
+            "zone(s) 1 was not checked") in a100.line()
 
 
 def test_a_group_with_no_reservation_does_not_fit_though_aks_would_add_the_pool():

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.azure import roles
 from offline.mocks import azure_id
 from offline.stack_files import REPO_ROOT, stack_config, stack_files
 from ops import ci_setup
@@ -162,10 +163,27 @@ def _allows(condition: str, action: str, role_id: str, principal_type: str) -> b
                         r"ForAnyOfAnyValues:StringEqualsIgnoreCase \{([^}]*)\}",
                         lambda m: repr(principal_type.lower() in {t.strip(" '").lower() for t in m[1].split(",")}),
                         expression)
+    _grouped(condition)
     expression = expression.replace("!", " not ").replace(" AND ", " and ").replace(" OR ", " or ")
     assert re.fullmatch(r"[()\sA-Za-z]*", expression) and set(re.findall(r"[A-Za-z]+", expression)) <= {
         "True", "False", "not", "and", "or"}, expression  # every part of the condition understood
     return bool(eval(expression, {"__builtins__": {}}))  # noqa: S307 (only True/False/not/and/or, checked above)
+
+
+def _grouped(condition: str) -> None:
+    """Azure's grouping rule (conditions-format, "Grouping and precedence": with three expressions or more,
+    parentheses must say the order; ``a AND b OR c`` is refused): no parenthesis level mixes AND and OR."""
+    import re
+    levels: list[set[str]] = [set()]
+    for token in re.findall(r"\(|\)|\bAND\b|\bOR\b|\{[^}]*\}", condition):
+        if token == "(":
+            levels.append(set())
+        elif token == ")":
+            assert len(levels[-1]) < 2, condition
+            levels.pop()
+        elif token in ("AND", "OR"):
+            levels[-1].add(token)
+    assert len(levels) == 1 and len(levels[0]) < 2, condition
 
 
 WRITE, DELETE = "Microsoft.Authorization/roleAssignments/write", "Microsoft.Authorization/roleAssignments/delete"
@@ -200,14 +218,28 @@ def test_the_deploy_app_may_assign_only_the_roles_the_program_assigns_to_service
     assert _allows(condition, "Microsoft.Authorization/roleAssignments/read", OWNER, "User")
 
 
-def test_the_deploy_app_may_delete_the_programs_earlier_assignments_to_users_and_groups():
+def test_the_deploy_app_may_delete_only_the_programs_deployer_roles_of_users_and_groups(render_of, renders):
     """Final audit: with PrincipalType on delete too, an assignment a stack made to a user or a group (a local
-    `pulumi up` with cluster.deployerPrincipalType User: AKS RBAC Cluster Admin, the Grafana admin) could not be
-    replaced or destroyed by the deploy app, and that `pulumi up` failed with 403. A delete grants nothing."""
+    `pulumi up` with cluster.deployerPrincipalType User: AKS RBAC Cluster Admin, the Grafana admin, the blob data
+    roles) could not be replaced or destroyed by the deploy app, and that `pulumi up` failed with 403. Issue 33c
+    audit #11: held to the roles alone, the delete let it remove anyone's Contributor in the subscription; now a
+    user's or group's assignment goes only for the roles the program gives the deployer, found in the renders
+    (delegate-role-assignments-examples, "Constrain roles and principal types": the delete half held to
+    @Resource PrincipalType)."""
+    from tests.helpers import render_with
+    grafana = render_with(monitoring={"grafana": True})  # no stack file has one
+    assigned = [r for r in (*(r for stack in renders for r in render_of(stack).resources), *grafana.resources)
+                if r.type == "azure-native:authorization:RoleAssignment"]
+    local = {r.inputs["roleDefinitionId"].rsplit("/", 1)[1] for r in assigned
+             if r.inputs["principalType"] != "ServicePrincipal"}
+    assert local == set(roles.DEPLOYER_ROLES)
     condition = assignable_condition()
-    for principal_type in ("User", "Group", "ServicePrincipal"):
-        assert _allows(condition, DELETE, AKS_CLUSTER_ADMIN, principal_type)
-    assert AKS_CLUSTER_ADMIN in PROGRAM_ROLES
+    for role in PROGRAM_ROLES:
+        assert _allows(condition, DELETE, role, "ServicePrincipal")
+        for principal_type in ("User", "Group"):
+            assert _allows(condition, DELETE, role, principal_type) is (role in roles.DEPLOYER_ROLES), role
+    assert not _allows(condition, DELETE, roles.CONTRIBUTOR, "User")
+    assert not _allows(condition, DELETE, roles.NETWORK_CONTRIBUTOR, "Group")
 
 
 def test_every_namespace_a_stack_creates_resources_in_is_registered(render_of, renders):
@@ -251,7 +283,7 @@ elif args[0] == "api":
     cloud["calls"].append(f"gh {flag('--method', 'GET')} " + next(a for a in args[1:] if a.startswith("repos/")))
 else:
     cloud["calls"].append("gh " + " ".join(args[:2]))
-out, fail = "", None
+out, fail, code = "", None, 1
 if tool == "gh" and args[0] == "variable":
     cloud["variables"][args[2]] = flag("--body")
 elif tool == "gh":
@@ -323,7 +355,9 @@ elif verb.startswith("role assignment list"):
     query = re.fullmatch(r"\[\?principalId=='([^']+)'\]\.join\('\|', \[id, condition \|\| ''\]\)", flag("--query"))
     assert query and "--assignee" not in args and flag("--fill-principal-name") == "false", args
     key = [query[1], flag("--role"), flag("--scope")]
-    if cloud.get("list_failures", 0):
+    if cloud.get("old_cli"):
+        fail, code = "ERROR: unrecognized arguments: --fill-principal-name false", 2  # the CLI's parser: exit 2
+    elif cloud.get("list_failures", 0):
         cloud["list_failures"] -= 1
         fail = "(TooManyRequests) The request is being throttled."
     else:
@@ -343,7 +377,7 @@ else:
     fail = "fake az does not know: " + verb
 json.dump(cloud, open(path, "w"))
 if fail:
-    sys.exit(print(fail, file=sys.stderr) or 1)
+    sys.exit(print(fail, file=sys.stderr) or code)
 print(out)
 """
 """Entra ID, ARM and GitHub as the script sees them, refusing what they refuse: a credential name twice, an
@@ -577,8 +611,19 @@ def test_a_failed_role_listing_is_retried_and_never_taken_for_no_assignment(tmp_
                                                          if c == "az role assignment list"]) + 3
     done, cloud = _run_failing(tmp_path, {**again, "list_failures": 5})
     assert done.returncode == 1
-    assert "could not list the Contributor assignments on /subscriptions/sub-1 after 5 tries" in done.stderr
+    assert ("could not list the Contributor assignments on /subscriptions/sub-1 (tries: 5; az exit code 1: "
+            "(TooManyRequests) The request is being throttled.), so nothing was changed for it") in done.stderr
     assert not [c for c in cloud["calls"][len(again["calls"]):] if c.endswith(("create", "delete"))]
+
+
+def test_a_role_listing_the_azure_cli_refuses_is_not_retried_and_says_why(tmp_path):
+    """Issue 33c audit #13: an Azure CLI without --fill-principal-name answers "unrecognized arguments", which five
+    tries over 100 seconds cannot fix, and was then reported as a failed listing. The Azure CLI's exit codes
+    (Azure/azure-cli README.md, "Exit codes": 1 an error, the server's included; 2 a parser error) tell them apart."""
+    done, cloud = _run_failing(tmp_path, {"old_cli": True})
+    assert done.returncode == 1 and cloud["calls"].count("az role assignment list") == 1
+    assert ("could not list the Contributor assignments on /subscriptions/sub-1 (tries: 1; az exit code 2: ERROR: "
+            "unrecognized arguments: --fill-principal-name false)") in done.stderr
 
 
 def test_an_environment_keeps_its_reviewers_and_wait_timer_when_its_branch_policy_is_set(tmp_path):
@@ -608,3 +653,48 @@ def test_a_repository_whose_plan_has_no_environments_stops_the_setup_before_any_
     assert "GitHub refused its deployment branch policy" in done.stderr
     assert "GitHub Pro, Team or Enterprise" in done.stderr
     assert not cloud["creds"] and not [c for c in cloud["calls"] if "federated-credential create" in c]
+
+
+def test_a_reservation_group_shared_from_another_subscription_gets_the_grants_the_deploy_and_preflight_need(tmp_path):
+    """Issue 33c audit #3: the program assigns the cluster identity Contributor on a reservation group's resource
+    group (components/azure/cluster.py, use-capacity-reservation-groups), which for a group shared from another
+    subscription (capacity-reservation-group-share) is in that subscription, where the deploy app's RBAC
+    Administrator on its own subscription does not reach (403); and the preflight reads the group there. The setup
+    grants RBAC Administrator on that resource group, constrained to Contributor for service principals, and Reader
+    to both apps; a group in the deploying subscription needs nothing more."""
+    other = "/subscriptions/22222222-2222-2222-2222-222222222222/resourceGroups/rg-reserved"
+    same = "/subscriptions/SUB-1/resourceGroups/rg-local"  # the fake az's subscription, in other case
+    apps = identities(WORKFLOWS, "repo:acme/infra", SCENARIOS)
+    text = ci_setup.script("acme/infra", "repo:acme/infra", apps, "stacct", "kv-acme", reservations=[other, same])
+    (tmp_path / "setup.sh").write_text(text)
+    done = subprocess.run(["bash", str(tmp_path / "setup.sh")], env=_fake_tools(tmp_path), capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    cloud = json.loads((tmp_path / "cloud.json").read_text())
+    there = {(p, r): c for p, r, scope, c, _ in cloud["roles"] if scope == other}
+    assert there == {(DEPLOY, "Role Based Access Control Administrator"): assignable_condition((roles.CONTRIBUTOR,),
+                                                                                                user_roles=()),
+                     (DEPLOY, "Reader"): None, (PREVIEW, "Reader"): None}
+    condition = there[DEPLOY, "Role Based Access Control Administrator"]
+    assert _allows(condition, WRITE, roles.CONTRIBUTOR, "ServicePrincipal")
+    assert not _allows(condition, WRITE, roles.ACR_PULL, "ServicePrincipal")
+    assert not _allows(condition, DELETE, roles.CONTRIBUTOR, "User")
+    assert not [r for r in cloud["roles"] if r[2] == same]
+    lint = subprocess.run([venv_tool("shellcheck"), "--shell=bash", "-"], input=text, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
+
+
+def test_the_setup_reads_the_reservation_groups_of_the_stack_files(tmp_path):
+    """Each resource group once, whatever its case, from every stack file's pools."""
+    group = ("/subscriptions/22222222-2222-2222-2222-222222222222/resourceGroups/RG-Reserved/providers/"
+             "Microsoft.Compute/capacityReservationGroups/crg-a100")
+    a100 = {"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "priority": "regular", "maxCount": 2,
+            "zones": ["1"], "capacityReservationGroup": group}
+    files = {}
+    for stack in ("one", "two"):
+        files[stack] = tmp_path / f"Pulumi.{stack}.yaml"
+        files[stack].write_text(yaml.safe_dump({"config": {"aksgpu:gpuPools": [a100], "aksgpu:cluster": {
+            "openApiServer": True}}}))
+    files["plain"] = tmp_path / "Pulumi.plain.yaml"
+    files["plain"].write_text(yaml.safe_dump({"config": {"aksgpu:cluster": {"openApiServer": True}}}))
+    assert ci_setup.reservation_scopes(files) == [group.split("/providers/")[0]]

@@ -170,3 +170,43 @@ def test_a_copy_beside_its_model_on_one_runner_is_refused_and_leaves_no_file(pro
                                           r"av-resim, which peers the same runner VNet"):
         new_stack_file("avr-b", "av-resim", {}, root=project)
     assert not (project / "Pulumi.avr-b.yaml").exists()
+
+
+def test_a_copy_never_takes_azures_default_vnet_space_nor_the_runners_own():
+    """Issue 33c audit #9: the first free /16 of 10.0.0.0/8 was 10.0.0.0/16, the address space `az network vnet
+    create` gives a VNet by default (Azure/azure-cli network/aaz/latest/network/vnet/_create.py: "Default:
+    10.0.0.0/16"), so a runner VNet made with defaults, and its peering then refused (peered VNets "must have
+    nonoverlapping IP address spaces", virtual-network-manage-peering). The copied stack's
+    network.runnerAddressSpaces are avoided too, and a space given over them is refused naming them."""
+    import ipaddress
+
+    from offline.new_stack import AZURE_DEFAULT_SPACE, private_network
+    like = stack_config("av-resim")
+    taken = {s: stack_config(s).network.address_space for s in stack_files()}
+    picked = ipaddress.IPv4Network(private_network(like, taken, None)["addressSpace"])
+    assert not picked.overlaps(AZURE_DEFAULT_SPACE)
+    runner = like.model_copy(update={"network": like.network.model_copy(update={
+        "runner_vnet_id": "/subscriptions/x/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/runners",
+        "runner_address_spaces": (str(picked), "10.2.0.0/15")})})
+    avoided = ipaddress.IPv4Network(private_network(runner, taken, None)["addressSpace"])
+    assert not any(avoided.overlaps(ipaddress.IPv4Network(s)) for s in (*runner.network.runner_address_spaces,
+                                                                          *taken.values(), str(AZURE_DEFAULT_SPACE)))
+    with pytest.raises(ValueError, match=rf"--address-space 10\.3\.0\.0/16 overlaps 10\.2\.0\.0/15 of the runner VNet "
+                                         rf"\(network\.runnerAddressSpaces\).* free: {avoided}$"):
+        private_network(runner, taken, "10.3.0.0/16")
+
+
+def test_without_the_runners_space_the_command_says_what_to_check(project, monkeypatch, capsys):
+    """Issue 33c audit #9: where the copied file does not give the runner's address space, the space picked is
+    checked against the stack files and Azure's default only: the command says so, and how to look it up."""
+    from offline import new_stack
+    monkeypatch.setattr(new_stack, "stack_files", lambda root=None: stack_files(project))
+    monkeypatch.setattr(new_stack, "new_stack_file", lambda name, like, settings, network=None:
+                        new_stack_file(name, like, settings, root=project, network=network))
+    monkeypatch.setattr("offline.docs.write_docs", lambda *a, **k: [])
+    args = _args(like="av-resim", name="avr-copy", name_root=None, owner="ml", lifetime="demo", address_space=None)
+    assert new_stack.new_stack_command(args) == 0
+    err = capsys.readouterr().err
+    assert ("warning: the runner VNet's address space is not in the copied file (network.runnerAddressSpaces): check "
+            "the picked one against az network vnet show --ids <runner VNet id> --query addressSpace.addressPrefixes"
+            in err)

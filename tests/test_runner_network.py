@@ -5,11 +5,13 @@ space of its own (round-4 Azure audit #7)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from components.azure.cluster import api_server_zone
 from offline.mocks import SUBSCRIPTION
-from program.config.rules import shared_runners
+from program.config.rules import between_stacks
 from tests.helpers import load, render_with, shape
 
 RUNNER_VNET = ("/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/rg-runners/providers/"
@@ -159,22 +161,92 @@ def test_a_zone_for_a_service_the_stack_keeps_public_is_refused_not_ignored():
 
 def test_two_stack_files_on_one_runner_vnet_must_not_overlap_nor_both_link_their_own_zones():
     """Round-4 Azure audit #7: a second private stack on the runner's VNet failed twice in Azure: its peering (the
-    same address space) and its zone links. Config says so first, naming the other stack."""
+    same address space) and its zone links. Config says so first, on the new stack, naming the other."""
     first = load(_private(), stack="av-resim")
     copy = load(_private(), stack="av-resim-staging")
-    found = {(stack, e.key) for stack, e in shared_runners({"av-resim": first, "av-resim-staging": copy})}
-    assert found == {("av-resim-staging", "aksgpu:network.addressSpace"),
-                     ("av-resim-staging", "aksgpu:network.privateDnsZoneIds.registry"),
-                     ("av-resim-staging", "aksgpu:network.privateDnsZoneIds.blob")}
-    message = str(next(e for _, e in shared_runners({"av-resim": first, "av-resim-staging": copy})))
-    assert "stack av-resim" in message and "\n" not in message
+    both = {"av-resim": first, "av-resim-staging": copy}
+    found = {(c.stacks, c.error.key) for c in between_stacks(both, new={"av-resim-staging"})}
+    assert found == {(("av-resim-staging",), "aksgpu:network.addressSpace"),
+                     (("av-resim-staging",), "aksgpu:network.privateDnsZoneIds.registry"),
+                     (("av-resim-staging",), "aksgpu:network.privateDnsZoneIds.blob")}
+    message = str(next(c.error for c in between_stacks(both, new={"av-resim-staging"})))
+    assert "stack av-resim," in message and "\n" not in message
     apart = load(_private(addressSpace="10.41.0.0/16", nodeSubnet="10.41.0.0/20", endpointSubnet="10.41.16.0/24",
                           privateDnsZoneIds=HUB_ZONES), stack="av-resim-staging")
-    assert shared_runners({"av-resim": first, "av-resim-staging": apart}) == []
+    assert between_stacks({"av-resim": first, "av-resim-staging": apart}) == []
     elsewhere = load(_private(RUNNER_VNET.replace("vnet-runners", "vnet-other")), stack="av-resim-staging")
-    assert shared_runners({"av-resim": first, "av-resim-staging": elsewhere}) == []
+    assert between_stacks({"av-resim": first, "av-resim-staging": elsewhere}) == []
 
 
-def test_the_committed_stack_files_share_no_runner_vnet_in_a_way_azure_refuses():
+@pytest.mark.parametrize("new", [{"aa-new"}, set()])
+def test_a_clash_is_put_on_the_new_stack_and_never_tells_a_deployed_one_to_change(new):
+    """Issue 33c audit #8: `offline render` put the clash on the later stack in name order, so a new `aa-new` beside
+    the deployed `av-resim` made it tell av-resim to take another address space (replacing its VNet and cluster)
+    and to name aa-new's zones. The new stack's config (new-stack's file, render --config) takes the clash; between
+    two others, neither is told to change what may be deployed, and both are named."""
+    deployed, added = load(_private(), stack="av-resim"), load(_private(), stack="aa-new")
+    clashes = between_stacks(dict(sorted({"av-resim": deployed, "aa-new": added}.items())), new=new)
+    assert clashes and all(c.stacks == (("aa-new",) if new else ("aa-new", "av-resim")) for c in clashes)
+    for c in clashes:
+        text = str(c.error)
+        if new:
+            assert "rg-aa-new" not in text  # av-resim is never told to name the new stack's zones
+        else:
+            assert re.search(r"stacks aa-new .*and av-resim ", text), text
+        assert "give this stack" not in text
+    space = next(str(c.error) for c in clashes if c.error.key.endswith("addressSpace"))
+    assert space.endswith("a deployed stack keeps its own: changing it replaces its VNet, and its cluster with it")
+
+
+def test_render_puts_a_clash_on_the_stack_it_was_given_a_new_config_for(tmp_path, monkeypatch, capsys):
+    """Issue 33c audit #8, through `offline render`: the new file given with --config is the one refused."""
+    import yaml
+
+    from offline import render_cli
+    from offline.stack_files import stack_files
+    files = {**stack_files()}
+    for stack in ("av-resim", "aa-new"):
+        config = {f"aksgpu:{k}": v for k, v in _private().items()}
+        (tmp_path / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
+    files["av-resim"] = tmp_path / "Pulumi.av-resim.yaml"
+    monkeypatch.setattr(render_cli, "stack_files", lambda: files)
+    assert render_cli.render("aa-new", tmp_path / "Pulumi.aa-new.yaml", tmp_path / "out") == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert errors and all(line.startswith("error: stack aa-new: ") for line in errors), errors
+
+
+def test_a_zone_of_a_demo_stack_is_refused_to_another_stack():
+    """Issue 33c audit #10: a stack that names another stack's zone (network.privateDnsZoneIds) keeps a link in it,
+    and Azure refuses to delete a zone with links (Azure/deployment-stacks#227, Azure/azure-cli#15010): the hourly
+    expiry's destroy of a demo whose zone another stack links would fail every hour. Refused in config unless the
+    zone's stack is long-lived."""
+    demo = load(_private(), stack="av-resim")
+    zones = {s: f"/subscriptions/{SUBSCRIPTION}/resourceGroups/rg-av-resim/providers/Microsoft.Network/"
+                f"privateDnsZones/{z}" for s, z in (("registry", "privatelink.azurecr.io"),
+                                                   ("blob", "privatelink.blob.core.windows.net"))}
+    later = load(_private(addressSpace="10.41.0.0/16", nodeSubnet="10.41.0.0/20", endpointSubnet="10.41.16.0/24",
+                          privateDnsZoneIds=zones), stack="avr-two")
+    clashes = between_stacks({"av-resim": demo, "avr-two": later})
+    assert {(c.stacks, c.error.key) for c in clashes} == {
+        (("avr-two",), "aksgpu:network.privateDnsZoneIds.blob"),
+        (("avr-two",), "aksgpu:network.privateDnsZoneIds.registry")}
+    assert "av-resim is a demo: the expiry destroys it after its ttlHours" in str(clashes[0].error)
+    kept = load({**_private(), "lifetime": "long-lived"}, stack="av-resim")
+    assert between_stacks({"av-resim": kept, "avr-two": later}) == []
+
+
+def test_an_address_space_over_the_runner_vnets_own_is_refused():
+    """Issue 33c audit #9: peered VNets "must have nonoverlapping IP address spaces" (virtual-network-manage-peering);
+    network.runnerAddressSpaces gives the runner's, and config checks the stack's against it."""
+    from program.config.errors import ConfigError
+    with pytest.raises(ConfigError, match=r"aksgpu:network\.addressSpace=\"10\.40\.0\.0/16\": overlaps 10\.0\.0\.0/8 "
+                                          r"of the runner VNet"):
+        load(_private(runnerAddressSpaces=["10.0.0.0/8"]))
+    with pytest.raises(ConfigError, match=r"runnerAddressSpaces.*does not name"):
+        load({**shape("private-two-pools"), "network": {"runnerAddressSpaces": ["10.0.0.0/16"]}})
+    assert load(_private(runnerAddressSpaces=["10.0.0.0/16"])).network.runner_address_spaces == ("10.0.0.0/16",)
+
+
+def test_the_committed_stack_files_share_no_runner_vnet_nor_zone_in_a_way_azure_refuses():
     from offline.stack_files import stack_config, stack_files
-    assert shared_runners({s: stack_config(s) for s in sorted(stack_files())}) == []
+    assert between_stacks({s: stack_config(s) for s in sorted(stack_files())}) == []

@@ -280,6 +280,42 @@ def test_a_deploy_turns_the_expiry_schedule_back_on_after_github_disabled_it_for
     assert step["env"]["GH_TOKEN"] == "${{ github.token }}"
     # Before the stacks step, so a dispatched deploy and a push alike pass through it.
     assert plan["steps"].index(step) < next(i for i, s in enumerate(plan["steps"]) if s.get("id") == "stacks")
+    # Issue 33c audit #12 NIT: the install runs the lockfile's packages' build steps, away from the token.
+    assert not [s for s in plan["steps"] if "GH_TOKEN" in s.get("env", {}) and "make install" in s.get("run", "")]
+
+
+FAKE_GH = """#!/bin/sh
+if [ "$1" = api ]; then
+  printf '%s' "$GH_ANSWER"
+  [ -n "$GH_API_FAILS" ] && exit 1
+  exit 0
+fi
+[ -n "$GH_ENABLE_FAILS" ] && { echo "HTTP 403: Resource not accessible by integration" >&2; exit 1; }
+echo "$@" >> "$GH_CALLS"
+"""
+
+
+@pytest.mark.parametrize("answer, api_fails, enable_fails", [
+    ("", True, False),  # no network: nothing on stdout
+    ("<html><body>502 Bad Gateway</body></html>", True, False),
+    ('{"message": "Not Found", "documentation_url": "https://docs.github.com/rest", "status": "404"}', True, False),
+    ('{"state": "disabled_inactivity"}', False, True),
+])
+def test_the_expiry_schedule_step_never_stops_a_deploy(tmp_path, answer, api_fails, enable_fails):
+    """Issue 33c audit #12: under `bash -e` (GitHub's default shell for `run`), an empty or non-JSON answer made
+    `ops expiry-schedule` exit 2 and a refused `gh workflow enable` failed the step: either stopped the plan job
+    and every deploy. The step runs here as the workflow runs it, against a stand-in gh."""
+    step = next(s for s in load("deploy.yml")["jobs"]["plan"]["steps"] if "ops expiry-schedule" in s.get("run", ""))
+    gh = tmp_path / "gh"
+    gh.write_text(FAKE_GH)
+    gh.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "GITHUB_REPOSITORY": "acme/infra", "GH_ANSWER": answer,
+           "GH_CALLS": str(tmp_path / "calls"), **({"GH_API_FAILS": "1"} if api_fails else {}),
+           **({"GH_ENABLE_FAILS": "1"} if enable_fails else {})}
+    done = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "::warning::" in done.stdout + done.stderr
+    assert not (tmp_path / "calls").exists()  # kept as it is: enabled only where GitHub said so, and that failed
 
 
 def test_manual_destroy_refuses_long_lived_stacks_without_the_override():

@@ -17,6 +17,10 @@ MONITORING_DATA_READER = "b0d8363b-8ddd-447d-831f-62ca05bff136"
 GRAFANA_ADMIN = "22926164-76b3-42b3-bc55-97df8dab3e41"
 CONTRIBUTOR = "b24988ac-6180-42a0-ab88-20f7382dd24c"
 
+DEPLOYER_ROLES = (AKS_RBAC_CLUSTER_ADMIN, GRAFANA_ADMIN, STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DATA_READER)
+"""The roles the program assigns to the identity running ``pulumi up`` (``cluster.deployerPrincipalType``: a
+``User`` or ``Group`` where a person deploys): the only ones a user's or group's assignment of the program holds."""
+
 
 def subscription_of(resource_id: str) -> str:
     """``/subscriptions/<id>`` from any Azure resource id."""

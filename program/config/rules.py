@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 
 from components.gpu.sizes import catalogue_freshness, lookup_gpu_size
 from components.vocabulary import (
@@ -24,6 +25,7 @@ from components.vocabulary import (
     UpgradeChannel,
 )
 from program.config.errors import ConfigError
+from program.config.expiry import Lifetime
 from program.config.keys import KEY_PREFIX
 from program.config.schema import ClusterConfig, GpuPool, NetworkConfig, Pool, StackConfig
 
@@ -325,10 +327,21 @@ def api_server_decision(c: ClusterConfig) -> Problems:
 
 
 def runner_network(cfg: StackConfig) -> Problems:
-    if cfg.network.runner_vnet_id and not cfg.private_endpoints_or_api_server:
-        yield ConfigError(f"{KEY_PREFIX}network.runnerVnetId", cfg.network.runner_vnet_id,
+    at, n = f"{KEY_PREFIX}network.", cfg.network
+    if n.runner_vnet_id and not cfg.private_endpoints_or_api_server:
+        yield ConfigError(at + "runnerVnetId", n.runner_vnet_id,
                           "links a runner to private endpoints and a private API server; this stack has none "
                           "(cluster.private, registry.private, storage.private)")
+    if n.runner_address_spaces and not n.runner_vnet_id:
+        yield ConfigError(at + "runnerAddressSpaces", list(n.runner_address_spaces),
+                          "describes the VNet of network.runnerVnetId, which this stack does not name")
+    space = ipaddress.IPv4Network(n.address_space)
+    for runner in n.runner_address_spaces:
+        if space.overlaps(ipaddress.IPv4Network(runner)):
+            # Peered VNets "must have nonoverlapping IP address spaces" (virtual-network-manage-peering).
+            yield ConfigError(at + "addressSpace", n.address_space,
+                              f"overlaps {runner} of the runner VNet (network.runnerAddressSpaces), which it peers; "
+                              "Azure peers a VNet only with address spaces that do not overlap")
 
 
 _PRIVATE_SWITCH = {"registry": "registry.private", "blob": "storage.private"}
@@ -349,38 +362,113 @@ def private_dns_zones(cfg: StackConfig) -> Problems:
                               f"through {PRIVATE_DNS_ZONES[service]}")
 
 
-def shared_runners(stacks: Mapping[str, StackConfig]) -> list[tuple[str, ConfigError]]:
-    """What two stack files that peer one runner VNet (``network.runnerVnetId``) would make Azure refuse, as (stack,
-    error) for the later of the two in ``stacks``' order: address spaces that overlap (peered VNets "must have
-    nonoverlapping IP address spaces", virtual-network-manage-peering; the runner's second peering with an overlapping
-    space is refused as overlapping one "already peered", reported by users), and two zones of one name linked to
-    the runner (CreateOrUpdateVirtualNetworkLinkFailed: "A virtual network cannot be linked to multiple zones with
-    overlapping namespaces")."""
-    found: list[tuple[str, ConfigError]] = []
+@dataclass(frozen=True)
+class Clash:
+    """What two stack files would make Azure refuse together, and which of them is to change."""
+
+    stacks: tuple[str, ...]
+    """The stack whose file is to change, or both where neither is known to be the new one (which one is deployed
+    cannot be told offline)."""
+    error: ConfigError
+
+
+KEEP_DEPLOYED = "a deployed stack keeps its own: changing it replaces its VNet, and its cluster with it"
+
+
+def between_stacks(stacks: Mapping[str, StackConfig], new: Collection[str] = ()) -> list[Clash]:
+    """What stack files deployed side by side would make Azure refuse. ``new``: the stacks whose config is new (the
+    one ``offline new-stack`` writes, the one ``offline render --config`` gives), which a clash with another is put
+    on; a clash between two others names both and tells neither to change what may be deployed."""
+    return [*_shared_runner(stacks, set(new)), *_zones_of_demos(stacks)]
+
+
+def _shared_runner(stacks: Mapping[str, StackConfig], new: set[str]) -> Iterator[Clash]:
+    """Two stack files that peer one runner VNet (``network.runnerVnetId``): address spaces that overlap (peered
+    VNets "must have nonoverlapping IP address spaces", virtual-network-manage-peering; the runner's second peering
+    with an overlapping space is refused as overlapping one "already peered", reported by users), and two zones of
+    one name linked to the runner (CreateOrUpdateVirtualNetworkLinkFailed: "A virtual network cannot be linked to
+    multiple zones with overlapping namespaces")."""
     peered: dict[str, list[tuple[str, StackConfig]]] = {}
     for name, cfg in stacks.items():
         if cfg.network.runner_vnet_id is not None:
             peered.setdefault(cfg.network.runner_vnet_id.lower(), []).append((name, cfg))
     for group in peered.values():
         for i, (name, cfg) in enumerate(group):
-            space = ipaddress.IPv4Network(cfg.network.address_space)
             for other, earlier in group[:i]:
-                if space.overlaps(ipaddress.IPv4Network(earlier.network.address_space)):
-                    found.append((name, ConfigError(
-                        f"{KEY_PREFIX}network.addressSpace", cfg.network.address_space,
-                        f"overlaps {earlier.network.address_space} of stack {other}, which peers the same runner "
-                        "VNet; Azure peers a VNet only with address spaces that do not overlap: give this stack a "
-                        "free one")))
-                for service in cfg.private_services:
-                    zone = PRIVATE_DNS_ZONES[service]
-                    if zone in cfg.runner_zones and zone in earlier.runner_zones:
-                        found.append((name, ConfigError(
-                            f"{KEY_PREFIX}network.privateDnsZoneIds.{service}", None,
-                            f"stack {other} already links its own {zone} to the same runner VNet, and a VNet is "
-                            "linked to one zone of a name: name that zone (/subscriptions/<subscription>/"
-                            f"resourceGroups/{earlier.naming.resource_group()}/providers/Microsoft.Network/"
-                            f"privateDnsZones/{zone}) or a hub's")))
-    return found
+                mine = [s for s in (name, other) if s in new]
+                if len(mine) == 1:
+                    this, that = (name, cfg), (other, earlier)
+                    if mine[0] == other:
+                        this, that = that, this
+                    yield from _runner_clash(this, that)
+                else:
+                    yield from _runner_clash_of_both((other, earlier), (name, cfg))
+
+
+def _zone_id(cfg: StackConfig, zone: str) -> str:
+    return (f"/subscriptions/<subscription>/resourceGroups/{cfg.naming.resource_group()}/providers/"
+            f"Microsoft.Network/privateDnsZones/{zone}")
+
+
+def _runner_clash(this: tuple[str, StackConfig], that: tuple[str, StackConfig]) -> Iterator[Clash]:
+    """Clashes on the new stack ``this``, beside the stack ``that``, which may be deployed."""
+    (name, cfg), (other, earlier) = this, that
+    at = f"{KEY_PREFIX}network."
+    if ipaddress.IPv4Network(cfg.network.address_space).overlaps(ipaddress.IPv4Network(earlier.network.address_space)):
+        yield Clash((name,), ConfigError(
+            at + "addressSpace", cfg.network.address_space,
+            f"overlaps {earlier.network.address_space} of stack {other}, which peers the same runner VNet; Azure "
+            "peers a VNet only with address spaces that do not overlap: give this new stack a free one "
+            f"(python -m offline new-stack picks one); {KEEP_DEPLOYED}"))
+    for service in cfg.private_services:
+        zone = PRIVATE_DNS_ZONES[service]
+        if zone in cfg.runner_zones and zone in earlier.runner_zones:
+            instead = (f"name a hub's (stack {other} is a demo: its zone goes when the expiry destroys it)"
+                       if earlier.lifetime == Lifetime.DEMO else
+                       f"name that zone ({_zone_id(earlier, zone)}) or a hub's")
+            yield Clash((name,), ConfigError(
+                f"{at}privateDnsZoneIds.{service}", None,
+                f"stack {other} already links its own {zone} to the same runner VNet, and a VNet is linked to one "
+                f"zone of a name: {instead}"))
+
+
+def _runner_clash_of_both(first: tuple[str, StackConfig], second: tuple[str, StackConfig]) -> Iterator[Clash]:
+    """Clashes between two stack files of which neither is known to be new."""
+    (a, one), (b, two) = first, second
+    at, both = f"{KEY_PREFIX}network.", (a, b)
+    if ipaddress.IPv4Network(one.network.address_space).overlaps(ipaddress.IPv4Network(two.network.address_space)):
+        yield Clash(both, ConfigError(
+            at + "addressSpace", two.network.address_space,
+            f"stacks {a} ({one.network.address_space}) and {b} ({two.network.address_space}) peer the same runner "
+            "VNet with overlapping address spaces, which Azure refuses: give the one not deployed yet a free one "
+            f"(python -m offline new-stack picks one); {KEEP_DEPLOYED}"))
+    for service in two.private_services:
+        zone = PRIVATE_DNS_ZONES[service]
+        if zone in one.runner_zones and zone in two.runner_zones:
+            yield Clash(both, ConfigError(
+                f"{at}privateDnsZoneIds.{service}", None,
+                f"stacks {a} and {b} both link their own {zone} to the same runner VNet, and a VNet is linked to one "
+                f"zone of a name: the one not deployed yet names the other's ({_zone_id(one, zone)} or "
+                f"{_zone_id(two, zone)}) or a hub's"))
+
+
+def _zones_of_demos(stacks: Mapping[str, StackConfig]) -> Iterator[Clash]:
+    """A stack that names a zone in a demo stack's resource group (``network.privateDnsZoneIds``) ties the two
+    lifetimes the hourly expiry does not know of: the demo's destroy deletes its zones, which Azure refuses while
+    another VNet is still linked to them (Azure/deployment-stacks#227, Azure/azure-cli#15010), so it fails every hour
+    until the other stack is gone. Put on the stack that names the zone."""
+    groups = {cfg.naming.resource_group().lower(): (name, cfg) for name, cfg in stacks.items()}
+    for name, cfg in stacks.items():
+        for service, zone_id in sorted(cfg.network.private_dns_zone_ids.items()):
+            owner = groups.get(zone_id.split("/")[4].lower())
+            if owner is None or owner[0] == name or owner[1].lifetime != Lifetime.DEMO:
+                continue
+            yield Clash((name,), ConfigError(
+                f"{KEY_PREFIX}network.privateDnsZoneIds.{service}", zone_id,
+                f"is in stack {owner[0]}'s resource group, and {owner[0]} is a demo: the expiry destroys it after its "
+                "ttlHours, and Azure refuses to delete a zone another VNet is still linked to, so that destroy would "
+                f"fail every hour while this stack lives; name a hub's zone, or make {owner[0]} long-lived "
+                "(aksgpu:lifetime)"))
 
 
 def check(cfg: StackConfig) -> list[ConfigError]:

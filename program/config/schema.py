@@ -150,6 +150,10 @@ class NetworkConfig(ConfigModel):
     `pulumi up` from there completes, and destroy removes them. Its address space must not overlap this VNet's, nor
     that of another stack file peered with the same runner VNet. A VNet in another subscription is peered through a
     provider for that subscription."""
+    runner_address_spaces: tuple[Cidr, ...] = ()
+    """The address space(s) of `runnerVnetId` (`az network vnet show --ids <runnerVnetId> --query
+    addressSpace.addressPrefixes`): config refuses an `addressSpace` that overlaps them (Azure peers a VNet only with
+    address spaces that do not overlap), and `offline new-stack` picks a copy's address space around them."""
     private_dns_zone_ids: dict[Literal["registry", "blob"],
                                Annotated[str, valid(naming.private_dns_zone_id_error)]] = Field(
         {}, json_schema_extra={"defaultText": "none: zones of the stack's own"})
