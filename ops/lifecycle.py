@@ -132,10 +132,10 @@ def retained_tags(tags: Mapping[str, str]) -> dict[str, str]:
     return {**{k: v for k, v in tags.items() if k != EXPIRES_AT}, LIFETIME: RETAINED}
 
 
-def retain(group: str) -> dict[str, str]:
-    """Mark ``group`` retained in Azure; its new tags."""
-    tags = retained_tags(json.loads(az("group", "show", "--name", group, "--query", "tags")) or {})
-    az("group", "update", "--name", group, "--tags", *(f"{k}={v}" for k, v in sorted(tags.items())))
+def retain(group: str, run_az: Callable[..., str] = az) -> dict[str, str]:
+    """Mark ``group`` retained in Azure; its new tags. ``run_az``: ``az``'s arguments to its JSON output."""
+    tags = retained_tags(json.loads(run_az("group", "show", "--name", group, "--query", "tags")) or {})
+    run_az("group", "update", "--name", group, "--tags", *(f"{k}={v}" for k, v in sorted(tags.items())))
     return tags
 
 

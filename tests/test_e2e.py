@@ -25,17 +25,19 @@ from typing import Any
 import pytest
 from pulumi.automation import events
 
+from offline.cli import BadInput
 from offline.estimates.cost import load_prices, node_hour, region_vm_prices
 from offline.estimates.e2e import phase_estimates
 from offline.runs import Clock, Drill, Outcome, Phase, PhaseName, ProbeVerdict, Run, StepName
 from offline.stack_files import REPO_ROOT, stack_config
 from ops.e2e import phases
-from ops.e2e.automation import MANAGED_CLUSTER, Outputs, StateResource
+from ops.e2e.automation import MANAGED_CLUSTER, Outputs, StateResource, destroyed_by_exclude_protected
 from ops.e2e.cost import run_cost
 from ops.e2e.drill import DrillFailed
 from ops.e2e.leftovers import leftovers
-from ops.e2e.run import Seams, Settings, exit_code, run
+from ops.e2e.run import Seams, Settings, exit_code, run, start
 from ops.e2e.tools import Tools
+from ops.lifecycle import STORAGE_ACCOUNT, protected_accounts
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "e2e"
 TIMELINE = json.loads((FIXTURES / "gpu-basics-timeline.json").read_text())
@@ -99,6 +101,12 @@ class FakeClock:
                 raise KeyboardInterrupt
 
 
+def kept_accounts(cfg: Any) -> dict[str, str]:
+    """The stack's protected storage accounts (name → id): what a destroy keeps, in the stack's resource group."""
+    group = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{cfg.naming.resource_group()}"
+    return {name: f"{group}/providers/Microsoft.Storage/storageAccounts/{name}" for name in protected_accounts(cfg)}
+
+
 def azure_ids(cfg: Any) -> dict[str, str]:
     sub = f"/subscriptions/{SUBSCRIPTION}"
     group, nodes = cfg.naming.resource_group(), cfg.naming.node_resource_group()
@@ -127,12 +135,18 @@ class World:
     def ids(self) -> dict[str, str]:
         return azure_ids(self.cfg)
 
-    def write(self, deployed: bool, left: dict[str, Any] | None = None) -> None:
+    def write(self, deployed: bool, left: dict[str, Any] | None = None, kept: bool = False) -> None:
+        """What exists: the deployed stack, or nothing (``kept``: but its protected data, in its resource group,
+        as a destroy leaves it); ``left`` replaces keys of it."""
         ids, tags = self.ids, {**self.cfg.tags}
         group, nodes = self.cfg.naming.resource_group(), self.cfg.naming.node_resource_group()
         azure: dict[str, Any] = {"signedIn": self.signed_in, "account": {"id": SUBSCRIPTION, "tenant": TENANT},
                                  "cluster": deployed, "groups": {}, "resources": [], "roleAssignments": [],
                                  "identities": {}}
+        accounts = [{"id": id_, "name": name, "group": group, "tags": tags, "type": STORAGE_ACCOUNT}
+                    for name, id_ in kept_accounts(self.cfg).items()]
+        if kept and accounts:
+            azure |= {"groups": {group: {"id": ids["group"], "tags": tags}}, "resources": accounts}
         if deployed:
             azure |= {
                 "groups": {group: {"id": ids["group"], "tags": tags}, nodes: {"id": ids["nodes"], "tags": tags}},
@@ -140,7 +154,7 @@ class World:
                     {"id": ids["cluster"], "name": self.cfg.naming.cluster(), "group": group, "tags": tags,
                      "type": "Microsoft.ContainerService/managedClusters"},
                     {"id": ids["ip"], "name": "kubernetes-a1b2c3", "group": nodes, "tags": tags,
-                     "type": "Microsoft.Network/publicIPAddresses"}],
+                     "type": "Microsoft.Network/publicIPAddresses"}, *accounts],
                 "roleAssignments": [ids["role"], ids["grant"]],
                 "identities": {group: {"id-gpu-basics-train": [f"{ids['identity']}/federatedIdentityCredentials/"
                                                                "gpu-basics-train"]}}}
@@ -149,13 +163,17 @@ class World:
         (self.folder / "azure.json").write_text(json.dumps(azure))
 
     def made(self) -> list[StateResource]:
-        ids = self.ids
-        return [StateResource("azure-native:resources:ResourceGroup", ids["group"]),
-                StateResource(MANAGED_CLUSTER, ids["cluster"]),
+        """The state after `pulumi up`: the protected accounts need their group, as in the program."""
+        ids, group = self.ids, "urn:pulumi:s::aksgpu::azure-native:resources:ResourceGroup::rg"
+        return [StateResource("azure-native:resources:ResourceGroup", ids["group"], group),
+                StateResource(MANAGED_CLUSTER, ids["cluster"], "urn:aks", needs=(group,)),
                 StateResource("azure-native:authorization:RoleAssignment", ids["role"]),
                 StateResource("azure-native:authorization:RoleAssignment", ids["grant"]),
                 StateResource("azure-native:managedidentity:FederatedIdentityCredential",
-                              f"{ids['identity']}/federatedIdentityCredentials/gpu-basics-train")]
+                              f"{ids['identity']}/federatedIdentityCredentials/gpu-basics-train"),
+                *(StateResource("azure-native:storage:StorageAccount", id_, f"urn:{name}", protect=True,
+                                needs=(group, "urn:component")) for name, id_ in kept_accounts(self.cfg).items()),
+                StateResource("aksgpu:azure:BlobStorage", "", "urn:component", custom=False)]
 
 
 KUBECONFIG_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJrdWJlbGV0In0.c2lnbmF0dXJlLW9mLXRoZS10b2tlbg"
@@ -228,11 +246,14 @@ class FakeStack:
                         "kubeconfig": f"users:\n- user:\n    token: {KUBECONFIG_TOKEN}\n"}, frozenset({"kubeconfig"}))
 
     def destroy(self, on_event: Callable[[events.EngineEvent], None], on_output: Callable[[str], None]) -> None:
+        """As `pulumi destroy --exclude-protected` (the Deployment's destroy): the protected data and what it needs
+        stay, in the state and in Azure."""
         self.destroys += 1
         if self.destroys <= self.destroy_failures:
             raise RuntimeError("error: deleting ManagedCluster aks-gpu-basics: Conflict: an operation is in progress")
-        self.existing = []
-        self.world.write(deployed=False, left=self.left)
+        gone = destroyed_by_exclude_protected(self.existing)
+        self.existing = [r for r in self.existing if r not in gone]
+        self.world.write(deployed=False, left=self.left, kept=bool(self.existing))
 
 
 def passing_probes(clock: FakeClock) -> Callable[..., list[ProbeVerdict]]:
@@ -253,6 +274,7 @@ def drill(stack: str, cfg: Any, outputs: Any, tools: Tools, timeout_s: float) ->
 
 @dataclass
 class Harness:
+    stack_name: str
     world: World
     clock: FakeClock
     stack: FakeStack
@@ -261,7 +283,7 @@ class Harness:
     said: list[str]
 
     def run(self) -> tuple[Run, int, Path]:
-        record, path = run(STACK, self.seams, self.settings)
+        record, path = run(self.stack_name, self.seams, self.settings)
         written = Run.model_validate_json(path.read_text())
         assert written == record and path.parent == self.settings.results
         return written, exit_code(written), path
@@ -276,25 +298,25 @@ def harness(tmp_path, render_of) -> Callable[..., Harness]:
     def make(up: str = "ok", destroy_failures: int = 0, left: dict[str, Any] | None = None,
              probes: Any = "pass", interrupt_at: float | None = None, signal_number: int | None = None,
              timeout_s: float = 3600.0, preflight: tuple[Outcome, str] = (Outcome.OK, "every pool fits"),
-             existing: list[StateResource] | None = None) -> Harness:
+             existing: list[StateResource] | None = None, stack: str = STACK) -> Harness:
         folder = tmp_path / "state"
         folder.mkdir()
         (folder / "timeline.json").write_text(json.dumps(TIMELINE))
-        render = render_of(STACK)
+        render = render_of(stack)
         world = World(folder, render.cfg.for_deployment(SUBSCRIPTION))
         world.write(deployed=False)
         clock = FakeClock(folder, interrupt_at, signal_number)
-        stack = FakeStack(world, clock, up, destroy_failures, left, existing or [])
+        fake = FakeStack(world, clock, up, destroy_failures, left, existing or [])
         said: list[str] = []
         tools = Tools(now=clock.now, sleep=clock.sleep,
                       kubectl_argv=(sys.executable, str(FIXTURES / "fake_kubectl.py"), str(folder)),
                       az_argv=(sys.executable, str(FIXTURES / "fake_az.py"), str(folder)))
-        seams = Seams(tools=tools, deployment=lambda name: stack, render=lambda name: render,
+        seams = Seams(tools=tools, deployment=lambda name: fake, render=lambda name: render,
                       preflight=lambda cfg: preflight, probes=passing_probes(clock) if probes == "pass" else probes,
                       drill=drill, commit=lambda: COMMIT, say=said.append)
         settings = Settings(timeout_s=timeout_s, cancel_grace_s=300.0, poll_s=TICK, tick_s=TICK,
                             results=tmp_path / "results")
-        return Harness(world, clock, stack, seams, settings, said)
+        return Harness(render.cfg.stack, world, clock, fake, seams, settings, said)
     return make
 
 
@@ -507,9 +529,12 @@ def test_a_destroy_that_fails_once_passes_on_its_retry(harness):
 def test_a_leftover_fails_the_run(harness):
     world_ids = azure_ids(stack_config(STACK).for_deployment(SUBSCRIPTION))
     tags = {**stack_config(STACK).tags}
-    left = {"resources": [{"id": "/subscriptions/" + SUBSCRIPTION + "/resourceGroups/rg-shared/providers/"
-                           "Microsoft.Network/publicIPAddresses/kubernetes-d4e5f6", "name": "kubernetes-d4e5f6",
-                           "type": "Microsoft.Network/publicIPAddresses", "group": "rg-shared", "tags": tags}],
+    shared = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/rg-shared/providers/Microsoft.Network/publicIPAddresses"
+    left = {"resources": [{"id": f"{shared}/kubernetes-d4e5f6", "name": "kubernetes-d4e5f6",
+                           "type": "Microsoft.Network/publicIPAddresses", "group": "rg-shared", "tags": tags},
+                          # Another project's stack of the same name is not this run's leftover.
+                          {"id": f"{shared}/theirs", "name": "theirs", "type": "Microsoft.Network/publicIPAddresses",
+                           "group": "rg-shared", "tags": {**tags, "pulumi-project": "another"}}],
             "roleAssignments": [world_ids["grant"]]}
     h = harness(left=left)
     record, code, _ = h.run()
@@ -601,6 +626,27 @@ def test_bad_input_is_one_line_exit_2_and_deploys_nothing(harness, monkeypatch, 
     assert h.stack.ups == 0 and not h.settings.results.exists()
 
 
+def test_protected_data_stays_its_group_is_marked_retained_and_the_next_run_may_start(harness):
+    """Audit 37 B1: a destroy of a stack with protected data (av-resim's output account) failed every time, and a
+    kept group then refused every later run. The destroy keeps it as destroy-stack.yml does, the run marks the group
+    retained as `ops leftovers --retain` does, and what the destroy kept is no deployment in use."""
+    h = harness(stack="av-resim")
+    record, code, _ = h.run()
+    cfg, group = h.world.cfg, h.world.cfg.naming.resource_group()
+    (kept,) = protected_accounts(cfg)
+    assert steps(record)[StepName.DESTROY] == Outcome.OK and steps(record)[StepName.LEFTOVERS] == Outcome.OK
+    assert record.leftovers == () and f"kept on purpose: storage account {kept} in resource group {group}" in \
+        detail(record, StepName.LEFTOVERS) and detail(record, StepName.LEFTOVERS).endswith(
+            f"resource group {group} marked lifetime: retained")
+    tags = json.loads((h.world.folder / "azure.json").read_text())["groups"][group]["tags"]
+    assert tags["lifetime"] == "retained" and "expires-at" not in tags
+    assert [r.id.rsplit("/", 1)[-1] for r in h.stack.existing if r.custom] == [group, kept]  # the state keeps them
+    start(h.stack_name, h.seams, h.settings)  # the next run is not refused for them
+    h.stack.existing.append(StateResource(MANAGED_CLUSTER, "x"))
+    with pytest.raises(BadInput, match="stack av-resim already has 1 resources in the Pulumi backend"):
+        start(h.stack_name, h.seams, h.settings)  # but a deployed cluster beside them is someone's
+
+
 def test_protected_data_is_kept_not_a_leftover_and_anything_beside_it_is():
     cfg = stack_config("av-resim").for_deployment(SUBSCRIPTION)
     kept = next(cfg.storage_account_name(a) for a in cfg.storage.accounts if a.protect)
@@ -661,6 +707,10 @@ def cancelled(*_):
 if args[0] == "up" and (folder / "hang").exists():
     signal.signal(signal.SIGINT, cancelled)
     time.sleep(60)
+if args[0] == "destroy" and "--exclude-protected" not in args:  # pkg/resource/deploy/step.go, DeleteStep.Apply
+    event_log({{"diagnosticEvent": {{"severity": "error", "message": 'unable to delete resource "urn:account" as it '
+                                      'is currently marked for protection'}}}})
+    sys.exit("error: update failed")
 if args[0] in ("up", "destroy"):
     event_log({{"preludeEvent": {{"config": {{}}}}}},
               {{"resOutputsEvent": {{"metadata": {{"op": "create", "urn": "u", "type": {cluster!r},
@@ -678,8 +728,15 @@ if args[:2] == ["stack", "history"]:
     sys.exit(0)
 if args[:2] == ["stack", "export"]:
     print(json.dumps({{"version": 3, "deployment": {{"resources": [
-        {{"type": "pulumi:pulumi:Stack", "id": ""}}, {{"type": "pulumi:providers:azure-native", "id": "p"}},
-        {{"type": {cluster!r}, "id": "/subscriptions/s/resourceGroups/rg/providers/c"}}]}}}}))
+        {{"type": "pulumi:pulumi:Stack", "id": "", "urn": "urn:stack"}},
+        {{"type": "pulumi:providers:azure-native", "id": "p", "urn": "urn:provider"}},
+        {{"type": {cluster!r}, "id": "/subscriptions/s/resourceGroups/rg/providers/c", "urn": "urn:cluster",
+          "custom": True, "parent": "urn:stack", "dependencies": ["urn:group"],
+          "propertyDependencies": {{"resourceGroupName": ["urn:group"]}}}},
+        {{"type": "aksgpu:azure:BlobStorage", "urn": "urn:storage", "custom": False, "parent": "urn:stack"}},
+        {{"type": "azure-native:storage:StorageAccount", "id": "/subscriptions/s/resourceGroups/rg/providers/a",
+          "urn": "urn:account", "custom": True, "protect": True, "parent": "urn:storage",
+          "propertyDependencies": {{"resourceGroupName": ["urn:group"]}}}}]}}}}))
     sys.exit(0)
 sys.exit("unexpected: " + " ".join(args))
 """
@@ -699,7 +756,16 @@ def fake_pulumi(tmp_path, monkeypatch) -> Path:
 def test_the_automation_api_stack_reports_the_engines_times_outputs_and_state(fake_pulumi):
     from ops.e2e.automation import EngineTimes, PulumiStack
     stack = PulumiStack(STACK, REPO_ROOT)
-    assert stack.resources() == [StateResource(MANAGED_CLUSTER, "/subscriptions/s/resourceGroups/rg/providers/c")]
+    made = stack.resources()
+    assert made == [
+        StateResource(MANAGED_CLUSTER, "/subscriptions/s/resourceGroups/rg/providers/c", "urn:cluster",
+                      needs=("urn:stack", "urn:group")),
+        StateResource("aksgpu:azure:BlobStorage", "", "urn:storage", custom=False, needs=("urn:stack",)),
+        StateResource("azure-native:storage:StorageAccount", "/subscriptions/s/resourceGroups/rg/providers/a",
+                      "urn:account", protect=True, needs=("urn:storage", "urn:group"))]
+    # What a destroy that keeps protected resources deletes: not the account, nor the component above it.
+    assert destroyed_by_exclude_protected(made) == made[:1]
+    stack.destroy(EngineTimes().on_event, lambda line: None)  # Pulumi refuses a destroy without it: see FAKE_PULUMI
     times, lines = EngineTimes(), []
     outputs = stack.up(times.on_event, lines.append)
     assert outputs.values == {"kubeconfig": "apiVersion: v1", "clusterName": "aks-gpu-basics"}

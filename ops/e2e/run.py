@@ -39,12 +39,21 @@ from offline.estimates.e2e import phase_estimates
 from offline.runs import RESULTS, Clock, Drill, Outcome, Phase, PhaseName, Pool, ProbeVerdict, Run, Step, StepName
 from offline.stack_files import REPO_ROOT, stack_needs
 from ops.e2e import phases as phase_module
-from ops.e2e.automation import Deployment, EngineTimes, Outputs, PulumiStack, StateResource
+from ops.e2e.automation import (
+    Deployment,
+    EngineTimes,
+    Outputs,
+    PulumiStack,
+    StateResource,
+    destroyed_by_exclude_protected,
+)
 from ops.e2e.cost import run_cost
 from ops.e2e.drill import DrillFailed
 from ops.e2e.leftovers import leftovers
 from ops.e2e.scrub import Scrubber
 from ops.e2e.tools import ToolFailed, Tools
+from ops.lifecycle import retain
+from program.config.expiry import LIFETIME, RETAINED
 
 if TYPE_CHECKING:
     from offline.render import Render
@@ -423,6 +432,11 @@ class E2ERun:
         if found.leftovers:
             return Outcome.FAILED, f"{len(found.leftovers)} left in Azure: " \
                                    f"{', '.join(item.id for item in found.leftovers[:5])}{kept}"
+        if found.kept_group is not None:
+            # As `ops leftovers --retain` does after the destroy workflow's destroy: the kept group is no demo to
+            # expire and no live stack to update or to refuse an end-to-end run for (ops/lifecycle.py).
+            retain(found.kept_group, self.tools.az)
+            kept += f"; resource group {found.kept_group} marked {LIFETIME}: {RETAINED}"
         return Outcome.OK, f"nothing left{kept}"
 
     # --- the record -------------------------------------------------------------------------------------------
@@ -507,11 +521,18 @@ def start(stack: str, seams: Seams, settings: Settings) -> E2ERun:
         made = deployment.resources()
     except Exception as e:  # noqa: BLE001 (no backend, no CLI, no stack: nothing can run)
         raise BadInput(f"pulumi: {scrub.text(_one_line(str(e)))} (docs/e2e.md: what a run needs)") from None
+    # What an earlier destroy kept on purpose (protected data, its resource group and the components above them)
+    # is no deployment anyone uses: `pulumi up` takes it up again, and this run's destroy keeps it again.
+    in_use = [r for r in destroyed_by_exclude_protected(made) if r.custom]
+    if in_use:
+        raise BadInput(f"stack {stack} already has {len(in_use)} resources in the Pulumi backend: e2e deploys, "
+                       f"measures and destroys a stack of its own; destroy it first (pulumi destroy --stack {stack} "
+                       "--exclude-protected), or run e2e for a stack that is not deployed")
+    e2e = E2ERun(stack, seams, settings, render, cfg, deployment, scrub, commit, started)
     if made:
-        raise BadInput(f"stack {stack} already has {len(made)} resources in the Pulumi backend: e2e deploys, measures "
-                       f"and destroys a stack of its own; destroy it first (pulumi destroy --stack {stack}), or run "
-                       "e2e for a stack that is not deployed")
-    return E2ERun(stack, seams, settings, render, cfg, deployment, scrub, commit, started)
+        e2e.say(f"e2e {stack}: the backend keeps {sum(r.protect for r in made)} protected resource(s) of an earlier "
+                "destroy (storage.accounts[].protect): `pulumi up` takes them up again and the destroy keeps them")
+    return e2e
 
 
 def run(stack: str, seams: Seams, settings: Settings) -> tuple[Run, Path]:
