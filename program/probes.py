@@ -63,10 +63,11 @@ JobRun = ExistingJob | JobFromTemplate | JobSetFromTemplate
 
 
 class Content(StrEnum):
-    """Blob contents made when the run needs them, rather than committed."""
+    """Blob contents too large to write into a probe's declaration."""
 
     DIGITNET_CHECKPOINT = "digitnet-checkpoint"
-    """A DigitNet checkpoint (``ckpt-<step>.pt``) that ``docker/jobs/train.py`` writes after one step on the CPU."""
+    """A DigitNet checkpoint (``ckpt-<step>.pt``) that ``docker/jobs/train.py`` wrote after one step on the CPU,
+    committed (``ops/e2e/probes.py`` ``DIGITNET_CHECKPOINT``): the machine that drives a run needs no torch."""
 
 
 @dataclass(frozen=True)

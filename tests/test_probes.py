@@ -479,6 +479,27 @@ def test_the_training_probes_look_for_what_train_py_writes(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.glob(f"{CHECKPOINT_PREFIX}*")) == ["ckpt-00000002.pt", "ckpt-00000004.pt"]
 
 
+def test_the_committed_checkpoint_is_one_the_batch_job_loads_and_a_run_needs_no_torch_to_upload_it(tmp_path):
+    """Audit 37 W4: batch-inference's probe made its checkpoint with train.py, which needs torch, on a machine
+    `make e2e` gives none. The committed one (scripts/e2e_checkpoint.py) is read as bytes, and loads as the batch
+    job loads the model it is given."""
+    import subprocess
+    import sys
+
+    import torch
+
+    from ops.e2e.probes import DIGITNET_CHECKPOINT
+    batch_predict = import_from("jobs", "batch_predict")
+    (tmp_path / DIGITNET_CHECKPOINT.name).write_bytes((REPO_ROOT / DIGITNET_CHECKPOINT).read_bytes())
+    step, model = batch_predict.load_model(tmp_path, torch.device("cpu"))
+    assert step == 1 and type(model).__name__ == "DigitNet"
+    without_torch = ("import sys; sys.modules['torch'] = None; from program.probes import Content; "
+                     "from ops.e2e.probes import MAKERS; print(len(MAKERS[Content.DIGITNET_CHECKPOINT]()))")
+    made = subprocess.run([sys.executable, "-c", without_torch], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    assert int(made.stdout) == (REPO_ROOT / DIGITNET_CHECKPOINT).stat().st_size
+
+
 def test_the_prediction_probe_is_a_body_the_service_parses_and_its_answer_matches(tmp_path):
     from stacks.training_autoscale.probes import ONE_IMAGE, PREDICTED
     model, predict = import_from("jobs", "model"), import_from("jobs", "predict")
