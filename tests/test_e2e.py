@@ -383,6 +383,33 @@ def test_the_cost_is_each_nodes_hours_at_its_own_price_plus_the_fixed_parts(harn
     assert record.cost_usd == pytest.approx(nodes + fixed, abs=1e-3)
 
 
+def test_a_gpu_node_made_after_up_is_the_scale_ups_not_ups(render_of):
+    """Audit 37 W9: in a stack whose GPU pools start empty, the probes' scale-up node was recorded as `pulumi up`'s
+    gpu-node-ready too. Only a node created before `pulumi up` ended counts on its clock."""
+    cfg = render_of(STACK).cfg
+    up = START + dt.timedelta(seconds=1490)
+
+    def at(seconds: float) -> str:
+        return f"{START + dt.timedelta(seconds=seconds):%Y-%m-%dT%H:%M:%SZ}"
+    obs = phases.Observations()
+    obs.add({"items": [
+        {"kind": "Node", "metadata": {"name": "aks-t4-1", "creationTimestamp": at(2050),
+                                      "labels": {"kubernetes.azure.com/agentpool": "t4"}},
+         "status": {"allocatable": {"nvidia.com/gpu": "1"},
+                    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": at(2061)}]}},
+        {"kind": "Pod", "metadata": {"name": "probe", "namespace": "gpu-basics", "uid": "u",
+                                     "creationTimestamp": at(1560)},
+         "spec": {"nodeName": "aks-t4-1", "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+         "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": at(2240)}]}}]},
+        START + dt.timedelta(seconds=2300))
+    ctx = phases.Context(cfg=cfg, up_started=START, up_finished=up, cluster_ready=START + dt.timedelta(seconds=452),
+                         workload_namespaces=frozenset({"gpu-basics"}))
+    found = {(p.name, p.clock): p for p in phases.phases(obs, ctx, {})}
+    assert found[PhaseName.GPU_NODE_READY, Clock.UP].measured_seconds is None
+    assert found[PhaseName.GPU_NODE_READY, Clock.UP].source == "no GPU node that `pulumi up` made was seen Ready"
+    assert found[PhaseName.NODE_REPLACED, Clock.SCALE_UP].measured_seconds == 2061 - 1560
+
+
 def test_a_size_without_a_price_makes_the_cost_unknown_not_zero():
     obs = phases.Observations()
     at = START
