@@ -62,7 +62,8 @@ class PhaseName(StrEnum):
     GPU_POD_READY = "gpu-pod-ready"
     """The first of the scenario's GPU pods turned Ready (or its Job's pod finished)."""
     ENDPOINT_ANSWERING = "endpoint-answering"
-    """The scenario's endpoint first answered its probe."""
+    """The scenario's endpoint first answered its probe (the first endpoint probe's first expected answer, measured
+    only where a request before it got none: the moment is then known to within one look)."""
     DESTROY = "destroy"
     """`pulumi destroy` finished (Clock.DESTROY)."""
     NODE_REPLACED = "node-replaced"
@@ -127,6 +128,10 @@ class ProbeVerdict(Model):
     """The last lines of what the probe saw (secrets removed): kept for a failure, shortened for a pass."""
     answered: dt.datetime | None = None
     """When an endpoint probe first got its expected answer (the run's ``endpoint-answering`` phase)."""
+    unanswered: dt.datetime | None = None
+    """An endpoint probe's last request before ``answered`` that got no expected answer: the endpoint came up between
+    the two. None with ``answered``: its first request got the answer (the endpoint was up before the probe
+    asked)."""
 
 
 class Drill(Model):

@@ -448,19 +448,31 @@ def test_a_failed_probe_fails_the_run_and_keeps_its_output(harness):
     assert steps(record)[StepName.DESTROY] == Outcome.OK and steps(record)[StepName.LEFTOVERS] == Outcome.OK
 
 
-def test_the_endpoint_answers_when_its_first_endpoint_probe_got_its_answer(harness):
+@pytest.mark.parametrize("asked_before", [True, False], ids=["came-up-while-asked", "up-before-asked"])
+def test_the_endpoint_answers_when_its_probe_first_got_its_answer_after_one_that_got_none(harness, asked_before):
+    """Audit 37 W8: the phase was the first passing endpoint probe's end, which took in every probe before it. It
+    is the first endpoint probe's first expected answer, measured only where a request before it got none, so the
+    endpoint came up between the two; an endpoint answering at the probe's first request was up before that."""
     h = harness()
 
     answered: list[float] = []
 
     def probes(stack, cfg, outputs, tools, timeout_s):
+        h.clock.park_until(1600)
+        missed = h.clock.now()
         h.clock.park_until(2300)
         answered.append(h.clock.t - h.clock.up_started)
-        return [ProbeVerdict(name="status", passed=True, seconds=4.0, output="cuda", answered=h.clock.now()),
+        return [ProbeVerdict(name="status", passed=True, seconds=4.0, output="cuda", answered=h.clock.now(),
+                             unanswered=missed if asked_before else None),
                 ProbeVerdict(name="train", passed=True, seconds=80.0, output="done")]
     h.seams.probes = probes
     record, code, _ = h.run()
-    assert code == 0 and record.phase(PhaseName.ENDPOINT_ANSWERING).measured_seconds == answered[0] >= 2300
+    phase = record.phase(PhaseName.ENDPOINT_ANSWERING)
+    assert code == 0 and phase is not None
+    if asked_before:
+        assert phase.measured_seconds == answered[0] >= 2300 and phase.source.startswith("probe 'status': its first")
+    else:
+        assert phase.measured_seconds is None and "got its answer at its first request" in phase.source
 
 
 def test_a_drill_that_stops_half_way_keeps_what_it_measured_and_fails_the_run(harness):

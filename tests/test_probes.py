@@ -150,6 +150,18 @@ def test_a_service_that_answers_through_its_port_forward_passes(tmp_path):
     assert call == ["-n", "training", "port-forward", "service/predict", ":80", "--address", "127.0.0.1"]
 
 
+def test_an_endpoint_probe_says_when_it_got_no_answer_before_its_first_one(tmp_path):
+    body = '{"step": 2000, "predictions": [{"label": 1, "confidence": 0.93}]}'
+    fake = Fake(tmp_path, [rule("port-forward", "service/predict", answers=[
+        {"serve": {"status": 503, "body": "no checkpoint yet"}}, {"serve": {"status": 200, "body": body}}])])
+    found = verdict(fake, ANSWER)
+    assert found.passed and found.answered is not None and found.unanswered is not None
+    assert (found.answered - found.unanswered).total_seconds() == 15.0  # one look apart
+    (tmp_path / "again").mkdir()
+    at_once = verdict(Fake(tmp_path / "again", [rule("port-forward", serve={"status": 200, "body": body})]), ANSWER)
+    assert at_once.answered is not None and at_once.unanswered is None
+
+
 def test_a_service_that_is_not_ready_until_the_timeout_fails_with_its_last_answer(tmp_path):
     fake = Fake(tmp_path, [rule("port-forward", "service/predict",
                                 serve={"status": 503, "body": '{"error": "no checkpoint yet"}'})])
@@ -436,6 +448,9 @@ def test_each_stack_declares_probes_that_name_what_its_render_has(render_of, sta
     probes = scenario.probes_of(render.cfg, render.cfg.settings)
     assert problems(probes) == []
     assert {probe.name: unknown_names(render, probe) for probe in probes} == {probe.name: [] for probe in probes}
+    # Endpoint probes first: they ask from the end of `pulumi up`, so the run can see when the endpoint came up.
+    kinds = [isinstance(probe, HttpAnswers) for probe in probes]
+    assert kinds == sorted(kinds, reverse=True)
     drill = scenario.drill_of(render.cfg, render.cfg.settings)
     if drill is not None:
         assert drill_problems(render, drill) == []

@@ -111,6 +111,8 @@ class Probing:
     deadline: dt.datetime
     seen: list[str] = field(default_factory=list)
     made: dict[Content, bytes] = field(default_factory=dict)
+    unanswered: dt.datetime | None = None
+    """An endpoint probe's latest request that got no expected answer."""
 
     def left(self) -> float:
         return (self.deadline - self.tools.now()).total_seconds()
@@ -352,9 +354,13 @@ def http_answers(p: Probing, probe: HttpAnswers) -> str:
             status, text = fetch(p, probe.namespace, target, probe.port, probe.path, probe.method, probe.body)
         except (ToolFailed, OSError) as error:
             p.note(f"{probe.method} {probe.path}: {error}")
+            p.unanswered = p.tools.now()
             return None
         p.note(f"{probe.method} {probe.path}: HTTP {status}: {text[:500]}")
-        return text if 200 <= status < 300 and re.search(probe.expect, text) else None
+        if 200 <= status < 300 and re.search(probe.expect, text):
+            return text
+        p.unanswered = p.tools.now()
+        return None
 
     p.wait(f"{target} to answer {probe.method} {probe.path} with {probe.expect!r}", answered)
     return f"{target} answered {probe.method} {probe.path}"
@@ -488,9 +494,10 @@ def run_probe(probe: Probe, tools: Tools, cfg: StackConfig, outputs: Mapping[str
         passed = False
     ended = tools.now()
     seconds = max(0.0, (ended - began).total_seconds())
+    endpoint = passed and isinstance(probe, HttpAnswers)
     return ProbeVerdict(name=probe.name, passed=passed, seconds=round(seconds, 1),
                         output=scrub(tail(p.seen, PASS_LINES if passed else FAILURE_LINES)),
-                        answered=ended if passed and isinstance(probe, HttpAnswers) else None)
+                        answered=ended if endpoint else None, unanswered=p.unanswered if endpoint else None)
 
 
 def run_probes(stack: str, cfg: StackConfig, outputs: Mapping[str, Any], tools: Tools,

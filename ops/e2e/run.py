@@ -451,15 +451,33 @@ class E2ERun:
             cluster_ready=_utc(self.up_times.cluster_ready),
             operator_namespace=phase_module.operator_namespace(self.render),
             workload_namespaces=phase_module.workload_namespaces(self.render), scale_up_before=self.drill_started)
-        found = phase_module.phases(self.observations, ctx, phase_estimates(self.render))
-        answers = sorted(v.answered for v in self.probes if v.answered is not None)
-        if answers and ctx.up_started is not None:
-            found.append(Phase(name=PhaseName.ENDPOINT_ANSWERING, measured_seconds=max(
-                0.0, (answers[0] - ctx.up_started).total_seconds()), source="the first endpoint probe's answer"))
+        estimates = phase_estimates(self.render)
+        found = phase_module.phases(self.observations, ctx, estimates)
+        if (endpoint := self._endpoint_answering(ctx.up_started)) is not None:
+            found.append(endpoint.model_copy(update={
+                "estimated_seconds": estimates.get((PhaseName.ENDPOINT_ANSWERING, Clock.UP))}))
         if self.outcome(StepName.DESTROY) not in (None, Outcome.SKIPPED):
             found.append(Phase(name=PhaseName.DESTROY, clock=Clock.DESTROY, measured_seconds=self.destroy_seconds,
                                source="`pulumi destroy`, from its start"))
         return [*found, *self.drill_phases]
+
+    def _endpoint_answering(self, zero: dt.datetime) -> Phase | None:
+        """When the scenario's endpoint first answered: its first endpoint probe's first expected answer, measured
+        only where an earlier request of that probe got none, so that the endpoint came up between the two (within
+        one look). A probe whose first request got its answer says only that the endpoint answered before it
+        asked, and earlier probes' time is no part of it: that is not set beside the estimate."""
+        probe = next((v for v in self.probes if v.answered is not None), None)
+        if probe is None or probe.answered is None:
+            return None
+        at = max(0.0, (probe.answered - zero).total_seconds())
+        if probe.unanswered is None:
+            return Phase(name=PhaseName.ENDPOINT_ANSWERING, measured_seconds=None,
+                         source=f"probe {probe.name!r} got its answer at its first request, {at / 60:.1f} min after "
+                                "`pulumi up` began: the endpoint answered before that (not measured)")
+        gap = max(0.0, (probe.answered - probe.unanswered).total_seconds())
+        return Phase(name=PhaseName.ENDPOINT_ANSWERING, measured_seconds=at,
+                     source=f"probe {probe.name!r}: its first expected answer, {gap:.0f} s after a request that got "
+                            "none")
 
     def cost(self, ended: dt.datetime) -> float | None:
         if self.up_started is None:
