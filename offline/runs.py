@@ -8,7 +8,7 @@ is the file's JSON Schema, generated from ``Run`` (``python -m offline docs``), 
 check a result.
 
 Times: every phase is seconds from its clock's zero, named by ``Phase.clock``: the start of `pulumi up`; the
-moment a pending GPU pod asked for a node (scale from zero); the simulate-eviction call (the spot drill); the
+moment a pending GPU pod asked for a node (scale from zero); the evicted spot node's going (the spot drill); the
 start of `pulumi destroy`.
 Nothing in a run is a secret: no token, key, connection string, SAS or subscription id (the e2e command removes
 them from probe output before it writes).
@@ -39,7 +39,9 @@ class Clock(StrEnum):
     SCALE_UP = "scale-up"
     """From the moment a pending GPU pod asked for a node the pool did not have (scale from zero)."""
     EVICTION = "eviction"
-    """From Azure's simulate-eviction call on a spot GPU node."""
+    """From the moment the spot GPU node the drill had Azure evict went, as Kubernetes recorded it (its Ready
+    condition leaving True, its deletion, or the evicted pod's termination, whichever came first), not from the
+    simulate-eviction call, which Azure carries out within 30 minutes."""
     DESTROY = "destroy"
     """From the start of `pulumi destroy`."""
 
@@ -140,6 +142,12 @@ class Drill(Model):
     """The evicted node."""
     weights_match: bool | None
     """The resumed run's final weights equal an uninterrupted run's; None: the run did not finish."""
+    resumed_from: Annotated[int, Field(ge=0)] | None = None
+    """The step the evicted run went on from in its new pod (its checkpoint); 0 is a restart, not a resume; None:
+    it did not go on."""
+    eviction_seconds: Annotated[float, Field(ge=0)] | None = None
+    """From Azure's simulate-eviction call to the node's going (Azure evicts within 30 minutes of the call); None:
+    it did not go."""
 
 
 class Leftover(Model):

@@ -29,7 +29,6 @@ from program.probes import (
     GpuMetricUnderLoad,
     HttpAnswers,
     JobCompletes,
-    JobCopy,
     JobFromTemplate,
     JobSetFromTemplate,
     Probe,
@@ -422,23 +421,23 @@ def unknown_names(render: Render, probe: Probe) -> list[str]:
 
 
 def drill_problems(render: Render, drill: SpotDrill) -> list[str]:
-    """The drill's run exists, takes its pool, and starts from nothing each time: its checkpoints live in its pod, or
-    in a folder named after its Job."""
-    objects = kubernetes_objects(render)
-    if isinstance(drill.run, JobCopy):
-        found = objects.get((JOB, drill.namespace, drill.run.job))
-    else:
-        found = objects.get((CRONJOB, drill.namespace, drill.run.template))
+    """The drill's run exists, takes its pool, keeps its checkpoints where they outlive the evicted node (a
+    persistent volume, not its pod's emptyDir: audit 37 W2), and starts from nothing each time (a folder named after
+    its Job)."""
+    found = kubernetes_objects(render).get((CRONJOB, drill.namespace, drill.run.template))
     if found is None:
         return [f"no run {drill.run} in {drill.namespace}"]
     pod = pod_spec(found)
     (trainer,) = pod["containers"]
-    fresh_folder = any("$(" in arg for arg in trainer["command"]) and any(
+    folder = trainer["command"][trainer["command"].index("--checkpoints") + 1]
+    fresh_folder = "$(" in folder and any(
         e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath", "").endswith("['batch.kubernetes.io/job-name']")
         for e in trainer.get("env", []))
-    in_pod = all("emptyDir" in v for v in pod.get("volumes", []))
+    mount = next(m for m in trainer["volumeMounts"] if folder.startswith(m["mountPath"]))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
     return [*([] if drill.pool in set(pod["nodeSelector"].values()) else [f"its pods take {pod['nodeSelector']}"]),
-            *([] if fresh_folder or in_pod else ["it would resume from an earlier run's checkpoints"])]
+            *([] if "persistentVolumeClaim" in volume else ["its checkpoints would go with the evicted node"]),
+            *([] if fresh_folder else ["it would resume from an earlier run's checkpoints"])]
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -454,6 +453,10 @@ def test_each_stack_declares_probes_that_name_what_its_render_has(render_of, sta
     drill = scenario.drill_of(render.cfg, render.cfg.settings)
     if drill is not None:
         assert drill_problems(render, drill) == []
+    elif render.cfg.scenario == "gpu-basics":  # decided from the render: its run's checkpoints are in its pod
+        volumes = pod_spec(render.named("training-job", JOB).revealed)["volumes"]
+        assert [v for v in volumes if v["name"] == "checkpoints"] == [{"name": "checkpoints",
+                                                                       "emptyDir": {"sizeLimit": "5Gi"}}]
 
 
 def test_the_render_check_catches_a_probe_naming_what_the_stack_lacks(render_shape):
@@ -464,8 +467,9 @@ def test_the_render_check_catches_a_probe_naming_what_the_stack_lacks(render_sha
     assert unknown_names(render, BlobsWritten("x", "ckpt", "checkpoint", "")) == [
         "no container checkpoint in role ckpt: {'ckpt': ('checkpoints',)}"]
     assert drill_problems(render, SpotDrill("training", "gpu", JobFromTemplate("train-run"))) == []
-    assert drill_problems(render, SpotDrill("training", "gpu", JobCopy("train"))) == [
-        "it would resume from an earlier run's checkpoints"]
+    in_pod = render_shape("spot-from-zero")  # gpu-basics: its training keeps its checkpoints in an emptyDir
+    assert in_pod.named("training-job", JOB) is not None
+    assert REGISTRY["gpu-basics"].drill_of(in_pod.cfg, in_pod.cfg.settings) is None
 
 
 def test_every_scenario_page_says_what_its_acceptance_is_and_where_it_is_declared():

@@ -135,9 +135,15 @@ class Probing:
     def fill(self, name: str) -> str:
         return name.replace(RUN, self.run)
 
-    def wait(self, what: str, check: Callable[[], T | None]) -> T:
-        """``check``'s first answer other than None, looking every ``POLL_S`` until the deadline. A call that fails
-        on the way (an API server's hiccup over an hour's wait) is noted and the next look tried."""
+    def wait(self, what: str, check: Callable[[], T | None], every: float = POLL_S,
+             within: float | None = None) -> T:
+        """``check``'s first answer other than None, looking every ``every`` seconds until the deadline (or
+        ``within`` seconds from now, if sooner). A call that fails on the way (an API server's hiccup over an hour's
+        wait) is noted and the next look tried."""
+        ends = self.tools.now() + dt.timedelta(seconds=within) if within is not None else self.deadline
+
+        def left() -> float:
+            return min(self.left(), (ends - self.tools.now()).total_seconds())
         while True:
             try:
                 found = check()
@@ -148,11 +154,11 @@ class Probing:
                 found = None
             if found is not None:
                 return found
-            left = self.left()
-            if left > 0:
-                self.tools.sleep(min(POLL_S, left))
-            if self.left() <= 0:
-                raise ProbeFailed(f"timed out waiting for {what}")
+            if left() > 0:
+                self.tools.sleep(min(every, left()))
+            if left() <= 0:
+                raise ProbeFailed(f"timed out waiting for {what}" + (
+                    f" ({within / 60:.0f} min)" if within is not None and self.left() > 0 else ""))
 
     def account(self, role: str) -> str:
         """The storage account of ``role``: the stack's output, else the name the config derives."""
@@ -273,8 +279,7 @@ def forwarded(tools: Tools, namespace: str, target: str, port: int, timeout_s: f
     """``kubectl port-forward`` of ``target``'s ``port`` to a free local port, for as long as the block runs; the
     local port. The forward reaches the pod through the API server and kubelet, so no network policy and no
     LoadBalancer stands between (an internal Service answers as a public one does)."""
-    config = ("--kubeconfig", str(tools.kubeconfig)) if tools.kubeconfig else ()
-    argv = [*tools.kubectl_argv, *config, "-n", namespace, "port-forward", target, f":{port}",
+    argv = [*tools.kubectl_argv, *tools.kubectl_config(), "-n", namespace, "port-forward", target, f":{port}",
             "--address", "127.0.0.1"]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
