@@ -1,7 +1,7 @@
 """What one end-to-end run on Azure found (``python -m ops e2e``): the record it writes, and what reads it offline.
 
 A run deploys a stack with `pulumi up`, measures its phases from authoritative timestamps, runs the scenario's
-acceptance probes, drills a spot eviction where the stack has a spot GPU pool, destroys the stack and looks for
+acceptance probes, drills a spot eviction where the scenario has a spot drill, destroys the stack and looks for
 anything left. It writes one file into ``RESULTS``, named ``e2e-<stack>-<UTC stamp>.json``, which a pull request
 commits; the scoreboard (``docs/scoreboard.md``) and the timeline estimate read the committed ones. ``RUN_SCHEMA``
 is the file's JSON Schema, generated from ``Run`` (``python -m offline docs``), so tools other than this project can

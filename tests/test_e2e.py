@@ -9,6 +9,7 @@ from which timestamp, what it runs after what fails, what it writes."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -35,9 +36,11 @@ from ops.e2e.automation import MANAGED_CLUSTER, Outputs, StateResource, destroye
 from ops.e2e.cost import run_cost
 from ops.e2e.drill import DrillFailed
 from ops.e2e.leftovers import leftovers
-from ops.e2e.run import Seams, Settings, exit_code, run, start
-from ops.e2e.tools import Tools
-from ops.lifecycle import STORAGE_ACCOUNT, protected_accounts
+from ops.e2e.run import Seams, Settings, cleanup_stack, exit_code, run, start
+from ops.e2e.tools import ToolFailed, Tools
+from ops.lifecycle import E2E_ENVIRONMENT, STORAGE_ACCOUNT, protected_accounts
+from program.probes import JobFromTemplate, SpotDrill
+from stacks import REGISTRY
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "e2e"
 TIMELINE = json.loads((FIXTURES / "gpu-basics-timeline.json").read_text())
@@ -130,6 +133,8 @@ class World:
     folder: Path
     cfg: Any
     signed_in: bool = True
+    environment: str = E2E_ENVIRONMENT
+    """The ``environment`` tag the deployment carries: an end-to-end run's (python -m ops e2e deploys so)."""
 
     @property
     def ids(self) -> dict[str, str]:
@@ -138,7 +143,7 @@ class World:
     def write(self, deployed: bool, left: dict[str, Any] | None = None, kept: bool = False) -> None:
         """What exists: the deployed stack, or nothing (``kept``: but its protected data, in its resource group,
         as a destroy leaves it); ``left`` replaces keys of it."""
-        ids, tags = self.ids, {**self.cfg.tags}
+        ids, tags = self.ids, {**self.cfg.tags, "environment": self.environment}
         group, nodes = self.cfg.naming.resource_group(), self.cfg.naming.node_resource_group()
         azure: dict[str, Any] = {"signedIn": self.signed_in, "account": {"id": SUBSCRIPTION, "tenant": TENANT},
                                  "cluster": deployed, "groups": {}, "resources": [], "roleAssignments": [],
@@ -196,6 +201,8 @@ class FakeStack:
     ups: int = 0
     destroys: int = 0
     interrupts: int = 0
+    cancels: int = 0
+    retries: int = 0
     _interrupted: threading.Event = field(default_factory=threading.Event)
     _sequence: int = 0
 
@@ -205,6 +212,9 @@ class FakeStack:
     def interrupt(self) -> None:
         self.interrupts += 1
         self._interrupted.set()
+
+    def cancel(self) -> None:
+        self.cancels += 1
 
     def _stopped(self) -> bool:
         return self.interrupts >= (2 if self.up_mode == "stubborn" else 1)
@@ -245,10 +255,12 @@ class FakeStack:
         return Outputs({"resourceGroup": self.world.cfg.naming.resource_group(),
                         "kubeconfig": f"users:\n- user:\n    token: {KUBECONFIG_TOKEN}\n"}, frozenset({"kubeconfig"}))
 
-    def destroy(self, on_event: Callable[[events.EngineEvent], None], on_output: Callable[[str], None]) -> None:
+    def destroy(self, on_event: Callable[[events.EngineEvent], None], on_output: Callable[[str], None],
+                retry: bool = False) -> None:
         """As `pulumi destroy --exclude-protected` (the Deployment's destroy): the protected data and what it needs
         stay, in the state and in Azure."""
         self.destroys += 1
+        self.retries += retry
         if self.destroys <= self.destroy_failures:
             raise RuntimeError("error: deleting ManagedCluster aks-gpu-basics: Conflict: an operation is in progress")
         gone = destroyed_by_exclude_protected(self.existing)
@@ -267,7 +279,8 @@ def passing_probes(clock: FakeClock) -> Callable[..., list[ProbeVerdict]]:
 
 
 def drill(stack: str, cfg: Any, outputs: Any, tools: Tools, timeout_s: float) -> tuple[Drill | None, list[Phase]]:
-    return (Drill(pool="t4", node="aks-t4-27182818-vmss000001", weights_match=True),
+    return (Drill(pool="t4", node="aks-t4-27182818-vmss000001", weights_match=True, resumed_from=200,
+                  eviction_seconds=95.0),
             [Phase(name=PhaseName.NODE_REPLACED, clock=Clock.EVICTION, measured_seconds=402.0, source="Node Ready"),
              Phase(name=PhaseName.RUN_RESUMED, clock=Clock.EVICTION, measured_seconds=515.0, source="pod log")])
 
@@ -293,8 +306,15 @@ class Harness:
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
+DRILL = SpotDrill("gpu-basics", "t4", JobFromTemplate("train-run"))
+"""The drill the tests give gpu-basics (whose own run keeps its checkpoints in its pod, so it declares none): the
+drill itself is a stand-in here (tests/test_spot_drill.py drives the real one)."""
+
+
 @pytest.fixture
-def harness(tmp_path, render_of) -> Callable[..., Harness]:
+def harness(tmp_path, render_of, monkeypatch) -> Callable[..., Harness]:
+    monkeypatch.setitem(REGISTRY, STACK, dataclasses.replace(REGISTRY[STACK], drill=DRILL))
+
     def make(up: str = "ok", destroy_failures: int = 0, left: dict[str, Any] | None = None,
              probes: Any = "pass", interrupt_at: float | None = None, signal_number: int | None = None,
              timeout_s: float = 3600.0, preflight: tuple[Outcome, str] = (Outcome.OK, "every pool fits"),
@@ -361,12 +381,27 @@ def test_a_passing_run_measures_each_phase_from_its_timestamp_beside_the_renders
         if phase.clock in (Clock.UP, Clock.SCALE_UP):
             assert phase.estimated_seconds == estimated[phase.name, phase.clock], phase
     assert record.phase(PhaseName.RUN_RESUMED, Clock.EVICTION).measured_seconds == 515
-    assert record.drill == Drill(pool="t4", node="aks-t4-27182818-vmss000001", weights_match=True)
+    assert record.drill == Drill(pool="t4", node="aks-t4-27182818-vmss000001", weights_match=True, resumed_from=200,
+                                 eviction_seconds=95.0)
+    assert detail(record, StepName.DRILL).endswith("went on from step 200 and its final weights match an "
+                                                   "uninterrupted run's")
     assert [v.name for v in record.probes] == ["nvidia-smi", "train"] and record.leftovers == ()
-    assert record.phase(PhaseName.DESTROY, Clock.DESTROY).measured_seconds is not None
+    destroyed = record.phase(PhaseName.DESTROY, Clock.DESTROY)
+    assert destroyed.measured_seconds is not None and destroyed.estimated_seconds == estimated[PhaseName.DESTROY,
+                                                                                                 Clock.DESTROY]
     # The scenario's Jobs went before the destroy (Kueue keeps its queue while they remain).
     assert ["--namespace", "gpu-basics", "delete", "cronjobs,jobs", "--all", "--ignore-not-found", "--wait=true",
             "--timeout=10m"] in h.calls("kubectl")
+
+
+def test_a_stack_that_runs_jobsets_has_them_drained_with_its_jobs(harness):
+    """Audit 37 NIT: the drain deleted Jobs only; an active JobSet (distributed-training's, queued in Kueue) makes its
+    Jobs again. One delete, so a cluster without the JobSet CRD is never asked for it."""
+    h = harness(stack="distributed-training")
+    h.run()
+    drains = [c for c in h.calls("kubectl") if "delete" in c and "--all" in c]
+    assert drains == [["--namespace", "distributed", "delete", "cronjobs,jobs,jobsets.jobset.x-k8s.io", "--all",
+                       "--ignore-not-found", "--wait=true", "--timeout=10m"]]
 
 
 def test_the_cost_is_each_nodes_hours_at_its_own_price_plus_the_fixed_parts(harness, render_of):
@@ -521,6 +556,60 @@ def test_a_hung_probe_times_out_and_the_stack_is_still_destroyed(harness):
     assert steps(record)[StepName.DESTROY] == Outcome.OK and h.stack.destroys == 1
 
 
+def test_a_probe_left_running_past_the_run_reaches_no_cluster(harness):
+    """Audit 37 R6: the run's kubeconfig went with the run, and a probe thread still running then called kubectl
+    without ``--kubeconfig``: the machine's default cluster."""
+    release, after = threading.Event(), []
+
+    def probes(stack, cfg, outputs, tools, timeout_s):
+        h.clock.park_until(math.inf, release.is_set)
+        try:
+            tools.kubectl("-n", "gpu-basics", "delete", "jobset", "nccl-allreduce")
+            after.append("called")
+        except ToolFailed as e:
+            after.append(str(e))
+        return []
+    h = harness(probes=probes, timeout_s=1800.0)
+    h.seams.tools.own_cluster_only = True
+    try:
+        h.run()
+    finally:
+        called = len(h.calls("kubectl"))
+        release.set()
+    deadline = time.monotonic() + 20
+    while not after and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert after and "no kubeconfig of the run's cluster" in after[0] and len(h.calls("kubectl")) == called
+    with pytest.raises(ToolFailed, match="no kubeconfig of the run's cluster"):
+        Tools(own_cluster_only=True).kubectl("get", "nodes")  # before the cluster's credentials came
+
+
+@pytest.mark.parametrize("case, outcome, why", [
+    ("no drill", Outcome.SKIPPED, "scenario gpu-basics declares no spot drill"),
+    ("on demand", Outcome.SKIPPED, "the drill's pool ndh100 is not spot"),
+    ("restarted", Outcome.FAILED, "the run did not go on from a checkpoint (resumed from 0)"),
+])
+def test_a_drill_runs_only_where_declared_on_spot_and_a_restart_is_no_resume(harness, monkeypatch, case, outcome,
+                                                                              why):
+    """Audit 37 W2 and the drill's skip line: a run that starts again from step 0 ends with the same weights and
+    proves nothing; a stack with spot pools but no drill run says so, not that it found no spot node."""
+    if case == "on demand":  # distributed-training's ND H100 pool is on-demand: a drill declared for it
+        stack = "distributed-training"
+        monkeypatch.setitem(REGISTRY, stack, dataclasses.replace(REGISTRY[stack], drill=dataclasses.replace(
+            DRILL, pool="ndh100")))
+    h = harness(stack="distributed-training" if case == "on demand" else STACK)
+    if case == "no drill":
+        monkeypatch.setitem(REGISTRY, STACK, dataclasses.replace(REGISTRY[STACK], drill=None))
+    elif case == "restarted":
+        def restarted(*args):
+            found, phases_ = drill(*args)
+            return found.model_copy(update={"resumed_from": 0}), phases_
+        h.seams.drill = restarted
+    record, code, _ = h.run()
+    assert steps(record)[StepName.DRILL] == outcome and why in detail(record, StepName.DRILL)
+    assert (code == 0) is (outcome == Outcome.SKIPPED)
+
+
 def test_a_hung_up_is_interrupted_at_its_timeout_then_destroyed(harness):
     h = harness(up="hang", timeout_s=1200.0)
     record, code, _ = h.run()
@@ -558,11 +647,27 @@ def test_a_failed_destroy_is_retried_once_then_reported_with_what_is_left(harnes
     assert len({item.id.lower() for item in record.leftovers}) == len(record.leftovers)  # each once
 
 
-def test_a_destroy_that_fails_once_passes_on_its_retry(harness):
+def test_a_destroy_that_fails_once_passes_on_its_retry_and_measures_no_whole_destroy(harness):
+    """Audit 37 W7: a retried destroy, or one after a failed `pulumi up`, replaced the destroy estimate of every
+    stack. It is recorded, with the time from the first attempt, but not as a measure."""
     h = harness(destroy_failures=1)
     record, code, _ = h.run()
-    assert code == 0 and h.stack.destroys == 2
+    assert code == 0 and h.stack.destroys == 2 and h.stack.retries == 1  # the retry refreshes the state first
     assert detail(record, StepName.DESTROY).startswith("destroyed on the retry, after: error: deleting ManagedCluster")
+    destroyed = record.phase(PhaseName.DESTROY, Clock.DESTROY)
+    assert destroyed.measured_seconds is None and destroyed.source.startswith("not a whole stack's destroy")
+    failed_up = harness_again(h, up="fail")
+    assert failed_up.phase(PhaseName.DESTROY, Clock.DESTROY).measured_seconds is None
+
+
+def harness_again(h: Harness, **changes: Any) -> Run:
+    """Run once more with the harness's stand-ins, changed: the record."""
+    for key, value in changes.items():
+        setattr(h.stack, {"up": "up_mode"}.get(key, key), value)
+    h.stack.destroys, h.stack.destroy_failures = 0, 0
+    h.world.write(deployed=False)
+    record, _, _ = h.run()
+    return record
 
 
 def test_a_leftover_fails_the_run(harness):
@@ -596,15 +701,18 @@ def test_ctrl_c_during_up_cancels_it_and_destroys_what_it_made(harness):
     assert detail(record, StepName.DRILL) == "the run was interrupted" and h.stack.destroys == 1
 
 
-def test_sigterm_is_a_ctrl_c_for_the_command_and_its_exit_code_is_1(harness, monkeypatch, capsys):
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_sigterm_or_a_closed_terminal_is_a_ctrl_c_for_the_command_and_its_exit_code_is_1(harness, monkeypatch,
+                                                                                           capsys, number):
+    """Audit 37 R5: a closed terminal's SIGHUP killed the run while Pulumi, in its own session, went on."""
     from ops.__main__ import main
-    h = harness(interrupt_at=1000.0, signal_number=signal.SIGTERM)
+    h = harness(interrupt_at=1000.0, signal_number=number)
     monkeypatch.setattr("ops.e2e.run.real_seams", lambda: h.seams)
     monkeypatch.setattr("ops.e2e.run.Settings", lambda **kw: Settings(**{**kw, "poll_s": TICK, "tick_s": TICK,
                                                                         "cancel_grace_s": 300.0}))
-    before = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(number)
     code = main(["e2e", "--stack", STACK, "--results", str(h.settings.results)])
-    assert code == 1 and signal.getsignal(signal.SIGTERM) is before
+    assert code == 1 and signal.getsignal(number) is before
     (path,) = h.settings.results.iterdir()
     record = Run.model_validate_json(path.read_text())
     assert steps(record)[StepName.UP] == Outcome.INTERRUPTED and steps(record)[StepName.DESTROY] == Outcome.OK
@@ -650,14 +758,20 @@ def test_without_the_probes_module_the_probes_step_fails_rather_than_pass_unprob
 
 @pytest.mark.parametrize("case, text", [
     ("deployed", "stack gpu-basics already has 1 resources in the Pulumi backend"),
+    ("up in Azure", "stack gpu-basics is up in Azure (resource group rg-gpu-basics, environment 'e2e-run'), though "
+                    "this Pulumi backend holds none of it"),
     ("signed-out", "not signed in to Azure: run az login"),
 ])
 def test_bad_input_is_one_line_exit_2_and_deploys_nothing(harness, monkeypatch, capsys, case, text):
+    """Audit 37 NIT: a local run trusted the backend alone; a deployment from another backend, or one a killed run
+    left, is refused as the workflow's plan refuses it."""
     from ops.__main__ import main
     h = harness(existing=[StateResource(MANAGED_CLUSTER, "x")] if case == "deployed" else None)
     if case == "signed-out":
         h.world.signed_in = False
         h.world.write(deployed=False)
+    if case == "up in Azure":
+        h.world.write(deployed=True)
     monkeypatch.setattr("ops.e2e.run.real_seams", lambda: h.seams)
     code = main(["e2e", "--stack", STACK, "--results", str(h.settings.results)])
     (line,) = capsys.readouterr().err.splitlines()
@@ -684,6 +798,33 @@ def test_protected_data_stays_its_group_is_marked_retained_and_the_next_run_may_
     h.stack.existing.append(StateResource(MANAGED_CLUSTER, "x"))
     with pytest.raises(BadInput, match="stack av-resim already has 1 resources in the Pulumi backend"):
         start(h.stack_name, h.seams, h.settings)  # but a deployed cluster beside them is someone's
+
+
+@pytest.mark.parametrize("case", ["killed", "destroyed", "redeployed", "stuck"])
+def test_the_cleanup_after_a_killed_run_destroys_its_deployment_and_nothing_else(harness, case):
+    """Audit 37 W6: a cancelled or timed-out workflow job kills the run before its destroy. `ops e2e-cleanup` then
+    destroys what the backend holds of the run's deployment (all but protected data), after `pulumi cancel` (a killed
+    update leaves its lock), and looks for leftovers; it leaves alone a deployment that is not an end-to-end run's,
+    and a clean state is only checked."""
+    h = harness()
+    if case in ("killed", "redeployed", "stuck"):  # the run had deployed the stack when its job was killed
+        h.world.environment = "gpu-basics" if case == "redeployed" else E2E_ENVIRONMENT
+        h.world.write(deployed=True)
+        h.stack.existing = h.world.made()
+        h.stack.destroy_failures = 2 if case == "stuck" else 0
+    said = len(h.said)
+    code = cleanup_stack(STACK, h.seams, h.settings)
+    lines = h.said[said:]
+    if case == "killed":
+        assert code == 0 and h.stack.cancels == 1 and h.stack.destroys == 1 and h.stack.existing == []
+        assert any("destroying them" in line for line in lines) and lines[-1].startswith("e2e gpu-basics: leftovers ok")
+    elif case == "destroyed":
+        assert code == 0 and h.stack.destroys == 0 and any("nothing to destroy" in line for line in lines)
+        assert any(c[:2] == ["resource", "list"] for c in h.calls("az"))  # the leftover check still ran
+    elif case == "redeployed":  # deploy.yml's deployment, made after the run: not the cleanup's to destroy
+        assert code == 0 and h.stack.destroys == 0 and "environment 'gpu-basics'" in lines[-1]
+    else:
+        assert code == 1 and h.stack.destroys == 2 and any("leftovers failed" in line for line in lines)
 
 
 def test_protected_data_is_kept_not_a_leftover_and_anything_beside_it_is():
@@ -750,6 +891,8 @@ if args[0] == "destroy" and "--exclude-protected" not in args:  # pkg/resource/d
     event_log({{"diagnosticEvent": {{"severity": "error", "message": 'unable to delete resource "urn:account" as it '
                                       'is currently marked for protection'}}}})
     sys.exit("error: update failed")
+if "--config-file" in args:  # kept: the run removes its copy once `pulumi up` ends
+    (folder / "config-file.yaml").write_text(pathlib.Path(args[args.index("--config-file") + 1]).read_text())
 if args[0] in ("up", "destroy"):
     event_log({{"preludeEvent": {{"config": {{}}}}}},
               {{"resOutputsEvent": {{"metadata": {{"op": "create", "urn": "u", "type": {cluster!r},
@@ -805,6 +948,10 @@ def test_the_automation_api_stack_reports_the_engines_times_outputs_and_state(fa
     # What a destroy that keeps protected resources deletes: not the account, nor the component above it.
     assert destroyed_by_exclude_protected(made) == made[:1]
     stack.destroy(EngineTimes().on_event, lambda line: None)  # Pulumi refuses a destroy without it: see FAKE_PULUMI
+    stack.destroy(EngineTimes().on_event, lambda line: None, retry=True)
+    first, second = [c["args"] for c in map(json.loads, (fake_pulumi / "calls.jsonl").read_text().splitlines())
+                     if "destroy" in c["args"]]
+    assert "--continue-on-error" in first and "--refresh" not in first and "--refresh" in second
     times, lines = EngineTimes(), []
     outputs = stack.up(times.on_event, lines.append)
     assert outputs.values == {"kubeconfig": "apiVersion: v1", "clusterName": "aks-gpu-basics"}
@@ -816,6 +963,28 @@ def test_the_automation_api_stack_reports_the_engines_times_outputs_and_state(fa
     # Each command runs in a session of its own (but the SDK's own `pulumi version`): a Ctrl-C at the terminal
     # reaches the run, which decides what Pulumi gets.
     assert os.getsid(0) not in {c["session"] for c in calls if c["args"] != ["version"]}
+
+
+def test_up_deploys_as_an_end_to_end_run_from_a_copy_of_the_stack_file(fake_pulumi):
+    """Audit 37 R3: the run's deployment says it is an end-to-end run's (environment e2e-run on every resource), so a
+    push leaves it to the run; the stack file in the checkout stays as it is."""
+    from ops.e2e.automation import EngineTimes, PulumiStack
+    file = REPO_ROOT / f"Pulumi.{STACK}.yaml"
+    before = file.read_text()
+    PulumiStack(STACK, REPO_ROOT, {"aksgpu:environment": E2E_ENVIRONMENT}).up(EngineTimes().on_event, lambda _: None)
+    import yaml
+    used = yaml.safe_load((fake_pulumi / "config-file.yaml").read_text())
+    assert used["config"] == {**yaml.safe_load(before)["config"], "aksgpu:environment": E2E_ENVIRONMENT}
+    assert file.read_text() == before
+
+
+def test_the_command_deploys_as_an_e2e_run_and_runs_kubectl_against_its_own_cluster_only(monkeypatch):
+    from ops.e2e import run as e2e_run
+    monkeypatch.setattr(e2e_run.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.setattr(e2e_run, "PulumiStack", lambda *made: made)
+    seams = e2e_run.real_seams()
+    assert seams.deployment(STACK) == (STACK, REPO_ROOT, {"aksgpu:environment": E2E_ENVIRONMENT})
+    assert seams.tools.own_cluster_only and seams.tools.kubeconfig is None
 
 
 def test_interrupting_a_running_command_sends_pulumi_one_sigint(fake_pulumi):

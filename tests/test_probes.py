@@ -104,6 +104,21 @@ def test_a_run_from_a_template_gets_its_blobs_first_and_a_name_of_its_own(tmp_pa
         c[0] for c in fake.calls("kubectl")]
 
 
+def test_an_upload_refused_before_its_data_role_takes_effect_is_tried_again(tmp_path):
+    """Audit 37 NIT: a role assignment `pulumi up` just made takes minutes to take effect; the upload failed the
+    probe at its first 403."""
+    probe = JobCompletes("a run answers", "batch-inference", JobFromTemplate("batch-predict"),
+                         given=(BlobUpload("input", "requests", "r.json", b"{}"),))
+    job = f"batch-predict-e2e-{RUN_ID}"
+    fake = Fake(tmp_path, [rule("create", "job", job), rule("get", "job", job, **status("Job", "Complete")),
+                           *job_logs(job, "done\n")],
+                [rule("upload-batch", answers=[{"stderr": "ERROR: This request is not authorized to perform this "
+                                                          "operation using this permission.", "exit": 1},
+                                               {"stdout": "[]"}])])
+    found = verdict(fake, probe, outputs={"storageAccounts": {"input": "stinputabc"}})
+    assert found.passed and len(fake.calls("az")) == 2
+
+
 def test_a_jobset_run_is_made_from_its_kept_manifest_with_the_owner_claims_uid(tmp_path):
     manifest = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
                 "metadata": {"name": "nccl-allreduce", "namespace": "distributed",

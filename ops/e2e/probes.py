@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import re
 import selectors
@@ -267,8 +268,12 @@ def upload(p: Probing, given: tuple[BlobUpload, ...]) -> None:
                 else:
                     path.write_bytes(blob.content)
             command = shlex.split(blob_batch_command(p.account(role), container, True, folder))
-            # A rerun against a kept stack writes the same names again (Azure/azure-cli#21477: add --overwrite).
-            p.az(*command[1:], "--overwrite", "true")
+
+            # Tried again on a failure, like every wait: a data role `pulumi up` just granted takes minutes to take
+            # effect, and until then the upload answers 403. A rerun against a kept stack writes the same names
+            # again (Azure/azure-cli#21477: add --overwrite).
+            p.wait(f"the upload to {role}/{container}",
+                   functools.partial(p.az, *command[1:], "--overwrite", "true"))
         p.note(f"uploaded {len(blobs)} blob(s) to {role}/{container}")
 
 
