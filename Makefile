@@ -90,8 +90,9 @@ lock: $(UV)
 state-backend:
 	scripts/create-state-backend.sh "$(RESOURCE_GROUP)" "$(STORAGE_ACCOUNT)" "$(KEY_VAULT)" "$(LOCATION)"
 
-# One stack deployed to Azure end to end, measured, probed, destroyed and checked for leftovers (docs/e2e.md); it costs
-# what the stack costs to run for about an hour. E2E_FLAGS passes --keep, --results DIR or --timeout-minutes N.
+# One stack deployed to Azure end to end, measured, probed, drilled, destroyed and checked for leftovers (docs/e2e.md);
+# it costs what the stack costs to run for one to two hours. E2E_FLAGS passes --keep, --results DIR,
+# --timeout-minutes N or --drill-timeout-minutes N.
 e2e: install-azure
 	@if [ "$(origin STACK)" = file ]; then echo "make e2e deploys a stack to Azure: name it, make e2e STACK=<stack>" >&2; exit 2; fi
 	$(BIN)/python -m ops e2e --stack="$(STACK)" $(E2E_FLAGS)

@@ -1,14 +1,14 @@
 """What one end-to-end run on Azure found (``python -m ops e2e``): the record it writes, and what reads it offline.
 
 A run deploys a stack with `pulumi up`, measures its phases from authoritative timestamps, runs the scenario's
-acceptance probes, drills a spot eviction where the stack has a spot GPU pool, destroys the stack and looks for
+acceptance probes, drills a spot eviction where the scenario has a spot drill, destroys the stack and looks for
 anything left. It writes one file into ``RESULTS``, named ``e2e-<stack>-<UTC stamp>.json``, which a pull request
 commits; the scoreboard (``docs/scoreboard.md``) and the timeline estimate read the committed ones. ``RUN_SCHEMA``
 is the file's JSON Schema, generated from ``Run`` (``python -m offline docs``), so tools other than this project can
 check a result.
 
 Times: every phase is seconds from its clock's zero, named by ``Phase.clock``: the start of `pulumi up`; the
-moment a pending GPU pod asked for a node (scale from zero); the simulate-eviction call (the spot drill); the
+moment a pending GPU pod asked for a node (scale from zero); the evicted spot node's going (the spot drill); the
 start of `pulumi destroy`.
 Nothing in a run is a secret: no token, key, connection string, SAS or subscription id (the e2e command removes
 them from probe output before it writes).
@@ -39,7 +39,9 @@ class Clock(StrEnum):
     SCALE_UP = "scale-up"
     """From the moment a pending GPU pod asked for a node the pool did not have (scale from zero)."""
     EVICTION = "eviction"
-    """From Azure's simulate-eviction call on a spot GPU node."""
+    """From the moment the spot GPU node the drill had Azure evict went, as Kubernetes recorded it (its Ready
+    condition leaving True, its deletion, or the evicted pod's termination, whichever came first), not from the
+    simulate-eviction call, which Azure carries out within 30 minutes."""
     DESTROY = "destroy"
     """From the start of `pulumi destroy`."""
 
@@ -62,7 +64,8 @@ class PhaseName(StrEnum):
     GPU_POD_READY = "gpu-pod-ready"
     """The first of the scenario's GPU pods turned Ready (or its Job's pod finished)."""
     ENDPOINT_ANSWERING = "endpoint-answering"
-    """The scenario's endpoint first answered its probe."""
+    """The scenario's endpoint first answered its probe (the first endpoint probe's first expected answer, measured
+    only where a request before it got none: the moment is then known to within one look)."""
     DESTROY = "destroy"
     """`pulumi destroy` finished (Clock.DESTROY)."""
     NODE_REPLACED = "node-replaced"
@@ -127,6 +130,10 @@ class ProbeVerdict(Model):
     """The last lines of what the probe saw (secrets removed): kept for a failure, shortened for a pass."""
     answered: dt.datetime | None = None
     """When an endpoint probe first got its expected answer (the run's ``endpoint-answering`` phase)."""
+    unanswered: dt.datetime | None = None
+    """An endpoint probe's last request before ``answered`` that got no expected answer: the endpoint came up between
+    the two. None with ``answered``: its first request got the answer (the endpoint was up before the probe
+    asked)."""
 
 
 class Drill(Model):
@@ -135,6 +142,12 @@ class Drill(Model):
     """The evicted node."""
     weights_match: bool | None
     """The resumed run's final weights equal an uninterrupted run's; None: the run did not finish."""
+    resumed_from: Annotated[int, Field(ge=0)] | None = None
+    """The step the evicted run went on from in its new pod (its checkpoint); 0 is a restart, not a resume; None:
+    it did not go on."""
+    eviction_seconds: Annotated[float, Field(ge=0)] | None = None
+    """From Azure's simulate-eviction call to the node's going (Azure evicts within 30 minutes of the call); None:
+    it did not go."""
 
 
 class Leftover(Model):

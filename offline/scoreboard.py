@@ -41,9 +41,9 @@ file. -->
 
 An end-to-end run deploys one stack to a real subscription with `pulumi up`, measures its phases from Pulumi's
 engine events and the Kubernetes objects' own timestamps, runs the scenario's acceptance probes, evicts a spot GPU
-node where the stack has a spot GPU pool, destroys the stack and checks Azure for anything left. It writes one
-file, `{RESULTS}/{RUN_PREFIX}<stack>-<UTC time>.json` ([its schema]({RUN_SCHEMA.relative_to('docs')})), which a
-pull request commits; this page shows each stack's latest run.
+node under a training run where the scenario has a spot drill, destroys the stack and checks Azure for anything
+left. It writes one file, `{RESULTS}/{RUN_PREFIX}<stack>-<UTC time>.json` ([its
+schema]({RUN_SCHEMA.relative_to('docs')})), which a pull request commits; this page shows each stack's latest run.
 
 Run one, signed in to Azure, with `make e2e STACK=STACK`: it runs `.venv/bin/python -m ops e2e` for that
 stack{how}. Or run the `e2e` workflow: it runs the stacks you name within a cost cap and opens the pull
@@ -122,8 +122,13 @@ def _details(run: Run, file_name: str) -> list[str]:
     if run.drill is not None:
         weights = {True: "equal to an uninterrupted run's", False: "**differ** from an uninterrupted run's",
                    None: "not compared (the run did not finish)"}[run.drill.weights_match]
-        lines += ["", f"Spot drill: node `{run.drill.node}` of pool `{run.drill.pool}` evicted; final weights "
-                      f"{weights}."]
+        drill = run.drill
+        went = "" if drill.eviction_seconds is None else f", {drill.eviction_seconds:.0f} s after Azure was asked"
+        went_on = "" if drill.resumed_from is None else (
+            f"; the run went on from step {drill.resumed_from}" if drill.resumed_from else
+            "; the run **started again from step 0** (a restart, not a resume)")
+        lines += ["", f"Spot drill: node `{drill.node}` of pool `{drill.pool}` evicted{went}{went_on}; final "
+                      f"weights {weights}."]
     if run.leftovers:
         lines += ["", "Left over after the destroy:", "", *(f"- `{x.kind}` `{x.id}`" for x in run.leftovers)]
     return [*lines, ""]

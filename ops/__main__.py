@@ -106,16 +106,27 @@ def _e2e_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", action="store_true", help="leave the stack up: no destroy and no leftover check")
     p.add_argument("--results", type=output_folder, help="the folder the run's file goes to (default: docs/results)")
     p.add_argument("--timeout-minutes", type=minutes, default=60.0, metavar="N",
-                   help="how long each of pulumi up, the probes, the spot drill and pulumi destroy may take before "
-                        "it is interrupted (default 60)")
+                   help="how long each of pulumi up, the probes and pulumi destroy may take before it is interrupted "
+                        "(default 60)")
+    p.add_argument("--drill-timeout-minutes", type=minutes, default=90.0, metavar="N",
+                   help="how long the spot drill may take: Azure evicts within 30 minutes of the call (default 90)")
+
+
+def _e2e_cleanup_arguments(p: argparse.ArgumentParser) -> None:
+    stack_argument(p)
+    p.add_argument("--timeout-minutes", type=minutes, default=60.0, metavar="N",
+                   help="how long pulumi destroy may take, both attempts together (default 60)")
 
 
 def _e2e_matrix_arguments(p: argparse.ArgumentParser) -> None:
-    from ops.e2e.budget import ALL, max_cost
+    from ops.e2e.budget import ALL, max_cost, max_total_cost
     p.add_argument("stacks", help=f"stack names separated by commas or spaces, or {ALL}")
     p.add_argument("--max-cost", type=max_cost, default="", metavar="USD",
-                   help="refuse a stack whose estimated run cost is above this (default: ops.e2e.budget."
+                   help="refuse a stack whose run can cost more than this (default: ops.e2e.budget."
                         "DEFAULT_MAX_COST_USD; empty: the default)")
+    p.add_argument("--max-total-cost", type=max_total_cost, default="", metavar="USD",
+                   help="refuse a stack that would take the runs' total above this (default: ops.e2e.budget."
+                        "DEFAULT_MAX_TOTAL_COST_USD; empty: the default)")
     p.add_argument("--summary", type=Path, help="append the plan as a Markdown table to this file (the workflow's "
                    "$GITHUB_STEP_SUMMARY)")
     p.add_argument("--project", default=PROJECT, help="Pulumi project name (whose resource groups mark a stack up)")
@@ -142,6 +153,11 @@ COMMANDS = {
                    "and look for leftovers, into one results file (needs pulumi, az, kubectl, kubelogin and make "
                    "install-azure; docs/e2e.md); exit code 0 passed, 1 a step, probe or leftover failed it, 2 bad "
                    "input", _e2e_arguments, "ops.e2e.run:e2e_command"),
+    "e2e-cleanup": Command("after an end-to-end run that may not have reached its destroy (a cancelled or killed "
+                           "workflow job): destroy what the backend holds of the stack's e2e deployment but its "
+                           "protected data, and look for leftovers (needs pulumi, az, kubectl and kubelogin); exit "
+                           "code 0 nothing left, 1 something is", _e2e_cleanup_arguments,
+                           "ops.e2e.run:e2e_cleanup_command"),
     "drain-jobs": Command("before a destroy: delete the Jobs in the stack's namespace, so Kueue lets its queue go "
                           "(needs pulumi and kubectl)", stack_argument, "ops.lifecycle:drain_jobs_command"),
     "image-sizes": Command("measure the GPU images' locked wheels on PyPI (asks pypi.org) into "

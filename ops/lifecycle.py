@@ -7,7 +7,8 @@
   cluster's tags onto the load balancer IPs it creates).
 
 - ``push_targets``: which changed stacks a push to main deploys. Only live ones and long-lived ones: a demo the
-  expiry workflow destroyed stays destroyed until someone deploys it on purpose (workflow dispatch).
+  expiry workflow destroyed stays destroyed until someone deploys it on purpose (workflow dispatch), and so does a
+  demo an end-to-end run has up (``E2E_ENVIRONMENT``): the run destroys it.
 - ``retain``: after a destroy that kept protected data, its resource group is marked ``lifetime: retained``, so
   the expiry workflow stops dispatching destroys for it and a push does not bring the stack back.
 - ``drain_jobs``: before a destroy, the scenario's Jobs go, so Kueue releases its ClusterQueue (it keeps the queue
@@ -48,6 +49,10 @@ from program.config.keys import PROJECT
 from program.config.schema import StackConfig
 
 STORAGE_ACCOUNT = "Microsoft.Storage/storageAccounts"
+ENVIRONMENT_TAG = "environment"
+E2E_ENVIRONMENT = "e2e-run"
+"""The ``environment`` an end-to-end run deploys its stack as (``python -m ops e2e``: ``aksgpu:environment``, on every
+resource's tags): the run destroys that deployment itself, so a push does not deploy it again."""
 
 
 def az(*args: str) -> str:
@@ -117,6 +122,9 @@ def push_targets(changed: Iterable[str], groups: Iterable[Mapping[str, Any]], no
             result.deploy.append(stack)
         elif tags is None:
             result.skipped[stack] = "a demo that is not deployed (never, or destroyed): run the deploy workflow for it"
+        elif tags.get(ENVIRONMENT_TAG) == E2E_ENVIRONMENT:
+            result.skipped[stack] = ("an end-to-end run's deployment (e2e.yml), which the run destroys: a deploy "
+                                     "queued behind it would bring the stack back")
         elif tags.get(LIFETIME) == RETAINED:
             result.skipped[stack] = ("destroyed; only its protected data is kept: run the deploy workflow to bring "
                                      "it back")
@@ -132,10 +140,10 @@ def retained_tags(tags: Mapping[str, str]) -> dict[str, str]:
     return {**{k: v for k, v in tags.items() if k != EXPIRES_AT}, LIFETIME: RETAINED}
 
 
-def retain(group: str) -> dict[str, str]:
-    """Mark ``group`` retained in Azure; its new tags."""
-    tags = retained_tags(json.loads(az("group", "show", "--name", group, "--query", "tags")) or {})
-    az("group", "update", "--name", group, "--tags", *(f"{k}={v}" for k, v in sorted(tags.items())))
+def retain(group: str, run_az: Callable[..., str] = az) -> dict[str, str]:
+    """Mark ``group`` retained in Azure; its new tags. ``run_az``: ``az``'s arguments to its JSON output."""
+    tags = retained_tags(json.loads(run_az("group", "show", "--name", group, "--query", "tags")) or {})
+    run_az("group", "update", "--name", group, "--tags", *(f"{k}={v}" for k, v in sorted(tags.items())))
     return tags
 
 

@@ -39,14 +39,6 @@ class JobFromTemplate:
 
 
 @dataclass(frozen=True)
-class JobCopy:
-    """A Job the e2e run creates with the pod template of a Job ``pulumi up`` created, for a run whose checkpoints
-    live in its pod (an emptyDir): the copy starts from nothing, as the original did."""
-
-    job: str
-
-
-@dataclass(frozen=True)
 class JobSetFromTemplate:
     """A JobSet created from the manifest a run template keeps in a ConfigMap (``components/training/jobset.py``),
     its owner claim's uid filled in; the previous run of the name is deleted first, as the submit command does."""
@@ -63,10 +55,11 @@ JobRun = ExistingJob | JobFromTemplate | JobSetFromTemplate
 
 
 class Content(StrEnum):
-    """Blob contents made when the run needs them, rather than committed."""
+    """Blob contents too large to write into a probe's declaration."""
 
     DIGITNET_CHECKPOINT = "digitnet-checkpoint"
-    """A DigitNet checkpoint (``ckpt-<step>.pt``) that ``docker/jobs/train.py`` writes after one step on the CPU."""
+    """A DigitNet checkpoint (``ckpt-<step>.pt``) that ``docker/jobs/train.py`` wrote after one step on the CPU,
+    committed (``ops/e2e/probes.py`` ``DIGITNET_CHECKPOINT``): the machine that drives a run needs no torch."""
 
 
 @dataclass(frozen=True)
@@ -179,14 +172,17 @@ Probes = tuple[Probe, ...]
 @dataclass(frozen=True)
 class SpotDrill:
     """The training run the spot drill evicts, on a GPU pool of the stack: it starts the run, evicts its node, times
-    the new node and the resume, then starts the same run again, uninterrupted, and compares their final weights."""
+    the new node and the resume, checks that the run went on from its checkpoint, then starts the same run again,
+    uninterrupted, and compares their final weights."""
 
     namespace: str
     pool: str
     """The GPU pool (``gpuPools[].name``) the run's pods take; the drill runs only where it is spot."""
-    run: JobFromTemplate | JobCopy
-    """A run that starts from nothing each time (its own checkpoint folder, or checkpoints in its pod)."""
-    timeout_s: float = 4 * 3600
+    run: JobFromTemplate
+    """A ``docker/jobs/train.py`` run that keeps its checkpoints on a persistent volume (they outlive the evicted
+    node) in a folder of its own Job's name (each run starts from nothing). A run whose checkpoints live in its pod
+    (an emptyDir) goes with the node: after an eviction it starts again from step 0, which proves nothing about a
+    resume, so a scenario with only such a run declares no drill."""
 
 
 def problems(probes: Probes) -> list[str]:

@@ -9,6 +9,7 @@ from which timestamp, what it runs after what fails, what it writes."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -25,17 +26,21 @@ from typing import Any
 import pytest
 from pulumi.automation import events
 
+from offline.cli import BadInput
 from offline.estimates.cost import load_prices, node_hour, region_vm_prices
 from offline.estimates.e2e import phase_estimates
 from offline.runs import Clock, Drill, Outcome, Phase, PhaseName, ProbeVerdict, Run, StepName
 from offline.stack_files import REPO_ROOT, stack_config
 from ops.e2e import phases
-from ops.e2e.automation import MANAGED_CLUSTER, Outputs, StateResource
+from ops.e2e.automation import MANAGED_CLUSTER, Outputs, StateResource, destroyed_by_exclude_protected
 from ops.e2e.cost import run_cost
 from ops.e2e.drill import DrillFailed
 from ops.e2e.leftovers import leftovers
-from ops.e2e.run import Seams, Settings, exit_code, run
-from ops.e2e.tools import Tools
+from ops.e2e.run import Seams, Settings, cleanup_stack, exit_code, run, start
+from ops.e2e.tools import ToolFailed, Tools
+from ops.lifecycle import E2E_ENVIRONMENT, STORAGE_ACCOUNT, protected_accounts
+from program.probes import JobFromTemplate, SpotDrill
+from stacks import REGISTRY
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "e2e"
 TIMELINE = json.loads((FIXTURES / "gpu-basics-timeline.json").read_text())
@@ -99,6 +104,12 @@ class FakeClock:
                 raise KeyboardInterrupt
 
 
+def kept_accounts(cfg: Any) -> dict[str, str]:
+    """The stack's protected storage accounts (name → id): what a destroy keeps, in the stack's resource group."""
+    group = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{cfg.naming.resource_group()}"
+    return {name: f"{group}/providers/Microsoft.Storage/storageAccounts/{name}" for name in protected_accounts(cfg)}
+
+
 def azure_ids(cfg: Any) -> dict[str, str]:
     sub = f"/subscriptions/{SUBSCRIPTION}"
     group, nodes = cfg.naming.resource_group(), cfg.naming.node_resource_group()
@@ -122,17 +133,25 @@ class World:
     folder: Path
     cfg: Any
     signed_in: bool = True
+    environment: str = E2E_ENVIRONMENT
+    """The ``environment`` tag the deployment carries: an end-to-end run's (python -m ops e2e deploys so)."""
 
     @property
     def ids(self) -> dict[str, str]:
         return azure_ids(self.cfg)
 
-    def write(self, deployed: bool, left: dict[str, Any] | None = None) -> None:
-        ids, tags = self.ids, {**self.cfg.tags}
+    def write(self, deployed: bool, left: dict[str, Any] | None = None, kept: bool = False) -> None:
+        """What exists: the deployed stack, or nothing (``kept``: but its protected data, in its resource group,
+        as a destroy leaves it); ``left`` replaces keys of it."""
+        ids, tags = self.ids, {**self.cfg.tags, "environment": self.environment}
         group, nodes = self.cfg.naming.resource_group(), self.cfg.naming.node_resource_group()
         azure: dict[str, Any] = {"signedIn": self.signed_in, "account": {"id": SUBSCRIPTION, "tenant": TENANT},
                                  "cluster": deployed, "groups": {}, "resources": [], "roleAssignments": [],
                                  "identities": {}}
+        accounts = [{"id": id_, "name": name, "group": group, "tags": tags, "type": STORAGE_ACCOUNT}
+                    for name, id_ in kept_accounts(self.cfg).items()]
+        if kept and accounts:
+            azure |= {"groups": {group: {"id": ids["group"], "tags": tags}}, "resources": accounts}
         if deployed:
             azure |= {
                 "groups": {group: {"id": ids["group"], "tags": tags}, nodes: {"id": ids["nodes"], "tags": tags}},
@@ -140,7 +159,7 @@ class World:
                     {"id": ids["cluster"], "name": self.cfg.naming.cluster(), "group": group, "tags": tags,
                      "type": "Microsoft.ContainerService/managedClusters"},
                     {"id": ids["ip"], "name": "kubernetes-a1b2c3", "group": nodes, "tags": tags,
-                     "type": "Microsoft.Network/publicIPAddresses"}],
+                     "type": "Microsoft.Network/publicIPAddresses"}, *accounts],
                 "roleAssignments": [ids["role"], ids["grant"]],
                 "identities": {group: {"id-gpu-basics-train": [f"{ids['identity']}/federatedIdentityCredentials/"
                                                                "gpu-basics-train"]}}}
@@ -149,13 +168,17 @@ class World:
         (self.folder / "azure.json").write_text(json.dumps(azure))
 
     def made(self) -> list[StateResource]:
-        ids = self.ids
-        return [StateResource("azure-native:resources:ResourceGroup", ids["group"]),
-                StateResource(MANAGED_CLUSTER, ids["cluster"]),
+        """The state after `pulumi up`: the protected accounts need their group, as in the program."""
+        ids, group = self.ids, "urn:pulumi:s::aksgpu::azure-native:resources:ResourceGroup::rg"
+        return [StateResource("azure-native:resources:ResourceGroup", ids["group"], group),
+                StateResource(MANAGED_CLUSTER, ids["cluster"], "urn:aks", needs=(group,)),
                 StateResource("azure-native:authorization:RoleAssignment", ids["role"]),
                 StateResource("azure-native:authorization:RoleAssignment", ids["grant"]),
                 StateResource("azure-native:managedidentity:FederatedIdentityCredential",
-                              f"{ids['identity']}/federatedIdentityCredentials/gpu-basics-train")]
+                              f"{ids['identity']}/federatedIdentityCredentials/gpu-basics-train"),
+                *(StateResource("azure-native:storage:StorageAccount", id_, f"urn:{name}", protect=True,
+                                needs=(group, "urn:component")) for name, id_ in kept_accounts(self.cfg).items()),
+                StateResource("aksgpu:azure:BlobStorage", "", "urn:component", custom=False)]
 
 
 KUBECONFIG_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJrdWJlbGV0In0.c2lnbmF0dXJlLW9mLXRoZS10b2tlbg"
@@ -178,6 +201,8 @@ class FakeStack:
     ups: int = 0
     destroys: int = 0
     interrupts: int = 0
+    cancels: int = 0
+    retries: int = 0
     _interrupted: threading.Event = field(default_factory=threading.Event)
     _sequence: int = 0
 
@@ -187,6 +212,9 @@ class FakeStack:
     def interrupt(self) -> None:
         self.interrupts += 1
         self._interrupted.set()
+
+    def cancel(self) -> None:
+        self.cancels += 1
 
     def _stopped(self) -> bool:
         return self.interrupts >= (2 if self.up_mode == "stubborn" else 1)
@@ -227,12 +255,17 @@ class FakeStack:
         return Outputs({"resourceGroup": self.world.cfg.naming.resource_group(),
                         "kubeconfig": f"users:\n- user:\n    token: {KUBECONFIG_TOKEN}\n"}, frozenset({"kubeconfig"}))
 
-    def destroy(self, on_event: Callable[[events.EngineEvent], None], on_output: Callable[[str], None]) -> None:
+    def destroy(self, on_event: Callable[[events.EngineEvent], None], on_output: Callable[[str], None],
+                retry: bool = False) -> None:
+        """As `pulumi destroy --exclude-protected` (the Deployment's destroy): the protected data and what it needs
+        stay, in the state and in Azure."""
         self.destroys += 1
+        self.retries += retry
         if self.destroys <= self.destroy_failures:
             raise RuntimeError("error: deleting ManagedCluster aks-gpu-basics: Conflict: an operation is in progress")
-        self.existing = []
-        self.world.write(deployed=False, left=self.left)
+        gone = destroyed_by_exclude_protected(self.existing)
+        self.existing = [r for r in self.existing if r not in gone]
+        self.world.write(deployed=False, left=self.left, kept=bool(self.existing))
 
 
 def passing_probes(clock: FakeClock) -> Callable[..., list[ProbeVerdict]]:
@@ -246,13 +279,15 @@ def passing_probes(clock: FakeClock) -> Callable[..., list[ProbeVerdict]]:
 
 
 def drill(stack: str, cfg: Any, outputs: Any, tools: Tools, timeout_s: float) -> tuple[Drill | None, list[Phase]]:
-    return (Drill(pool="t4", node="aks-t4-27182818-vmss000001", weights_match=True),
+    return (Drill(pool="t4", node="aks-t4-27182818-vmss000001", weights_match=True, resumed_from=200,
+                  eviction_seconds=95.0),
             [Phase(name=PhaseName.NODE_REPLACED, clock=Clock.EVICTION, measured_seconds=402.0, source="Node Ready"),
              Phase(name=PhaseName.RUN_RESUMED, clock=Clock.EVICTION, measured_seconds=515.0, source="pod log")])
 
 
 @dataclass
 class Harness:
+    stack_name: str
     world: World
     clock: FakeClock
     stack: FakeStack
@@ -261,7 +296,7 @@ class Harness:
     said: list[str]
 
     def run(self) -> tuple[Run, int, Path]:
-        record, path = run(STACK, self.seams, self.settings)
+        record, path = run(self.stack_name, self.seams, self.settings)
         written = Run.model_validate_json(path.read_text())
         assert written == record and path.parent == self.settings.results
         return written, exit_code(written), path
@@ -271,30 +306,37 @@ class Harness:
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
+DRILL = SpotDrill("gpu-basics", "t4", JobFromTemplate("train-run"))
+"""The drill the tests give gpu-basics (whose own run keeps its checkpoints in its pod, so it declares none): the
+drill itself is a stand-in here (tests/test_spot_drill.py drives the real one)."""
+
+
 @pytest.fixture
-def harness(tmp_path, render_of) -> Callable[..., Harness]:
+def harness(tmp_path, render_of, monkeypatch) -> Callable[..., Harness]:
+    monkeypatch.setitem(REGISTRY, STACK, dataclasses.replace(REGISTRY[STACK], drill=DRILL))
+
     def make(up: str = "ok", destroy_failures: int = 0, left: dict[str, Any] | None = None,
              probes: Any = "pass", interrupt_at: float | None = None, signal_number: int | None = None,
              timeout_s: float = 3600.0, preflight: tuple[Outcome, str] = (Outcome.OK, "every pool fits"),
-             existing: list[StateResource] | None = None) -> Harness:
+             existing: list[StateResource] | None = None, stack: str = STACK) -> Harness:
         folder = tmp_path / "state"
         folder.mkdir()
         (folder / "timeline.json").write_text(json.dumps(TIMELINE))
-        render = render_of(STACK)
+        render = render_of(stack)
         world = World(folder, render.cfg.for_deployment(SUBSCRIPTION))
         world.write(deployed=False)
         clock = FakeClock(folder, interrupt_at, signal_number)
-        stack = FakeStack(world, clock, up, destroy_failures, left, existing or [])
+        fake = FakeStack(world, clock, up, destroy_failures, left, existing or [])
         said: list[str] = []
         tools = Tools(now=clock.now, sleep=clock.sleep,
                       kubectl_argv=(sys.executable, str(FIXTURES / "fake_kubectl.py"), str(folder)),
                       az_argv=(sys.executable, str(FIXTURES / "fake_az.py"), str(folder)))
-        seams = Seams(tools=tools, deployment=lambda name: stack, render=lambda name: render,
+        seams = Seams(tools=tools, deployment=lambda name: fake, render=lambda name: render,
                       preflight=lambda cfg: preflight, probes=passing_probes(clock) if probes == "pass" else probes,
                       drill=drill, commit=lambda: COMMIT, say=said.append)
         settings = Settings(timeout_s=timeout_s, cancel_grace_s=300.0, poll_s=TICK, tick_s=TICK,
                             results=tmp_path / "results")
-        return Harness(world, clock, stack, seams, settings, said)
+        return Harness(render.cfg.stack, world, clock, fake, seams, settings, said)
     return make
 
 
@@ -339,12 +381,27 @@ def test_a_passing_run_measures_each_phase_from_its_timestamp_beside_the_renders
         if phase.clock in (Clock.UP, Clock.SCALE_UP):
             assert phase.estimated_seconds == estimated[phase.name, phase.clock], phase
     assert record.phase(PhaseName.RUN_RESUMED, Clock.EVICTION).measured_seconds == 515
-    assert record.drill == Drill(pool="t4", node="aks-t4-27182818-vmss000001", weights_match=True)
+    assert record.drill == Drill(pool="t4", node="aks-t4-27182818-vmss000001", weights_match=True, resumed_from=200,
+                                 eviction_seconds=95.0)
+    assert detail(record, StepName.DRILL).endswith("went on from step 200 and its final weights match an "
+                                                   "uninterrupted run's")
     assert [v.name for v in record.probes] == ["nvidia-smi", "train"] and record.leftovers == ()
-    assert record.phase(PhaseName.DESTROY, Clock.DESTROY).measured_seconds is not None
+    destroyed = record.phase(PhaseName.DESTROY, Clock.DESTROY)
+    assert destroyed.measured_seconds is not None and destroyed.estimated_seconds == estimated[PhaseName.DESTROY,
+                                                                                                 Clock.DESTROY]
     # The scenario's Jobs went before the destroy (Kueue keeps its queue while they remain).
     assert ["--namespace", "gpu-basics", "delete", "cronjobs,jobs", "--all", "--ignore-not-found", "--wait=true",
             "--timeout=10m"] in h.calls("kubectl")
+
+
+def test_a_stack_that_runs_jobsets_has_them_drained_with_its_jobs(harness):
+    """Audit 37 NIT: the drain deleted Jobs only; an active JobSet (distributed-training's, queued in Kueue) makes its
+    Jobs again. One delete, so a cluster without the JobSet CRD is never asked for it."""
+    h = harness(stack="distributed-training")
+    h.run()
+    drains = [c for c in h.calls("kubectl") if "delete" in c and "--all" in c]
+    assert drains == [["--namespace", "distributed", "delete", "cronjobs,jobs,jobsets.jobset.x-k8s.io", "--all",
+                       "--ignore-not-found", "--wait=true", "--timeout=10m"]]
 
 
 def test_the_cost_is_each_nodes_hours_at_its_own_price_plus_the_fixed_parts(harness, render_of):
@@ -359,6 +416,33 @@ def test_the_cost_is_each_nodes_hours_at_its_own_price_plus_the_fixed_parts(harn
     fixed = sum(v for _, v in fixed_costs(render_of(STACK), prices)) \
         * (record.finished - record.started).total_seconds() / 3600
     assert record.cost_usd == pytest.approx(nodes + fixed, abs=1e-3)
+
+
+def test_a_gpu_node_made_after_up_is_the_scale_ups_not_ups(render_of):
+    """Audit 37 W9: in a stack whose GPU pools start empty, the probes' scale-up node was recorded as `pulumi up`'s
+    gpu-node-ready too. Only a node created before `pulumi up` ended counts on its clock."""
+    cfg = render_of(STACK).cfg
+    up = START + dt.timedelta(seconds=1490)
+
+    def at(seconds: float) -> str:
+        return f"{START + dt.timedelta(seconds=seconds):%Y-%m-%dT%H:%M:%SZ}"
+    obs = phases.Observations()
+    obs.add({"items": [
+        {"kind": "Node", "metadata": {"name": "aks-t4-1", "creationTimestamp": at(2050),
+                                      "labels": {"kubernetes.azure.com/agentpool": "t4"}},
+         "status": {"allocatable": {"nvidia.com/gpu": "1"},
+                    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": at(2061)}]}},
+        {"kind": "Pod", "metadata": {"name": "probe", "namespace": "gpu-basics", "uid": "u",
+                                     "creationTimestamp": at(1560)},
+         "spec": {"nodeName": "aks-t4-1", "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+         "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": at(2240)}]}}]},
+        START + dt.timedelta(seconds=2300))
+    ctx = phases.Context(cfg=cfg, up_started=START, up_finished=up, cluster_ready=START + dt.timedelta(seconds=452),
+                         workload_namespaces=frozenset({"gpu-basics"}))
+    found = {(p.name, p.clock): p for p in phases.phases(obs, ctx, {})}
+    assert found[PhaseName.GPU_NODE_READY, Clock.UP].measured_seconds is None
+    assert found[PhaseName.GPU_NODE_READY, Clock.UP].source == "no GPU node that `pulumi up` made was seen Ready"
+    assert found[PhaseName.NODE_REPLACED, Clock.SCALE_UP].measured_seconds == 2061 - 1560
 
 
 def test_a_size_without_a_price_makes_the_cost_unknown_not_zero():
@@ -399,19 +483,31 @@ def test_a_failed_probe_fails_the_run_and_keeps_its_output(harness):
     assert steps(record)[StepName.DESTROY] == Outcome.OK and steps(record)[StepName.LEFTOVERS] == Outcome.OK
 
 
-def test_the_endpoint_answers_when_its_first_endpoint_probe_got_its_answer(harness):
+@pytest.mark.parametrize("asked_before", [True, False], ids=["came-up-while-asked", "up-before-asked"])
+def test_the_endpoint_answers_when_its_probe_first_got_its_answer_after_one_that_got_none(harness, asked_before):
+    """Audit 37 W8: the phase was the first passing endpoint probe's end, which took in every probe before it. It
+    is the first endpoint probe's first expected answer, measured only where a request before it got none, so the
+    endpoint came up between the two; an endpoint answering at the probe's first request was up before that."""
     h = harness()
 
     answered: list[float] = []
 
     def probes(stack, cfg, outputs, tools, timeout_s):
+        h.clock.park_until(1600)
+        missed = h.clock.now()
         h.clock.park_until(2300)
         answered.append(h.clock.t - h.clock.up_started)
-        return [ProbeVerdict(name="status", passed=True, seconds=4.0, output="cuda", answered=h.clock.now()),
+        return [ProbeVerdict(name="status", passed=True, seconds=4.0, output="cuda", answered=h.clock.now(),
+                             unanswered=missed if asked_before else None),
                 ProbeVerdict(name="train", passed=True, seconds=80.0, output="done")]
     h.seams.probes = probes
     record, code, _ = h.run()
-    assert code == 0 and record.phase(PhaseName.ENDPOINT_ANSWERING).measured_seconds == answered[0] >= 2300
+    phase = record.phase(PhaseName.ENDPOINT_ANSWERING)
+    assert code == 0 and phase is not None
+    if asked_before:
+        assert phase.measured_seconds == answered[0] >= 2300 and phase.source.startswith("probe 'status': its first")
+    else:
+        assert phase.measured_seconds is None and "got its answer at its first request" in phase.source
 
 
 def test_a_drill_that_stops_half_way_keeps_what_it_measured_and_fails_the_run(harness):
@@ -460,6 +556,60 @@ def test_a_hung_probe_times_out_and_the_stack_is_still_destroyed(harness):
     assert steps(record)[StepName.DESTROY] == Outcome.OK and h.stack.destroys == 1
 
 
+def test_a_probe_left_running_past_the_run_reaches_no_cluster(harness):
+    """Audit 37 R6: the run's kubeconfig went with the run, and a probe thread still running then called kubectl
+    without ``--kubeconfig``: the machine's default cluster."""
+    release, after = threading.Event(), []
+
+    def probes(stack, cfg, outputs, tools, timeout_s):
+        h.clock.park_until(math.inf, release.is_set)
+        try:
+            tools.kubectl("-n", "gpu-basics", "delete", "jobset", "nccl-allreduce")
+            after.append("called")
+        except ToolFailed as e:
+            after.append(str(e))
+        return []
+    h = harness(probes=probes, timeout_s=1800.0)
+    h.seams.tools.own_cluster_only = True
+    try:
+        h.run()
+    finally:
+        called = len(h.calls("kubectl"))
+        release.set()
+    deadline = time.monotonic() + 20
+    while not after and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert after and "no kubeconfig of the run's cluster" in after[0] and len(h.calls("kubectl")) == called
+    with pytest.raises(ToolFailed, match="no kubeconfig of the run's cluster"):
+        Tools(own_cluster_only=True).kubectl("get", "nodes")  # before the cluster's credentials came
+
+
+@pytest.mark.parametrize("case, outcome, why", [
+    ("no drill", Outcome.SKIPPED, "scenario gpu-basics declares no spot drill"),
+    ("on demand", Outcome.SKIPPED, "the drill's pool ndh100 is not spot"),
+    ("restarted", Outcome.FAILED, "the run did not go on from a checkpoint (resumed from 0)"),
+])
+def test_a_drill_runs_only_where_declared_on_spot_and_a_restart_is_no_resume(harness, monkeypatch, case, outcome,
+                                                                              why):
+    """Audit 37 W2 and the drill's skip line: a run that starts again from step 0 ends with the same weights and
+    proves nothing; a stack with spot pools but no drill run says so, not that it found no spot node."""
+    if case == "on demand":  # distributed-training's ND H100 pool is on-demand: a drill declared for it
+        stack = "distributed-training"
+        monkeypatch.setitem(REGISTRY, stack, dataclasses.replace(REGISTRY[stack], drill=dataclasses.replace(
+            DRILL, pool="ndh100")))
+    h = harness(stack="distributed-training" if case == "on demand" else STACK)
+    if case == "no drill":
+        monkeypatch.setitem(REGISTRY, STACK, dataclasses.replace(REGISTRY[STACK], drill=None))
+    elif case == "restarted":
+        def restarted(*args):
+            found, phases_ = drill(*args)
+            return found.model_copy(update={"resumed_from": 0}), phases_
+        h.seams.drill = restarted
+    record, code, _ = h.run()
+    assert steps(record)[StepName.DRILL] == outcome and why in detail(record, StepName.DRILL)
+    assert (code == 0) is (outcome == Outcome.SKIPPED)
+
+
 def test_a_hung_up_is_interrupted_at_its_timeout_then_destroyed(harness):
     h = harness(up="hang", timeout_s=1200.0)
     record, code, _ = h.run()
@@ -497,19 +647,38 @@ def test_a_failed_destroy_is_retried_once_then_reported_with_what_is_left(harnes
     assert len({item.id.lower() for item in record.leftovers}) == len(record.leftovers)  # each once
 
 
-def test_a_destroy_that_fails_once_passes_on_its_retry(harness):
+def test_a_destroy_that_fails_once_passes_on_its_retry_and_measures_no_whole_destroy(harness):
+    """Audit 37 W7: a retried destroy, or one after a failed `pulumi up`, replaced the destroy estimate of every
+    stack. It is recorded, with the time from the first attempt, but not as a measure."""
     h = harness(destroy_failures=1)
     record, code, _ = h.run()
-    assert code == 0 and h.stack.destroys == 2
+    assert code == 0 and h.stack.destroys == 2 and h.stack.retries == 1  # the retry refreshes the state first
     assert detail(record, StepName.DESTROY).startswith("destroyed on the retry, after: error: deleting ManagedCluster")
+    destroyed = record.phase(PhaseName.DESTROY, Clock.DESTROY)
+    assert destroyed.measured_seconds is None and destroyed.source.startswith("not a whole stack's destroy")
+    failed_up = harness_again(h, up="fail")
+    assert failed_up.phase(PhaseName.DESTROY, Clock.DESTROY).measured_seconds is None
+
+
+def harness_again(h: Harness, **changes: Any) -> Run:
+    """Run once more with the harness's stand-ins, changed: the record."""
+    for key, value in changes.items():
+        setattr(h.stack, {"up": "up_mode"}.get(key, key), value)
+    h.stack.destroys, h.stack.destroy_failures = 0, 0
+    h.world.write(deployed=False)
+    record, _, _ = h.run()
+    return record
 
 
 def test_a_leftover_fails_the_run(harness):
     world_ids = azure_ids(stack_config(STACK).for_deployment(SUBSCRIPTION))
     tags = {**stack_config(STACK).tags}
-    left = {"resources": [{"id": "/subscriptions/" + SUBSCRIPTION + "/resourceGroups/rg-shared/providers/"
-                           "Microsoft.Network/publicIPAddresses/kubernetes-d4e5f6", "name": "kubernetes-d4e5f6",
-                           "type": "Microsoft.Network/publicIPAddresses", "group": "rg-shared", "tags": tags}],
+    shared = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/rg-shared/providers/Microsoft.Network/publicIPAddresses"
+    left = {"resources": [{"id": f"{shared}/kubernetes-d4e5f6", "name": "kubernetes-d4e5f6",
+                           "type": "Microsoft.Network/publicIPAddresses", "group": "rg-shared", "tags": tags},
+                          # Another project's stack of the same name is not this run's leftover.
+                          {"id": f"{shared}/theirs", "name": "theirs", "type": "Microsoft.Network/publicIPAddresses",
+                           "group": "rg-shared", "tags": {**tags, "pulumi-project": "another"}}],
             "roleAssignments": [world_ids["grant"]]}
     h = harness(left=left)
     record, code, _ = h.run()
@@ -532,15 +701,18 @@ def test_ctrl_c_during_up_cancels_it_and_destroys_what_it_made(harness):
     assert detail(record, StepName.DRILL) == "the run was interrupted" and h.stack.destroys == 1
 
 
-def test_sigterm_is_a_ctrl_c_for_the_command_and_its_exit_code_is_1(harness, monkeypatch, capsys):
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_sigterm_or_a_closed_terminal_is_a_ctrl_c_for_the_command_and_its_exit_code_is_1(harness, monkeypatch,
+                                                                                           capsys, number):
+    """Audit 37 R5: a closed terminal's SIGHUP killed the run while Pulumi, in its own session, went on."""
     from ops.__main__ import main
-    h = harness(interrupt_at=1000.0, signal_number=signal.SIGTERM)
+    h = harness(interrupt_at=1000.0, signal_number=number)
     monkeypatch.setattr("ops.e2e.run.real_seams", lambda: h.seams)
     monkeypatch.setattr("ops.e2e.run.Settings", lambda **kw: Settings(**{**kw, "poll_s": TICK, "tick_s": TICK,
                                                                         "cancel_grace_s": 300.0}))
-    before = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(number)
     code = main(["e2e", "--stack", STACK, "--results", str(h.settings.results)])
-    assert code == 1 and signal.getsignal(signal.SIGTERM) is before
+    assert code == 1 and signal.getsignal(number) is before
     (path,) = h.settings.results.iterdir()
     record = Run.model_validate_json(path.read_text())
     assert steps(record)[StepName.UP] == Outcome.INTERRUPTED and steps(record)[StepName.DESTROY] == Outcome.OK
@@ -586,19 +758,73 @@ def test_without_the_probes_module_the_probes_step_fails_rather_than_pass_unprob
 
 @pytest.mark.parametrize("case, text", [
     ("deployed", "stack gpu-basics already has 1 resources in the Pulumi backend"),
+    ("up in Azure", "stack gpu-basics is up in Azure (resource group rg-gpu-basics, environment 'e2e-run'), though "
+                    "this Pulumi backend holds none of it"),
     ("signed-out", "not signed in to Azure: run az login"),
 ])
 def test_bad_input_is_one_line_exit_2_and_deploys_nothing(harness, monkeypatch, capsys, case, text):
+    """Audit 37 NIT: a local run trusted the backend alone; a deployment from another backend, or one a killed run
+    left, is refused as the workflow's plan refuses it."""
     from ops.__main__ import main
     h = harness(existing=[StateResource(MANAGED_CLUSTER, "x")] if case == "deployed" else None)
     if case == "signed-out":
         h.world.signed_in = False
         h.world.write(deployed=False)
+    if case == "up in Azure":
+        h.world.write(deployed=True)
     monkeypatch.setattr("ops.e2e.run.real_seams", lambda: h.seams)
     code = main(["e2e", "--stack", STACK, "--results", str(h.settings.results)])
     (line,) = capsys.readouterr().err.splitlines()
     assert code == 2 and line.startswith("error: ") and text in line
     assert h.stack.ups == 0 and not h.settings.results.exists()
+
+
+def test_protected_data_stays_its_group_is_marked_retained_and_the_next_run_may_start(harness):
+    """Audit 37 B1: a destroy of a stack with protected data (av-resim's output account) failed every time, and a
+    kept group then refused every later run. The destroy keeps it as destroy-stack.yml does, the run marks the group
+    retained as `ops leftovers --retain` does, and what the destroy kept is no deployment in use."""
+    h = harness(stack="av-resim")
+    record, code, _ = h.run()
+    cfg, group = h.world.cfg, h.world.cfg.naming.resource_group()
+    (kept,) = protected_accounts(cfg)
+    assert steps(record)[StepName.DESTROY] == Outcome.OK and steps(record)[StepName.LEFTOVERS] == Outcome.OK
+    assert record.leftovers == () and f"kept on purpose: storage account {kept} in resource group {group}" in \
+        detail(record, StepName.LEFTOVERS) and detail(record, StepName.LEFTOVERS).endswith(
+            f"resource group {group} marked lifetime: retained")
+    tags = json.loads((h.world.folder / "azure.json").read_text())["groups"][group]["tags"]
+    assert tags["lifetime"] == "retained" and "expires-at" not in tags
+    assert [r.id.rsplit("/", 1)[-1] for r in h.stack.existing if r.custom] == [group, kept]  # the state keeps them
+    start(h.stack_name, h.seams, h.settings)  # the next run is not refused for them
+    h.stack.existing.append(StateResource(MANAGED_CLUSTER, "x"))
+    with pytest.raises(BadInput, match="stack av-resim already has 1 resources in the Pulumi backend"):
+        start(h.stack_name, h.seams, h.settings)  # but a deployed cluster beside them is someone's
+
+
+@pytest.mark.parametrize("case", ["killed", "destroyed", "redeployed", "stuck"])
+def test_the_cleanup_after_a_killed_run_destroys_its_deployment_and_nothing_else(harness, case):
+    """Audit 37 W6: a cancelled or timed-out workflow job kills the run before its destroy. `ops e2e-cleanup` then
+    destroys what the backend holds of the run's deployment (all but protected data), after `pulumi cancel` (a killed
+    update leaves its lock), and looks for leftovers; it leaves alone a deployment that is not an end-to-end run's,
+    and a clean state is only checked."""
+    h = harness()
+    if case in ("killed", "redeployed", "stuck"):  # the run had deployed the stack when its job was killed
+        h.world.environment = "gpu-basics" if case == "redeployed" else E2E_ENVIRONMENT
+        h.world.write(deployed=True)
+        h.stack.existing = h.world.made()
+        h.stack.destroy_failures = 2 if case == "stuck" else 0
+    said = len(h.said)
+    code = cleanup_stack(STACK, h.seams, h.settings)
+    lines = h.said[said:]
+    if case == "killed":
+        assert code == 0 and h.stack.cancels == 1 and h.stack.destroys == 1 and h.stack.existing == []
+        assert any("destroying them" in line for line in lines) and lines[-1].startswith("e2e gpu-basics: leftovers ok")
+    elif case == "destroyed":
+        assert code == 0 and h.stack.destroys == 0 and any("nothing to destroy" in line for line in lines)
+        assert any(c[:2] == ["resource", "list"] for c in h.calls("az"))  # the leftover check still ran
+    elif case == "redeployed":  # deploy.yml's deployment, made after the run: not the cleanup's to destroy
+        assert code == 0 and h.stack.destroys == 0 and "environment 'gpu-basics'" in lines[-1]
+    else:
+        assert code == 1 and h.stack.destroys == 2 and any("leftovers failed" in line for line in lines)
 
 
 def test_protected_data_is_kept_not_a_leftover_and_anything_beside_it_is():
@@ -661,6 +887,12 @@ def cancelled(*_):
 if args[0] == "up" and (folder / "hang").exists():
     signal.signal(signal.SIGINT, cancelled)
     time.sleep(60)
+if args[0] == "destroy" and "--exclude-protected" not in args:  # pkg/resource/deploy/step.go, DeleteStep.Apply
+    event_log({{"diagnosticEvent": {{"severity": "error", "message": 'unable to delete resource "urn:account" as it '
+                                      'is currently marked for protection'}}}})
+    sys.exit("error: update failed")
+if "--config-file" in args:  # kept: the run removes its copy once `pulumi up` ends
+    (folder / "config-file.yaml").write_text(pathlib.Path(args[args.index("--config-file") + 1]).read_text())
 if args[0] in ("up", "destroy"):
     event_log({{"preludeEvent": {{"config": {{}}}}}},
               {{"resOutputsEvent": {{"metadata": {{"op": "create", "urn": "u", "type": {cluster!r},
@@ -678,8 +910,15 @@ if args[:2] == ["stack", "history"]:
     sys.exit(0)
 if args[:2] == ["stack", "export"]:
     print(json.dumps({{"version": 3, "deployment": {{"resources": [
-        {{"type": "pulumi:pulumi:Stack", "id": ""}}, {{"type": "pulumi:providers:azure-native", "id": "p"}},
-        {{"type": {cluster!r}, "id": "/subscriptions/s/resourceGroups/rg/providers/c"}}]}}}}))
+        {{"type": "pulumi:pulumi:Stack", "id": "", "urn": "urn:stack"}},
+        {{"type": "pulumi:providers:azure-native", "id": "p", "urn": "urn:provider"}},
+        {{"type": {cluster!r}, "id": "/subscriptions/s/resourceGroups/rg/providers/c", "urn": "urn:cluster",
+          "custom": True, "parent": "urn:stack", "dependencies": ["urn:group"],
+          "propertyDependencies": {{"resourceGroupName": ["urn:group"]}}}},
+        {{"type": "aksgpu:azure:BlobStorage", "urn": "urn:storage", "custom": False, "parent": "urn:stack"}},
+        {{"type": "azure-native:storage:StorageAccount", "id": "/subscriptions/s/resourceGroups/rg/providers/a",
+          "urn": "urn:account", "custom": True, "protect": True, "parent": "urn:storage",
+          "propertyDependencies": {{"resourceGroupName": ["urn:group"]}}}}]}}}}))
     sys.exit(0)
 sys.exit("unexpected: " + " ".join(args))
 """
@@ -699,7 +938,20 @@ def fake_pulumi(tmp_path, monkeypatch) -> Path:
 def test_the_automation_api_stack_reports_the_engines_times_outputs_and_state(fake_pulumi):
     from ops.e2e.automation import EngineTimes, PulumiStack
     stack = PulumiStack(STACK, REPO_ROOT)
-    assert stack.resources() == [StateResource(MANAGED_CLUSTER, "/subscriptions/s/resourceGroups/rg/providers/c")]
+    made = stack.resources()
+    assert made == [
+        StateResource(MANAGED_CLUSTER, "/subscriptions/s/resourceGroups/rg/providers/c", "urn:cluster",
+                      needs=("urn:stack", "urn:group")),
+        StateResource("aksgpu:azure:BlobStorage", "", "urn:storage", custom=False, needs=("urn:stack",)),
+        StateResource("azure-native:storage:StorageAccount", "/subscriptions/s/resourceGroups/rg/providers/a",
+                      "urn:account", protect=True, needs=("urn:storage", "urn:group"))]
+    # What a destroy that keeps protected resources deletes: not the account, nor the component above it.
+    assert destroyed_by_exclude_protected(made) == made[:1]
+    stack.destroy(EngineTimes().on_event, lambda line: None)  # Pulumi refuses a destroy without it: see FAKE_PULUMI
+    stack.destroy(EngineTimes().on_event, lambda line: None, retry=True)
+    first, second = [c["args"] for c in map(json.loads, (fake_pulumi / "calls.jsonl").read_text().splitlines())
+                     if "destroy" in c["args"]]
+    assert "--continue-on-error" in first and "--refresh" not in first and "--refresh" in second
     times, lines = EngineTimes(), []
     outputs = stack.up(times.on_event, lines.append)
     assert outputs.values == {"kubeconfig": "apiVersion: v1", "clusterName": "aks-gpu-basics"}
@@ -711,6 +963,28 @@ def test_the_automation_api_stack_reports_the_engines_times_outputs_and_state(fa
     # Each command runs in a session of its own (but the SDK's own `pulumi version`): a Ctrl-C at the terminal
     # reaches the run, which decides what Pulumi gets.
     assert os.getsid(0) not in {c["session"] for c in calls if c["args"] != ["version"]}
+
+
+def test_up_deploys_as_an_end_to_end_run_from_a_copy_of_the_stack_file(fake_pulumi):
+    """Audit 37 R3: the run's deployment says it is an end-to-end run's (environment e2e-run on every resource), so a
+    push leaves it to the run; the stack file in the checkout stays as it is."""
+    from ops.e2e.automation import EngineTimes, PulumiStack
+    file = REPO_ROOT / f"Pulumi.{STACK}.yaml"
+    before = file.read_text()
+    PulumiStack(STACK, REPO_ROOT, {"aksgpu:environment": E2E_ENVIRONMENT}).up(EngineTimes().on_event, lambda _: None)
+    import yaml
+    used = yaml.safe_load((fake_pulumi / "config-file.yaml").read_text())
+    assert used["config"] == {**yaml.safe_load(before)["config"], "aksgpu:environment": E2E_ENVIRONMENT}
+    assert file.read_text() == before
+
+
+def test_the_command_deploys_as_an_e2e_run_and_runs_kubectl_against_its_own_cluster_only(monkeypatch):
+    from ops.e2e import run as e2e_run
+    monkeypatch.setattr(e2e_run.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.setattr(e2e_run, "PulumiStack", lambda *made: made)
+    seams = e2e_run.real_seams()
+    assert seams.deployment(STACK) == (STACK, REPO_ROOT, {"aksgpu:environment": E2E_ENVIRONMENT})
+    assert seams.tools.own_cluster_only and seams.tools.kubeconfig is None
 
 
 def test_interrupting_a_running_command_sends_pulumi_one_sigint(fake_pulumi):

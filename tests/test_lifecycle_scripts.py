@@ -279,6 +279,21 @@ def test_a_push_deploys_live_demos_and_long_lived_stacks_only():
         "kept": "destroyed; only its protected data is kept: run the deploy workflow to bring it back"}
 
 
+def test_a_push_leaves_a_demo_an_end_to_end_run_has_up_to_the_run():
+    """Audit 37 R3: a push during an e2e run found its demo live and queued a deploy behind it in the stack's
+    concurrency group, which brought the stack back right after the run destroyed it. The run deploys as environment
+    e2e-run (python -m ops e2e), and a push leaves that deployment alone; a long-lived stack deploys on a push
+    whatever it holds, as always."""
+    groups = [group("drilled", lifetime="demo", environment=lifecycle.E2E_ENVIRONMENT,
+                    **{"expires-at": "2026-11-25T00:00:00Z"}),
+              group("dev", lifetime="demo", environment=lifecycle.E2E_ENVIRONMENT)]
+    found = lifecycle.push_targets(["drilled", "dev"], groups, NOW, "aksgpu",
+                                   lambda s: Lifetime.LONG_LIVED if s == "dev" else Lifetime.DEMO)
+    assert found.deploy == ["dev"] and found.skipped == {"drilled": (
+        "an end-to-end run's deployment (e2e.yml), which the run destroys: a deploy queued behind it would bring the "
+        "stack back")}
+
+
 def test_push_targets_reads_az_group_list_and_says_what_it_skips():
     groups = [group("gpu-basics", lifetime="demo", **{"expires-at": "2999-01-01T00:00:00Z"})]
     result = ops("push-targets", json.dumps(["gpu-basics", "function-gpu"]), input=json.dumps(groups))

@@ -29,7 +29,6 @@ from program.probes import (
     GpuMetricUnderLoad,
     HttpAnswers,
     JobCompletes,
-    JobCopy,
     JobFromTemplate,
     JobSetFromTemplate,
     Probe,
@@ -105,6 +104,21 @@ def test_a_run_from_a_template_gets_its_blobs_first_and_a_name_of_its_own(tmp_pa
         c[0] for c in fake.calls("kubectl")]
 
 
+def test_an_upload_refused_before_its_data_role_takes_effect_is_tried_again(tmp_path):
+    """Audit 37 NIT: a role assignment `pulumi up` just made takes minutes to take effect; the upload failed the
+    probe at its first 403."""
+    probe = JobCompletes("a run answers", "batch-inference", JobFromTemplate("batch-predict"),
+                         given=(BlobUpload("input", "requests", "r.json", b"{}"),))
+    job = f"batch-predict-e2e-{RUN_ID}"
+    fake = Fake(tmp_path, [rule("create", "job", job), rule("get", "job", job, **status("Job", "Complete")),
+                           *job_logs(job, "done\n")],
+                [rule("upload-batch", answers=[{"stderr": "ERROR: This request is not authorized to perform this "
+                                                          "operation using this permission.", "exit": 1},
+                                               {"stdout": "[]"}])])
+    found = verdict(fake, probe, outputs={"storageAccounts": {"input": "stinputabc"}})
+    assert found.passed and len(fake.calls("az")) == 2
+
+
 def test_a_jobset_run_is_made_from_its_kept_manifest_with_the_owner_claims_uid(tmp_path):
     manifest = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
                 "metadata": {"name": "nccl-allreduce", "namespace": "distributed",
@@ -148,6 +162,18 @@ def test_a_service_that_answers_through_its_port_forward_passes(tmp_path):
     assert fake.requests() == [["POST", "/predict", '{"images": [[0.0]]}']]
     (call,) = [c[0] for c in fake.calls("kubectl")]
     assert call == ["-n", "training", "port-forward", "service/predict", ":80", "--address", "127.0.0.1"]
+
+
+def test_an_endpoint_probe_says_when_it_got_no_answer_before_its_first_one(tmp_path):
+    body = '{"step": 2000, "predictions": [{"label": 1, "confidence": 0.93}]}'
+    fake = Fake(tmp_path, [rule("port-forward", "service/predict", answers=[
+        {"serve": {"status": 503, "body": "no checkpoint yet"}}, {"serve": {"status": 200, "body": body}}])])
+    found = verdict(fake, ANSWER)
+    assert found.passed and found.answered is not None and found.unanswered is not None
+    assert (found.answered - found.unanswered).total_seconds() == 15.0  # one look apart
+    (tmp_path / "again").mkdir()
+    at_once = verdict(Fake(tmp_path / "again", [rule("port-forward", serve={"status": 200, "body": body})]), ANSWER)
+    assert at_once.answered is not None and at_once.unanswered is None
 
 
 def test_a_service_that_is_not_ready_until_the_timeout_fails_with_its_last_answer(tmp_path):
@@ -410,23 +436,23 @@ def unknown_names(render: Render, probe: Probe) -> list[str]:
 
 
 def drill_problems(render: Render, drill: SpotDrill) -> list[str]:
-    """The drill's run exists, takes its pool, and starts from nothing each time: its checkpoints live in its pod, or
-    in a folder named after its Job."""
-    objects = kubernetes_objects(render)
-    if isinstance(drill.run, JobCopy):
-        found = objects.get((JOB, drill.namespace, drill.run.job))
-    else:
-        found = objects.get((CRONJOB, drill.namespace, drill.run.template))
+    """The drill's run exists, takes its pool, keeps its checkpoints where they outlive the evicted node (a
+    persistent volume, not its pod's emptyDir: audit 37 W2), and starts from nothing each time (a folder named after
+    its Job)."""
+    found = kubernetes_objects(render).get((CRONJOB, drill.namespace, drill.run.template))
     if found is None:
         return [f"no run {drill.run} in {drill.namespace}"]
     pod = pod_spec(found)
     (trainer,) = pod["containers"]
-    fresh_folder = any("$(" in arg for arg in trainer["command"]) and any(
+    folder = trainer["command"][trainer["command"].index("--checkpoints") + 1]
+    fresh_folder = "$(" in folder and any(
         e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath", "").endswith("['batch.kubernetes.io/job-name']")
         for e in trainer.get("env", []))
-    in_pod = all("emptyDir" in v for v in pod.get("volumes", []))
+    mount = next(m for m in trainer["volumeMounts"] if folder.startswith(m["mountPath"]))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
     return [*([] if drill.pool in set(pod["nodeSelector"].values()) else [f"its pods take {pod['nodeSelector']}"]),
-            *([] if fresh_folder or in_pod else ["it would resume from an earlier run's checkpoints"])]
+            *([] if "persistentVolumeClaim" in volume else ["its checkpoints would go with the evicted node"]),
+            *([] if fresh_folder else ["it would resume from an earlier run's checkpoints"])]
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -436,9 +462,16 @@ def test_each_stack_declares_probes_that_name_what_its_render_has(render_of, sta
     probes = scenario.probes_of(render.cfg, render.cfg.settings)
     assert problems(probes) == []
     assert {probe.name: unknown_names(render, probe) for probe in probes} == {probe.name: [] for probe in probes}
+    # Endpoint probes first: they ask from the end of `pulumi up`, so the run can see when the endpoint came up.
+    kinds = [isinstance(probe, HttpAnswers) for probe in probes]
+    assert kinds == sorted(kinds, reverse=True)
     drill = scenario.drill_of(render.cfg, render.cfg.settings)
     if drill is not None:
         assert drill_problems(render, drill) == []
+    elif render.cfg.scenario == "gpu-basics":  # decided from the render: its run's checkpoints are in its pod
+        volumes = pod_spec(render.named("training-job", JOB).revealed)["volumes"]
+        assert [v for v in volumes if v["name"] == "checkpoints"] == [{"name": "checkpoints",
+                                                                       "emptyDir": {"sizeLimit": "5Gi"}}]
 
 
 def test_the_render_check_catches_a_probe_naming_what_the_stack_lacks(render_shape):
@@ -449,8 +482,9 @@ def test_the_render_check_catches_a_probe_naming_what_the_stack_lacks(render_sha
     assert unknown_names(render, BlobsWritten("x", "ckpt", "checkpoint", "")) == [
         "no container checkpoint in role ckpt: {'ckpt': ('checkpoints',)}"]
     assert drill_problems(render, SpotDrill("training", "gpu", JobFromTemplate("train-run"))) == []
-    assert drill_problems(render, SpotDrill("training", "gpu", JobCopy("train"))) == [
-        "it would resume from an earlier run's checkpoints"]
+    in_pod = render_shape("spot-from-zero")  # gpu-basics: its training keeps its checkpoints in an emptyDir
+    assert in_pod.named("training-job", JOB) is not None
+    assert REGISTRY["gpu-basics"].drill_of(in_pod.cfg, in_pod.cfg.settings) is None
 
 
 def test_every_scenario_page_says_what_its_acceptance_is_and_where_it_is_declared():
@@ -477,6 +511,27 @@ def test_the_training_probes_look_for_what_train_py_writes(tmp_path, capsys):
                                   "--batch-size", "8", "--data", "synthetic", "--device", "cpu"]))
     assert re.search(TRAINING_DONE, capsys.readouterr().out.splitlines()[-1])
     assert sorted(p.name for p in tmp_path.glob(f"{CHECKPOINT_PREFIX}*")) == ["ckpt-00000002.pt", "ckpt-00000004.pt"]
+
+
+def test_the_committed_checkpoint_is_one_the_batch_job_loads_and_a_run_needs_no_torch_to_upload_it(tmp_path):
+    """Audit 37 W4: batch-inference's probe made its checkpoint with train.py, which needs torch, on a machine
+    `make e2e` gives none. The committed one (scripts/e2e_checkpoint.py) is read as bytes, and loads as the batch
+    job loads the model it is given."""
+    import subprocess
+    import sys
+
+    import torch
+
+    from ops.e2e.probes import DIGITNET_CHECKPOINT
+    batch_predict = import_from("jobs", "batch_predict")
+    (tmp_path / DIGITNET_CHECKPOINT.name).write_bytes((REPO_ROOT / DIGITNET_CHECKPOINT).read_bytes())
+    step, model = batch_predict.load_model(tmp_path, torch.device("cpu"))
+    assert step == 1 and type(model).__name__ == "DigitNet"
+    without_torch = ("import sys; sys.modules['torch'] = None; from program.probes import Content; "
+                     "from ops.e2e.probes import MAKERS; print(len(MAKERS[Content.DIGITNET_CHECKPOINT]()))")
+    made = subprocess.run([sys.executable, "-c", without_torch], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    assert int(made.stdout) == (REPO_ROOT / DIGITNET_CHECKPOINT).stat().st_size
 
 
 def test_the_prediction_probe_is_a_body_the_service_parses_and_its_answer_matches(tmp_path):

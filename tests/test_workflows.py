@@ -371,7 +371,8 @@ def test_lifecycle_doc_names_every_workflow_and_helper():
                    "ops push-targets", "ops drain-jobs", "ops ci-setup", "ops preview-backend", "make state-backend",
                    "allow-replace", "PULUMI_BACKEND_URL", "PULUMI_SECRETS_PROVIDER",
                    "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER", "lifetime: retained", "ops e2e-matrix", "E2E_SCHEDULE",
-                   "E2E_STACKS", "E2E_MAX_COST_USD"):
+                   "E2E_STACKS", "E2E_MAX_COST_USD", "E2E_MAX_TOTAL_COST_USD", "ops e2e-cleanup",
+                   "scripts/az-signed-in.sh"):
         assert helper in text, helper
 
 
@@ -386,7 +387,8 @@ def test_every_pulumi_job_uses_the_secrets_manager_its_state_names():
     on every run after the first (pulumi/pulumi#17236: the state's manager is used only with this variable)."""
     jobs = pulumi_jobs()
     assert {(w, n) for w, n, _ in jobs} == {("pull-request.yml", "preview"), ("deploy.yml", "up"),
-                                            ("destroy-stack.yml", "destroy"), ("e2e.yml", "run")}
+                                            ("destroy-stack.yml", "destroy"), ("e2e.yml", "run"),
+                                            ("e2e.yml", "cleanup")}
     for workflow, name, job in jobs:
         assert job["env"]["PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER"] == "true", (workflow, name)
 
@@ -599,27 +601,33 @@ def write_tool(folder: Path, name: str, body: str) -> None:
 def test_the_e2e_plan_is_decided_by_ops_e2e_matrix_and_refuses_what_is_over_the_cap(tmp_path):
     step = e2e_step("plan", "e2e-matrix")
     assert step["env"] == {"STACKS": "${{ inputs.stacks || vars.E2E_STACKS || 'all' }}",
-                           "MAX_COST": "${{ inputs.max_cost || vars.E2E_MAX_COST_USD }}"}
+                           "MAX_COST": "${{ inputs.max_cost || vars.E2E_MAX_COST_USD }}",
+                           "MAX_TOTAL_COST": "${{ inputs.max_total_cost || vars.E2E_MAX_TOTAL_COST_USD }}"}
     write_tool(tmp_path, "make", "")
     write_tool(tmp_path, "az", "assert sys.argv[1:] == ['group', 'list', '--output', 'json']; print('[]')")
     stack = next(s for s in stack_files() if json.loads(ops("matrix", s).stdout)["include"])  # on a hosted runner
     output, summary = tmp_path / "output", tmp_path / "summary"
     done, _, _ = run_step(tmp_path, "e2e.yml", "plan", "e2e-matrix", STACKS=stack, MAX_COST="1000000",
-                          GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary))
+                          MAX_TOTAL_COST="", GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary))
     assert done.returncode == 0, done.stderr
     matrix = json.loads(output.read_text().removeprefix("matrix="))
     assert matrix == json.loads(ops("matrix", stack).stdout)  # ops matrix's rows: runner and environment
     assert f"| `{stack}` |" in summary.read_text()
     refused, _, _ = run_step(tmp_path, "e2e.yml", "plan", "e2e-matrix", STACKS=stack, MAX_COST="0.01",
-                             GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary))
-    assert refused.returncode == 1 and f"::error::stack {stack}: estimated run cost $" in refused.stderr
+                             MAX_TOTAL_COST="", GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary))
+    assert refused.returncode == 1 and f"::error::stack {stack}: run cost $" in refused.stderr
+    over_total, _, _ = run_step(tmp_path, "e2e.yml", "plan", "e2e-matrix", STACKS=stack, MAX_COST="",
+                                MAX_TOTAL_COST="0.01", GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary))
+    assert over_total.returncode == 1 and "above the total cap $0.01" in over_total.stderr
     # nothing to run: the plan fails and no run starts
 
 
 def test_each_e2e_run_signs_in_and_selects_its_stack_as_a_deploy_does():
     run, up = load("e2e.yml")["jobs"]["run"], load("deploy.yml")["jobs"]["up"]
-    for key in ("runs-on", "environment", "concurrency", "permissions", "strategy"):
+    for key in ("runs-on", "environment", "concurrency", "permissions"):
         assert run[key] == up[key], key  # the scenario's environment, the stack's concurrency group
+    # One run at a time (audit 37 R4): each capacity preflight sees the regional quota as its run will.
+    assert run["strategy"] == {**up["strategy"], "max-parallel": 1}
     assert run["env"] == up["env"]
     steps = run["steps"]
     login = next(s for s in steps if s.get("uses", "").startswith("azure/login"))
@@ -634,33 +642,98 @@ def test_each_e2e_run_signs_in_and_selects_its_stack_as_a_deploy_does():
     assert order == sorted(order)  # install-azure: the capacity preflight's SDK
 
 
-FAKE_AZ_LOGIN = """with open(os.environ["CALLS"], "a") as log:
-    log.write(json.dumps(sys.argv[1:]) + "\\n")
+def test_a_cancelled_or_timed_out_run_is_followed_by_a_cleanup_that_destroys_the_runs_deployment():
+    """Audit 37 W6: a cancelled or timed-out job's step gets ten seconds (SIGINT, SIGTERM 7.5 s later, then a kill:
+    GitHub's workflow cancellation reference) and bash passes no signal on, so the run's own destroy never ran and
+    the stack stayed up. A job whose `if` is always() is not cancelled with the workflow (same reference, step 1)."""
+    jobs = load("e2e.yml")["jobs"]
+    cleanup, run = jobs["cleanup"], jobs["run"]
+    assert cleanup["needs"] == ["plan", "run"]
+    assert cleanup["if"].startswith("always() && needs.plan.result == 'success'")
+    for key in ("runs-on", "environment", "concurrency", "permissions"):
+        assert cleanup[key] == run[key], key  # the run's runner, credential and concurrency group, per stack
+    assert cleanup["strategy"]["matrix"] == run["strategy"]["matrix"]
+    assert {k: v for k, v in cleanup["env"].items()} == {k: v for k, v in run["env"].items() if k != "DOCKERHUB_TOKEN"}
+    select = next(s for s in cleanup["steps"] if "pulumi stack select" in s.get("run", ""))
+    assert select == e2e_step("run", "pulumi stack select")
+    assert cleanup["steps"][-1]["run"] == 'scripts/az-signed-in.sh .venv/bin/python -m ops e2e-cleanup --stack="$STACK"'
+
+
+def test_each_e2e_job_outlasts_every_step_it_runs_within_a_hosted_jobs_six_hours():
+    """Audit 37 W6 and W7: the run job's 240 minutes were below its steps' timeouts (a slow destroy was killed half
+    way), and the budget's hours must be the jobs' own."""
+    from ops.e2e.budget import CEILING_HOURS, CLEANUP_JOB_MINUTES, RUN_JOB_MINUTES
+    from ops.e2e.run import Settings
+    jobs = load("e2e.yml")["jobs"]
+    assert (jobs["run"]["timeout-minutes"], jobs["cleanup"]["timeout-minutes"]) == (RUN_JOB_MINUTES,
+                                                                                    CLEANUP_JOB_MINUTES)
+    setup = 15  # checkout, installs, the runner's disk, sign-in, kubelogin and the Pulumi CLI
+    assert Settings().longest_s / 60 + setup <= RUN_JOB_MINUTES <= 360  # GitHub-hosted: 6 hours a job
+    assert Settings().cleanup_longest_s / 60 + setup <= CLEANUP_JOB_MINUTES
+    assert CEILING_HOURS == (RUN_JOB_MINUTES + CLEANUP_JOB_MINUTES) / 60
+    assert "--timeout-minutes" not in e2e_step("run", "make e2e")["run"]  # the defaults the sums are of
+
+
+FAKE_AZ_IN_ITS_FOLDER = """folder = os.environ["AZURE_CONFIG_DIR"]
+with open(os.environ["CALLS"], "a") as log:
+    log.write(json.dumps({"args": sys.argv[1:], "folder": folder}) + "\\n")
+if sys.argv[1] == "login":
+    time.sleep(0.1)  # az writes its profile and token cache meanwhile
+    with open(os.path.join(folder, "azureProfile.json"), "w") as profile:
+        profile.write(sys.argv[sys.argv.index("--federated-token") + 1])
 """
+"""az as the renewal calls it: each call logged with the config folder it was given; a sign-in writes it."""
 
 
 def test_an_e2e_run_keeps_az_signed_in_with_fresh_github_tokens_and_stops_when_the_run_ends(tmp_path):
     """az cannot renew the GitHub OIDC token behind its sign-in (Azure/login#372), and a run lasts longer than the
-    tokens az caches: the step signs in again with a fresh token while `make e2e` runs, and no longer after."""
-    calls = tmp_path / "az-calls"
-    write_tool(tmp_path, "az", FAKE_AZ_LOGIN)
+    tokens az caches: the step signs in again with a fresh token while `make e2e` runs, and no longer after. Audit 37
+    R1: `az login` rewrote the ~/.azure that kubelogin, the state backend and Pulumi's commands read meanwhile
+    (Azure/azure-cli#23642); each sign-in now fills a folder of its own, and the run sees it only once complete."""
+    calls, seen, home = tmp_path / "az-calls", tmp_path / "seen", tmp_path / "home"
+    (home / ".azure").mkdir(parents=True)
+    (home / ".azure" / "azureProfile.json").write_text("azure/login's")
+    write_tool(tmp_path, "az", FAKE_AZ_IN_ITS_FOLDER)
     write_tool(tmp_path, "curl", "n = len(open(os.environ['CALLS']).read().splitlines())\n"
                                  "assert sys.argv[-1] == 'https://token.example/?api-version=2.0"
                                  "&audience=api://AzureADTokenExchange', sys.argv\n"
                                  "print(json.dumps({'value': f'github-oidc-{n}'}))")
-    write_tool(tmp_path, "make", "assert sys.argv[1:] == ['e2e', 'STACK=gpu-basics']\ntime.sleep(1.5)\n"
+    # The run: reads the profile through AZURE_CONFIG_DIR, as az, kubelogin and the state backend do.
+    write_tool(tmp_path, "make", "assert sys.argv[1:3] == ['e2e', 'STACK=gpu-basics'], sys.argv\n"
+                                 "results = os.environ['RUNNER_TEMP'] + '/e2e-results'\n"
+                                 "assert sys.argv[3] == f'E2E_FLAGS=--results {results}', sys.argv\n"
+                                 "ends = time.time() + 1.5\n"
+                                 "while time.time() < ends:\n"
+                                 "    with open(os.environ['SEEN'], 'a') as log:\n"
+                                 "        log.write(json.dumps([os.environ['AZURE_CONFIG_DIR'], open(os.path.join(\n"
+                                 "            os.environ['AZURE_CONFIG_DIR'], 'azureProfile.json')).read()]) + '\\n')\n"
+                                 "    time.sleep(0.01)\n"
                                  "sys.exit(int(os.environ['MAKE_STATUS']))")
     for status in (0, 3):
         calls.write_text("")
+        seen.write_text("")
         done, _, _ = run_step(tmp_path, "e2e.yml", "run", "make e2e", STACK="gpu-basics", RENEW_SECONDS="0.3",
-                              MAKE_STATUS=str(status), CALLS=str(calls), ARM_CLIENT_ID="app", ARM_TENANT_ID="tenant",
+                              MAKE_STATUS=str(status), CALLS=str(calls), SEEN=str(seen), HOME=str(home),
+                              ARM_CLIENT_ID="app", ARM_TENANT_ID="tenant",
                               ARM_SUBSCRIPTION_ID="sub", ACTIONS_ID_TOKEN_REQUEST_TOKEN="request-token",
                               ACTIONS_ID_TOKEN_REQUEST_URL="https://token.example/?api-version=2.0")
         assert done.returncode == status, done.stderr  # the run's own verdict
-        logins = [json.loads(line) for line in calls.read_text().splitlines() if line.startswith('["login"')]
-        assert len(logins) >= 2 and logins[0] == ["login", "--service-principal", "--username", "app", "--tenant",
-                                                  "tenant", "--federated-token", "github-oidc-0", "--output", "none"]
+        logged = [json.loads(line) for line in calls.read_text().splitlines()]
+        logins = [c for c in logged if c["args"][0] == "login"]
+        assert len(logins) >= 2 and logins[0]["args"] == ["login", "--service-principal", "--username", "app",
+                                                          "--tenant", "tenant", "--federated-token", "github-oidc-0",
+                                                          "--output", "none"]
         assert "::add-mask::github-oidc-0" in done.stdout
+        # Each sign-in (and its account set) into a folder of its own; the run's folder is one link, never written.
+        folders = [c["folder"] for c in logins]
+        assert len(set(folders)) == len(folders) and all(
+            c["folder"] == login["folder"] for login in logins for c in logged
+            if c["args"][0] == "account" and c["folder"] == login["folder"])
+        read = [json.loads(line) for line in seen.read_text().splitlines()]
+        assert {link for link, _ in read} == {str(Path(read[0][0]))} and read[0][0] not in folders
+        # It saw azure/login's profile, then whole profiles of later sign-ins only: never one being written.
+        assert read[0][1] == "azure/login's" and {text for _, text in read} <= {"azure/login's", *(
+            c["args"][7] for c in logins)} and len({text for _, text in read}) >= 2
         ended = calls.read_text()
         time.sleep(0.8)
         assert calls.read_text() == ended  # the renewal stopped with the run
@@ -669,7 +742,9 @@ def test_an_e2e_run_keeps_az_signed_in_with_fresh_github_tokens_and_stops_when_t
 def test_every_run_keeps_its_results_and_one_pull_request_adds_them_with_the_pages_they_change():
     workflow = load("e2e.yml")
     upload = e2e_step("run", "actions/upload-artifact")
-    assert upload["if"] == "always()" and upload["with"]["path"] == "docs/results/e2e-${{ matrix.stack }}-*.json"
+    # This run's file alone (audit 37 NIT: a glob in docs/results/ took committed runs and gpu-sharing-mig's too).
+    assert upload["if"] == "always()" and upload["with"]["path"] == "${{ runner.temp }}/e2e-results/"
+    assert '--results $RUNNER_TEMP/e2e-results' in e2e_step("run", "make e2e")["run"]
     assert upload["with"]["if-no-files-found"] == "error"
     results = workflow["jobs"]["results"]
     assert results["needs"] == ["plan", "run"]
@@ -680,6 +755,6 @@ def test_every_run_keeps_its_results_and_one_pull_request_adds_them_with_the_pag
     run = e2e_step("results", "gh pr create")["run"]
     assert run.index(".venv/bin/python -m offline docs") < run.index("git add docs README.md") < run.index(
         "git diff --cached --quiet -- docs/results") < run.index("gh auth setup-git") < run.index("git push --quiet")
-    # Only the runs reach Azure; the plan asks it which stacks are up, the pull request job nothing.
+    # Only the runs and their cleanups reach Azure; the plan asks it which stacks are up, the pull request job nothing.
     tokens = {name for name, job in workflow["jobs"].items() if job["permissions"].get("id-token") == "write"}
-    assert tokens == {"plan", "run"}
+    assert tokens == {"plan", "run", "cleanup"}

@@ -38,7 +38,7 @@ from checkpoints import (
     save_atomic,
 )
 from digits import batch_for_step, load_dataset
-from jobio import ArgumentParser, device_name, fail, non_negative_int, positive_float, positive_int
+from jobio import ArgumentParser, device_name, fail, non_negative_float, non_negative_int, positive_float, positive_int
 from model import DigitNet
 from process_group import World, join
 
@@ -79,6 +79,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="exit after this many steps (tests a kill)")
     parser.add_argument("--fail-at-step", type=non_negative_int, default=None,
                         help="the last rank dies at this step on torchrun's first attempt (tests losing a node)")
+    parser.add_argument("--pace-seconds", type=non_negative_float, default=0.0,
+                        help="a run from step 0 spreads its steps over at least this many seconds, sleeping between "
+                             "them (a resumed one runs at full speed); what it computes is unchanged (the spot "
+                             "drill's run must outlast Azure's eviction: ops/e2e/drill.py)")
     return parser.parse_args(argv)
 
 
@@ -184,7 +188,10 @@ def _train(args: argparse.Namespace, world: World) -> dict:
     model.train()
     step, timings = start, []
     loss: float | None = None  # until a checkpoint step measures it (a rerun of a finished training measures none)
+    paced_from = time.monotonic() if args.pace_seconds and start == 0 else None
     while step < args.steps:
+        if paced_from is not None:  # sleeping only: batches, RNG and weights are those of an unpaced run
+            time.sleep(max(0.0, paced_from + args.pace_seconds * step / args.steps - time.monotonic()))
         if args.stop_after is not None and step - start >= args.stop_after:
             if world.is_leader:
                 print(f"stopping at step {step} (--stop-after)", flush=True)

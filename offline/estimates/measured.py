@@ -3,7 +3,8 @@
 A run records when each phase happened, counted from its clock's zero (offline/runs.py); a row of durations.yaml is
 how long one step takes. A row is measured where two of a run's phases bracket exactly that step, for the
 configurations in which they do (``MEASURED``); every other row keeps its assumed or cited value. Of several runs
-that measured a row, the latest counts, and the row's source names its file, stack and date.
+that measured a row, the latest counts, and the row's source names its file, stack and date. The destroy row is the
+stack's own: its latest whole destroy (``destroy_measurement``), for that stack's estimate alone.
 """
 
 from __future__ import annotations
@@ -65,8 +66,10 @@ MEASURED = (
              "from the GPU node Ready to the operator's driver pod Ready", _every_gpu_pool_runs(GpuDriver.NONE)),
     Interval(("gpu_node", "device_plugin"), PhaseName.DEVICE_PLUGIN_READY, PhaseName.DRIVER_READY,
              "from the driver loaded to the device plugin pod Ready on that node"),
-    Interval(("e2e", "destroy"), PhaseName.DESTROY, None, "`pulumi destroy` of the whole stack"),
 )
+"""Rows any stack's run measures for every stack. The destroy is not one: one stack's says nothing about another's,
+so a run's whole destroy stands for its own stack's only (``destroy_measurement``)."""
+DESTROY = Interval(("e2e", "destroy"), PhaseName.DESTROY, None, "`pulumi destroy` of the whole stack")
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,16 @@ def _seconds(run: Run, interval: Interval) -> float | None:
     if end is None or end.measured_seconds is None or start is None or end.measured_seconds < start:
         return None
     return end.measured_seconds - start
+
+
+def destroy_measurement(runs: Iterable[Run], stack: str) -> Measurement | None:
+    """``stack``'s latest destroy of a whole stack at its first attempt (a run records no other as measured:
+    ops/e2e/run.py), or None."""
+    found = None
+    for run in sorted((r for r in runs if r.stack == stack), key=lambda r: r.started):
+        if (seconds := _seconds(run, DESTROY)) is not None:
+            found = Measurement(seconds, run, DESTROY)
+    return found
 
 
 def _as_run(run: Run, config: Callable[[str], StackConfig | None]) -> StackConfig | None:

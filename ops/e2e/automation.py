@@ -25,12 +25,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
 from pulumi import automation as auto
 from pulumi.automation import events
 from pulumi.automation.errors import create_command_error
@@ -55,10 +57,35 @@ class Outputs:
 
 @dataclass(frozen=True)
 class StateResource:
-    """One resource in the stack's state: its type token and its provider id (an Azure resource id)."""
+    """One resource in the stack's state: its type token and its provider id (an Azure resource id), and what
+    decides whether `pulumi destroy --exclude-protected` keeps it."""
 
     type: str
     id: str
+    urn: str = ""
+    protect: bool = False
+    """The resource's ``protect`` option (``storage.accounts[].protect``)."""
+    custom: bool = True
+    """False for a component: it holds nothing in Azure."""
+    needs: tuple[str, ...] = ()
+    """The URNs it depends on: its parent, its dependencies and its property dependencies."""
+
+
+def destroyed_by_exclude_protected(resources: Iterable[StateResource]) -> list[StateResource]:
+    """What `pulumi destroy --exclude-protected` deletes of ``resources``: everything but the protected resources and
+    what they depend on, transitively (their parents, dependencies and property dependencies: pulumi/pulumi
+    pkg/cmd/pulumi/operations/destroy.go, ``separateProtected``)."""
+    resources = list(resources)
+    by_urn = {r.urn: r for r in resources if r.urn}
+    kept: set[str] = set()
+    todo = [r.urn for r in resources if r.protect and r.urn]
+    while todo:
+        urn = todo.pop()
+        if urn in kept:
+            continue
+        kept.add(urn)
+        todo += [need for need in (by_urn[urn].needs if urn in by_urn else ()) if need not in kept]
+    return [r for r in resources if r.urn not in kept or not r.urn]
 
 
 class Deployment(Protocol):
@@ -69,9 +96,16 @@ class Deployment(Protocol):
 
     def up(self, on_event: OnEvent, on_output: OnLine) -> Outputs: ...
 
-    def destroy(self, on_event: OnEvent, on_output: OnLine) -> None: ...
+    def destroy(self, on_event: OnEvent, on_output: OnLine, retry: bool = False) -> None:
+        """Everything but the protected resources and what they need (``--exclude-protected``), going on past a
+        resource that fails to delete; ``retry``: the state refreshed from the cloud first."""
+        ...
 
     def interrupt(self) -> None: ...
+
+    def cancel(self) -> None:
+        """``pulumi cancel``: the lock a killed update left on the backend goes."""
+        ...
 
 
 @dataclass
@@ -157,11 +191,21 @@ class InterruptiblePulumi(auto.PulumiCommand):
                 process.send_signal(signal.SIGINT)
 
 
+def _needs(resource: Mapping[str, Any]) -> tuple[str, ...]:
+    """A state resource's parent, dependencies and property dependencies (``ResourceV3``)."""
+    found = [resource.get("parent"), *(resource.get("dependencies") or []),
+             *(urn for urns in (resource.get("propertyDependencies") or {}).values() for urn in urns or [])]
+    return tuple(dict.fromkeys(str(urn) for urn in found if urn))
+
+
 class PulumiStack:
     """The stack ``name`` of the project in ``work_dir``, selected in the current backend, or created there (with
-    ``PULUMI_SECRETS_PROVIDER`` as its secrets provider when set, as the workflows do)."""
+    ``PULUMI_SECRETS_PROVIDER`` as its secrets provider when set, as the workflows do). ``overrides``: config keys
+    `pulumi up` takes in place of the stack file's, from a copy of it (``--config-file``), so the file stays as it
+    is."""
 
-    def __init__(self, name: str, work_dir: Path) -> None:
+    def __init__(self, name: str, work_dir: Path, overrides: Mapping[str, str] | None = None) -> None:
+        self.name, self.work_dir, self.overrides = name, work_dir, dict(overrides or {})
         self.command = InterruptiblePulumi()
         # Pulumi.yaml runs the program through uv (toolchain: uv), which `make install` puts in .venv-tools.
         tools = work_dir / ".venv-tools" / "bin"
@@ -172,20 +216,43 @@ class PulumiStack:
 
     def resources(self) -> list[StateResource]:
         """Every resource of the stack's state but the root stack and the providers. The export holds the state
-        with its secrets shown (``stack export --show-secrets``): only types and ids leave this method."""
+        with its secrets shown (``stack export --show-secrets``): only types, ids, URNs and the protect option and
+        dependencies leave this method (pulumi/pulumi sdk/go/common/apitype/core.go, ``ResourceV3``)."""
         state = self.stack.export_stack().deployment or {}
-        return [StateResource(r.get("type", ""), r.get("id", "")) for r in state.get("resources") or []
+        return [StateResource(r.get("type", ""), r.get("id", ""), r.get("urn", ""), bool(r.get("protect")),
+                              r.get("custom", True) is not False, _needs(r))
+                for r in state.get("resources") or []
                 if r.get("type") != ROOT_STACK and not str(r.get("type", "")).startswith(PROVIDER_PREFIX)]
 
     def up(self, on_event: OnEvent, on_output: OnLine) -> Outputs:
-        result = self.stack.up(on_event=on_event, on_output=on_output, on_error=on_output, color="never",
-                               suppress_outputs=True)
+        with tempfile.TemporaryDirectory() as folder:
+            config = self._config_file(Path(folder)) if self.overrides else None
+            result = self.stack.up(on_event=on_event, on_output=on_output, on_error=on_output, color="never",
+                                   suppress_outputs=True, config_file=str(config) if config else None)
         return Outputs({k: v.value for k, v in result.outputs.items()},
                        frozenset(k for k, v in result.outputs.items() if v.secret))
 
-    def destroy(self, on_event: OnEvent, on_output: OnLine) -> None:
+    def _config_file(self, folder: Path) -> Path:
+        """A copy of the stack file (its secrets provider and encrypted values as they are) with the overrides."""
+        source = self.work_dir / f"Pulumi.{self.name}.yaml"
+        settings = (yaml.safe_load(source.read_text()) if source.is_file() else None) or {}
+        settings["config"] = {**(settings.get("config") or {}), **self.overrides}
+        path = folder / source.name
+        path.write_text(yaml.safe_dump(settings, sort_keys=False))
+        return path
+
+    def cancel(self) -> None:
+        self.stack.cancel()
+
+    def destroy(self, on_event: OnEvent, on_output: OnLine, retry: bool = False) -> None:
+        # Pulumi refuses to delete a protected resource and fails the whole destroy ("unable to delete resource
+        # ... as it is currently marked for protection", pkg/resource/deploy/step.go): the protected data stays, as
+        # destroy-stack.yml keeps it, and everything else goes. One resource that fails to delete stops no other
+        # (--continue-on-error); the retry first reads what is really left (--refresh: what the first attempt or
+        # Azure deleted meanwhile).
         self.stack.destroy(on_event=on_event, on_output=on_output, on_error=on_output, color="never",
-                           suppress_outputs=True)
+                           suppress_outputs=True, exclude_protected=True, continue_on_error=True,
+                           refresh=retry or None)
 
     def interrupt(self) -> None:
         self.command.interrupt()

@@ -8,7 +8,10 @@ Looked for, each with the ``az`` command that answers without failing on what is
 - every resource and resource group anywhere in the subscription carrying the deployment's tags (the program puts
   ``pulumi-project`` and ``pulumi-stack`` on every Azure resource: ``StackConfig.tags``; AKS copies the cluster's tags
   onto what it makes, such as the load balancer's public IPs): ``az resource list --tag`` and ``az group list --tag``
-  take one tag (``key[=value]``, Azure CLI reference), so the project's is matched in the query;
+  take one tag (``key[=value]``, Azure CLI reference) and ask ARM to filter by it, whose answer then holds no tags
+  ("When you filter by a tag name and value, the tags for each resource are not returned in the results": Resources -
+  List, ``$filter``). So the stack's tag is ARM's filter, trusted, and the project's is read for each match with
+  ``az tag list --resource-id`` (Tags - Get At Scope); after a clean destroy there is no match to read;
 - the role assignments and federated identity credentials the stack made, by the ids its state held before the
   destroy: role assignments through ``az role assignment list --all`` ("all assignments under the current
   subscription", Azure CLI reference; by ``--scope`` for one in another subscription), federated credentials through
@@ -78,13 +81,16 @@ def _groups(cfg: StackConfig, az: Az, found: Found) -> None:
 
 def _tagged(cfg: StackConfig, az: Az, found: Found) -> None:
     tag = f"pulumi-stack={cfg.stack}"
-    ours = f"?tags.\"pulumi-project\"=='{cfg.project}'"
-    for r in _json(az, "resource", "list", "--tag", tag, "--query", f"[{ours}].{{id:id, name:name, type:type}}") or []:
-        if not (r["type"].lower() == STORAGE_ACCOUNT.lower() and r["name"] in found.kept_accounts):
-            found.add(r["id"], r["type"])
-    for group in _json(az, "group", "list", "--tag", tag, "--query", f"[{ours}].{{id:id, name:name}}") or []:
-        if group["name"] != found.kept_group:
-            found.add(group["id"], RESOURCE_GROUP)
+    hits = [(r["id"], r["type"]) for r in _json(az, "resource", "list", "--tag", tag, "--query",
+                                                 "[].{id:id, name:name, type:type}") or []
+            if not (r["type"].lower() == STORAGE_ACCOUNT.lower() and r["name"] in found.kept_accounts)]
+    hits += [(g["id"], RESOURCE_GROUP) for g in _json(az, "group", "list", "--tag", tag, "--query",
+                                                      "[].{id:id, name:name}") or []
+             if g["name"] != found.kept_group]
+    for id_, kind in hits:
+        tags = _json(az, "tag", "list", "--resource-id", id_, "--query", "properties.tags") or {}
+        if tags.get("pulumi-project") == cfg.project:  # another project's stack of the same name is not ours
+            found.add(id_, kind)
 
 
 def _role_assignments(cfg: StackConfig, made: list[str], az: Az, found: Found) -> None:

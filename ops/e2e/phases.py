@@ -236,14 +236,15 @@ def measured_up(obs: Observations, ctx: Context) -> dict[PhaseName, Measured]:
         PhaseName.CLUSTER_READY: Measured(_since(zero, ctx.cluster_ready),
                                           "pulumi engine event (ResOutputsEvent of the ManagedCluster)"),
     }
-    first = next(iter(_gpu_nodes(obs, ctx)), None)
+    end = ctx.up_finished or dt.datetime.max.replace(tzinfo=dt.UTC)
+    # A node made after `pulumi up` ended (a probe's scale-up) is no phase of `pulumi up`: it is the scale-up's.
+    first = next((n for n in _gpu_nodes(obs, ctx) if n.created <= end), None)
     if first is None:
-        none = "no GPU node was seen Ready"
+        none = "no GPU node that `pulumi up` made was seen Ready"
         found |= {p: Measured(None, none) for p in (PhaseName.GPU_NODE_READY, PhaseName.DRIVER_READY,
                                                    PhaseName.DEVICE_PLUGIN_READY, PhaseName.GPU_ALLOCATABLE)}
     else:
         found |= _node_chain(obs, ctx, first, zero, PhaseName.GPU_NODE_READY)
-    end = ctx.up_finished or dt.datetime.max.replace(tzinfo=dt.UTC)
     pods = [p for p in obs.pods.values() if p.gpu and p.namespace in ctx.workload_namespaces and p.ready
             and p.created <= end]
     found[PhaseName.GPU_POD_READY] = _pod_ready(min(pods, key=lambda p: p.ready or end, default=None), zero,

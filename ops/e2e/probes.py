@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import re
 import selectors
 import shlex
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -88,15 +88,13 @@ class OutOfTime(ProbeFailed):
     """The probe's time ran out before a call."""
 
 
+DIGITNET_CHECKPOINT = Path("ops/e2e/content/ckpt-00000001.pt")
+"""A DigitNet checkpoint as ``docker/jobs/train.py`` writes it after one step on the CPU, committed
+(``scripts/e2e_checkpoint.py`` makes it again): the machine that drives a run needs no torch."""
+
+
 def digitnet_checkpoint() -> bytes:
-    """A DigitNet checkpoint as ``docker/jobs/train.py`` writes it, after one step on the CPU (the repository's
-    torch: ``make install-dev``)."""
-    with tempfile.TemporaryDirectory() as folder:
-        subprocess.run([sys.executable, str(REPO_ROOT / "docker/jobs/train.py"), "--checkpoints", folder,
-                        "--steps", "1", "--batch-size", "8", "--data", "synthetic", "--device", "cpu"],
-                       check=True, capture_output=True, timeout=600)
-        (made,) = Path(folder).glob("ckpt-*.pt")
-        return made.read_bytes()
+    return (REPO_ROOT / DIGITNET_CHECKPOINT).read_bytes()
 
 
 MAKERS: dict[Content, Callable[[], bytes]] = {Content.DIGITNET_CHECKPOINT: digitnet_checkpoint}
@@ -114,6 +112,8 @@ class Probing:
     deadline: dt.datetime
     seen: list[str] = field(default_factory=list)
     made: dict[Content, bytes] = field(default_factory=dict)
+    unanswered: dt.datetime | None = None
+    """An endpoint probe's latest request that got no expected answer."""
 
     def left(self) -> float:
         return (self.deadline - self.tools.now()).total_seconds()
@@ -136,9 +136,15 @@ class Probing:
     def fill(self, name: str) -> str:
         return name.replace(RUN, self.run)
 
-    def wait(self, what: str, check: Callable[[], T | None]) -> T:
-        """``check``'s first answer other than None, looking every ``POLL_S`` until the deadline. A call that fails
-        on the way (an API server's hiccup over an hour's wait) is noted and the next look tried."""
+    def wait(self, what: str, check: Callable[[], T | None], every: float = POLL_S,
+             within: float | None = None) -> T:
+        """``check``'s first answer other than None, looking every ``every`` seconds until the deadline (or
+        ``within`` seconds from now, if sooner). A call that fails on the way (an API server's hiccup over an hour's
+        wait) is noted and the next look tried."""
+        ends = self.tools.now() + dt.timedelta(seconds=within) if within is not None else self.deadline
+
+        def left() -> float:
+            return min(self.left(), (ends - self.tools.now()).total_seconds())
         while True:
             try:
                 found = check()
@@ -149,11 +155,11 @@ class Probing:
                 found = None
             if found is not None:
                 return found
-            left = self.left()
-            if left > 0:
-                self.tools.sleep(min(POLL_S, left))
-            if self.left() <= 0:
-                raise ProbeFailed(f"timed out waiting for {what}")
+            if left() > 0:
+                self.tools.sleep(min(every, left()))
+            if left() <= 0:
+                raise ProbeFailed(f"timed out waiting for {what}" + (
+                    f" ({within / 60:.0f} min)" if within is not None and self.left() > 0 else ""))
 
     def account(self, role: str) -> str:
         """The storage account of ``role``: the stack's output, else the name the config derives."""
@@ -262,8 +268,12 @@ def upload(p: Probing, given: tuple[BlobUpload, ...]) -> None:
                 else:
                     path.write_bytes(blob.content)
             command = shlex.split(blob_batch_command(p.account(role), container, True, folder))
-            # A rerun against a kept stack writes the same names again (Azure/azure-cli#21477: add --overwrite).
-            p.az(*command[1:], "--overwrite", "true")
+
+            # Tried again on a failure, like every wait: a data role `pulumi up` just granted takes minutes to take
+            # effect, and until then the upload answers 403. A rerun against a kept stack writes the same names
+            # again (Azure/azure-cli#21477: add --overwrite).
+            p.wait(f"the upload to {role}/{container}",
+                   functools.partial(p.az, *command[1:], "--overwrite", "true"))
         p.note(f"uploaded {len(blobs)} blob(s) to {role}/{container}")
 
 
@@ -274,8 +284,7 @@ def forwarded(tools: Tools, namespace: str, target: str, port: int, timeout_s: f
     """``kubectl port-forward`` of ``target``'s ``port`` to a free local port, for as long as the block runs; the
     local port. The forward reaches the pod through the API server and kubelet, so no network policy and no
     LoadBalancer stands between (an internal Service answers as a public one does)."""
-    config = ("--kubeconfig", str(tools.kubeconfig)) if tools.kubeconfig else ()
-    argv = [*tools.kubectl_argv, *config, "-n", namespace, "port-forward", target, f":{port}",
+    argv = [*tools.kubectl_argv, *tools.kubectl_config(), "-n", namespace, "port-forward", target, f":{port}",
             "--address", "127.0.0.1"]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -355,9 +364,13 @@ def http_answers(p: Probing, probe: HttpAnswers) -> str:
             status, text = fetch(p, probe.namespace, target, probe.port, probe.path, probe.method, probe.body)
         except (ToolFailed, OSError) as error:
             p.note(f"{probe.method} {probe.path}: {error}")
+            p.unanswered = p.tools.now()
             return None
         p.note(f"{probe.method} {probe.path}: HTTP {status}: {text[:500]}")
-        return text if 200 <= status < 300 and re.search(probe.expect, text) else None
+        if 200 <= status < 300 and re.search(probe.expect, text):
+            return text
+        p.unanswered = p.tools.now()
+        return None
 
     p.wait(f"{target} to answer {probe.method} {probe.path} with {probe.expect!r}", answered)
     return f"{target} answered {probe.method} {probe.path}"
@@ -491,9 +504,10 @@ def run_probe(probe: Probe, tools: Tools, cfg: StackConfig, outputs: Mapping[str
         passed = False
     ended = tools.now()
     seconds = max(0.0, (ended - began).total_seconds())
+    endpoint = passed and isinstance(probe, HttpAnswers)
     return ProbeVerdict(name=probe.name, passed=passed, seconds=round(seconds, 1),
                         output=scrub(tail(p.seen, PASS_LINES if passed else FAILURE_LINES)),
-                        answered=ended if passed and isinstance(probe, HttpAnswers) else None)
+                        answered=ended if endpoint else None, unanswered=p.unanswered if endpoint else None)
 
 
 def run_probes(stack: str, cfg: StackConfig, outputs: Mapping[str, Any], tools: Tools,

@@ -3,11 +3,14 @@ leftovers, written to one results file (``offline.runs.Run``; docs/e2e.md).
 
 Steps, in order: the capacity preflight (``ops.capacity``); `pulumi up` (``ops.e2e.automation``), polling the
 cluster for its phases (``ops.e2e.phases``) from the moment the engine says the cluster exists; the scenario's
-acceptance probes (``ops.e2e.probes.run_probes``); the spot drill where the stack has a spot GPU pool
-(``ops.e2e.drill.spot_drill``); `pulumi destroy`, always (after a failed up, a failed or hung probe, a Ctrl-C or a
-SIGTERM too) unless ``--keep``, retried once when it fails; the leftover check (``ops.e2e.leftovers``). Each step
-has a timeout; a step that runs past it is interrupted (Pulumi gets one SIGINT, its "cancel") and the run goes on
-to the destroy. The file is written whatever happened, every string in it scrubbed (``ops.e2e.scrub``).
+acceptance probes (``ops.e2e.probes.run_probes``); the spot drill where the scenario declares one on a spot GPU pool
+(``ops.e2e.drill.spot_drill``); `pulumi destroy` of all but the protected data, always (after a failed up, a failed
+or hung probe, a Ctrl-C, a SIGTERM or a SIGHUP too) unless ``--keep``, retried once when it fails; the leftover
+check (``ops.e2e.leftovers``), which marks a group kept for protected data retained. Each step has a timeout; a step
+that runs past it is interrupted (Pulumi gets one SIGINT, its "cancel") and the run goes on to the destroy; the
+longest a run can take is ``Settings.longest_s``. The file is written whatever happened, every string in it
+scrubbed (``ops.e2e.scrub``). A run killed outright (SIGKILL, out of memory, a cancelled workflow job's ten seconds)
+destroys nothing: e2e.yml's cleanup job does, and ``python -m ops e2e-cleanup`` by hand.
 
 Exit status: 0 the run passed (every step ok or skipped, every probe passed, nothing left over); 1 a step or probe
 failed, timed out or was interrupted, or something was left over; 2 bad input (an unknown stack, a config error,
@@ -39,12 +42,23 @@ from offline.estimates.e2e import phase_estimates
 from offline.runs import RESULTS, Clock, Drill, Outcome, Phase, PhaseName, Pool, ProbeVerdict, Run, Step, StepName
 from offline.stack_files import REPO_ROOT, stack_needs
 from ops.e2e import phases as phase_module
-from ops.e2e.automation import Deployment, EngineTimes, Outputs, PulumiStack, StateResource
+from ops.e2e.automation import (
+    Deployment,
+    EngineTimes,
+    Outputs,
+    PulumiStack,
+    StateResource,
+    destroyed_by_exclude_protected,
+)
 from ops.e2e.cost import run_cost
 from ops.e2e.drill import DrillFailed
 from ops.e2e.leftovers import leftovers
 from ops.e2e.scrub import Scrubber
 from ops.e2e.tools import ToolFailed, Tools
+from ops.lifecycle import E2E_ENVIRONMENT, ENVIRONMENT_TAG, retain
+from program.config.expiry import LIFETIME, RETAINED
+from program.config.keys import PROJECT
+from stacks import REGISTRY
 
 if TYPE_CHECKING:
     from offline.render import Render
@@ -74,7 +88,11 @@ class StepTimedOut(Exception):
 @dataclass(frozen=True)
 class Settings:
     timeout_s: float = 3600.0
-    """How long each of `pulumi up`, the probes, the drill and `pulumi destroy` may take (``--timeout-minutes``)."""
+    """How long each of `pulumi up`, the probes and `pulumi destroy` may take (``--timeout-minutes``); the destroy's
+    two attempts share it."""
+    drill_timeout_s: float = 90 * 60.0
+    """How long the spot drill may take (``--drill-timeout-minutes``): a node for its run, its first checkpoint,
+    Azure's eviction (within 30 minutes of the call), a new node, the resume, and the uninterrupted run."""
     preflight_timeout_s: float = 300.0
     leftovers_timeout_s: float = 600.0
     cancel_grace_s: float = 900.0
@@ -88,6 +106,32 @@ class Settings:
     keep: bool = False
     """``--keep``: no destroy and no leftover check."""
     results: Path = REPO_ROOT / RESULTS
+
+    @property
+    def longest_s(self) -> float:
+        """The longest a run can take: every step to its timeout, an interrupted `pulumi up` and destroy to the end
+        of their cancel grace and the terminate's minute, a step left running a minute past its own; the Jobs'
+        drain (``_drain``) too. A workflow job that runs one must allow this much (e2e.yml: the tests hold it)."""
+        interrupted = self.cancel_grace_s + STOP_S
+        return (self.preflight_timeout_s + self.timeout_s + interrupted + self.timeout_s + LEFT_RUNNING_S
+                + self.drill_timeout_s + LEFT_RUNNING_S + DRAIN_S + self.timeout_s + interrupted
+                + self.leftovers_timeout_s)
+
+    @property
+    def cleanup_longest_s(self) -> float:
+        """The longest ``python -m ops e2e-cleanup`` can take: the cluster's credentials, the Jobs' drain, the
+        destroy to the end of its cancel grace, the leftover check."""
+        return CREDENTIALS_S + DRAIN_S + self.timeout_s + self.cancel_grace_s + STOP_S + self.leftovers_timeout_s
+
+
+CREDENTIALS_S = 120.0
+"""``az aks get-credentials``: its ``Tools.az`` timeout."""
+STOP_S = 60.0
+"""After the second SIGINT (terminate), how long the run waits for Pulumi before it goes on."""
+LEFT_RUNNING_S = 60.0
+"""How long past its own timeout the run waits for probes or a drill that cannot be interrupted."""
+DRAIN_S = 660.0
+"""The Jobs' delete before the destroy (``kubectl delete --timeout=10m``, and a minute more)."""
 
 
 @dataclass
@@ -139,6 +183,9 @@ class E2ERun:
     up_ended: dt.datetime | None = None
     up_times: EngineTimes = field(default_factory=EngineTimes)
     destroy_seconds: float | None = None
+    destroyed_whole: bool = False
+    """The destroy took down a whole stack (`pulumi up` finished) at its first attempt: a measure of the destroy
+    estimate (offline/estimates/measured.py)."""
     ended: dt.datetime | None = None
     interrupted: bool = False
     made: list[StateResource] = field(default_factory=list)
@@ -208,7 +255,7 @@ class E2ERun:
                 if waited >= grace and not second:
                     interrupt()
                     second = True
-                elif waited >= grace + 60:
+                elif waited >= grace + STOP_S:
                     return
                 self.tools.sleep(self.settings.tick_s)
                 thread.join(0.001)
@@ -326,7 +373,7 @@ class E2ERun:
             return Outcome.FAILED, why
         run_probes, outputs = self.seams.probes, self.outputs.values
         verdicts = self.wait(lambda: run_probes(self.stack, self.cfg, outputs, self.tools, self.settings.timeout_s),
-                             self.settings.timeout_s + 60, during=self._during_workload)
+                             self.settings.timeout_s + LEFT_RUNNING_S, during=self._during_workload)
         self.probes = list(verdicts)
         if not self.probes:
             return Outcome.SKIPPED, "the scenario declares no probes"
@@ -338,40 +385,49 @@ class E2ERun:
     def spot_drill(self) -> tuple[Outcome, str]:
         if self.outputs is None:
             return Outcome.SKIPPED, "`pulumi up` did not finish"
-        if not any(p.spot for p in self.cfg.gpu_pools):
-            return Outcome.SKIPPED, "the stack has no spot GPU pool"
+        plan = REGISTRY[self.cfg.scenario].drill_of(self.cfg, self.cfg.settings)
+        if plan is None:
+            return Outcome.SKIPPED, (f"scenario {self.cfg.scenario} declares no spot drill: it has no training run "
+                                     "whose checkpoints outlive its node (docs/e2e.md)")
+        if not self.cfg.gpu_pool(plan.pool).spot:
+            return Outcome.SKIPPED, f"the drill's pool {plan.pool} is not spot"
         if self.seams.drill is None:
             return Outcome.FAILED, "ops.e2e.drill (the spot eviction drill) is not installed"
         if why := self._cluster_access():
             return Outcome.FAILED, why
-        drill_fn, outputs = self.seams.drill, self.outputs.values
+        drill_fn, outputs, budget = self.seams.drill, self.outputs.values, self.settings.drill_timeout_s
         self.drill_started = self.now()
         try:
-            drill, found = self.wait(
-                lambda: drill_fn(self.stack, self.cfg, outputs, self.tools, self.settings.timeout_s),
-                self.settings.timeout_s + 60, during=self._during_workload)
+            drill, found = self.wait(lambda: drill_fn(self.stack, self.cfg, outputs, self.tools, budget),
+                                     budget + LEFT_RUNNING_S, during=self._during_workload)
         except DrillFailed as failed:  # what it measured before it stopped still goes in the results
             self.drill, self.drill_phases = failed.drill, list(failed.phases)
             return Outcome.FAILED, str(failed)
         self.drill, self.drill_phases = drill, list(found)
         if drill is None:
-            return Outcome.SKIPPED, "the drill found no spot GPU node to evict"
+            return Outcome.FAILED, f"the drill did not run on spot pool {plan.pool}"
+        if not drill.resumed_from:  # a run that starts again from step 0 proves nothing about a resume
+            return Outcome.FAILED, f"evicted {drill.node}: the run did not go on from a checkpoint " \
+                                   f"(resumed from {drill.resumed_from})"
         if drill.weights_match is True:
-            return Outcome.OK, f"evicted {drill.node} of pool {drill.pool}: the resumed run's weights match"
+            return Outcome.OK, f"evicted {drill.node} of pool {drill.pool}: the run went on from step " \
+                               f"{drill.resumed_from} and its final weights match an uninterrupted run's"
         if drill.weights_match is False:
             return Outcome.FAILED, f"evicted {drill.node}: the resumed run's final weights differ from an " \
                                    "uninterrupted run's"
         return Outcome.FAILED, f"evicted {drill.node}: the resumed run did not finish"
 
     def _drain(self) -> str:
-        """The scenario's Jobs go before the destroy, so Kueue lets its queue go (as ``ops drain-jobs`` does for
-        the destroy workflow: ops/lifecycle.py)."""
-        namespace = stack_needs(self.stack).namespace
-        if namespace is None or self.tools.kubeconfig is None:
+        """The scenario's Jobs (and JobSets, where it runs them) go before the destroy, so Kueue lets its queue go
+        and an active JobSet makes no Jobs again (as ``ops drain-jobs`` does for the destroy workflow:
+        ops/lifecycle.py). One call: kubectl refuses a kind the cluster lacks before it deletes anything."""
+        needs = stack_needs(self.stack)
+        if needs.namespace is None or self.tools.kubeconfig is None:
             return ""
+        namespace, kinds = needs.namespace, "cronjobs,jobs" + (",jobsets.jobset.x-k8s.io" if needs.job_sets else "")
         try:
-            self.tools.kubectl("--namespace", namespace, "delete", "cronjobs,jobs", "--all", "--ignore-not-found",
-                               "--wait=true", "--timeout=10m", timeout_s=660)
+            self.tools.kubectl("--namespace", namespace, "delete", kinds, "--all", "--ignore-not-found",
+                               "--wait=true", "--timeout=10m", timeout_s=DRAIN_S)
         except ToolFailed as e:
             return f"; the Jobs of {namespace} were not deleted first ({e})"
         return ""
@@ -390,10 +446,15 @@ class E2ERun:
         notes += self._drain()
         errors: list[str] = []
         timed_out = False
+        began = self.now()
         for attempt in (1, 2):
-            times, began = EngineTimes(), self.now()
+            # Both attempts share the timeout: the retry gets what the first left (a hung first one leaves none).
+            left = self.settings.timeout_s - (self.now() - began).total_seconds()
+            if left <= 0:
+                break
+            times = EngineTimes()
             try:
-                self.wait(functools.partial(self.deployment.destroy, times.on_event, self.say), self.settings.timeout_s,
+                self.wait(functools.partial(self.deployment.destroy, times.on_event, self.say, attempt == 2), left,
                           self.deployment.interrupt)
             except KeyboardInterrupt:
                 raise
@@ -406,11 +467,14 @@ class E2ERun:
                 continue
             finally:
                 self.ended = self.now()
+            # From the first attempt's start: a retry's time is the destroy's too.
             self.destroy_seconds = (self.ended - began).total_seconds()
+            self.destroyed_whole = attempt == 1 and self.outcome(StepName.UP) == Outcome.OK
             retried = f" on the retry, after: {errors[0]}" if attempt == 2 else ""
             return Outcome.OK, f"destroyed{retried}{notes}"
+        tries = "twice" if len(errors) == 2 else "once, leaving no time for a retry"
         return (Outcome.TIMED_OUT if timed_out else Outcome.FAILED), \
-            f"failed twice ({errors[-1]}): what is left is listed under leftovers{notes}"
+            f"failed {tries} ({errors[-1]}): what is left is listed under leftovers{notes}"
 
     def check_leftovers(self) -> tuple[Outcome, str]:
         if self.settings.keep:
@@ -423,6 +487,11 @@ class E2ERun:
         if found.leftovers:
             return Outcome.FAILED, f"{len(found.leftovers)} left in Azure: " \
                                    f"{', '.join(item.id for item in found.leftovers[:5])}{kept}"
+        if found.kept_group is not None:
+            # As `ops leftovers --retain` does after the destroy workflow's destroy: the kept group is no demo to
+            # expire and no live stack to update or to refuse an end-to-end run for (ops/lifecycle.py).
+            retain(found.kept_group, self.tools.az)
+            kept += f"; resource group {found.kept_group} marked {LIFETIME}: {RETAINED}"
         return Outcome.OK, f"nothing left{kept}"
 
     # --- the record -------------------------------------------------------------------------------------------
@@ -437,15 +506,42 @@ class E2ERun:
             cluster_ready=_utc(self.up_times.cluster_ready),
             operator_namespace=phase_module.operator_namespace(self.render),
             workload_namespaces=phase_module.workload_namespaces(self.render), scale_up_before=self.drill_started)
-        found = phase_module.phases(self.observations, ctx, phase_estimates(self.render))
-        answers = sorted(v.answered for v in self.probes if v.answered is not None)
-        if answers and ctx.up_started is not None:
-            found.append(Phase(name=PhaseName.ENDPOINT_ANSWERING, measured_seconds=max(
-                0.0, (answers[0] - ctx.up_started).total_seconds()), source="the first endpoint probe's answer"))
+        estimates = phase_estimates(self.render)
+        found = phase_module.phases(self.observations, ctx, estimates)
+        if (endpoint := self._endpoint_answering(ctx.up_started)) is not None:
+            found.append(endpoint.model_copy(update={
+                "estimated_seconds": estimates.get((PhaseName.ENDPOINT_ANSWERING, Clock.UP))}))
         if self.outcome(StepName.DESTROY) not in (None, Outcome.SKIPPED):
-            found.append(Phase(name=PhaseName.DESTROY, clock=Clock.DESTROY, measured_seconds=self.destroy_seconds,
-                               source="`pulumi destroy`, from its start"))
+            estimated = estimates.get((PhaseName.DESTROY, Clock.DESTROY))
+            if self.destroyed_whole:
+                found.append(Phase(name=PhaseName.DESTROY, clock=Clock.DESTROY, measured_seconds=self.destroy_seconds,
+                                   estimated_seconds=estimated, source="`pulumi destroy` of the whole stack, from its "
+                                                                       "start"))
+            else:  # what a failed `pulumi up` made, or a destroy that failed or needed its retry: no such measure
+                took = "" if self.destroy_seconds is None else f" ({self.destroy_seconds:.0f} s)"
+                found.append(Phase(name=PhaseName.DESTROY, clock=Clock.DESTROY, measured_seconds=None,
+                                   estimated_seconds=estimated,
+                                   source=f"not a whole stack's destroy at its first attempt{took}: `pulumi up` "
+                                          "did not finish, or the destroy failed or was retried"))
         return [*found, *self.drill_phases]
+
+    def _endpoint_answering(self, zero: dt.datetime) -> Phase | None:
+        """When the scenario's endpoint first answered: its first endpoint probe's first expected answer, measured
+        only where an earlier request of that probe got none, so that the endpoint came up between the two (within
+        one look). A probe whose first request got its answer says only that the endpoint answered before it
+        asked, and earlier probes' time is no part of it: that is not set beside the estimate."""
+        probe = next((v for v in self.probes if v.answered is not None), None)
+        if probe is None or probe.answered is None:
+            return None
+        at = max(0.0, (probe.answered - zero).total_seconds())
+        if probe.unanswered is None:
+            return Phase(name=PhaseName.ENDPOINT_ANSWERING, measured_seconds=None,
+                         source=f"probe {probe.name!r} got its answer at its first request, {at / 60:.1f} min after "
+                                "`pulumi up` began: the endpoint answered before that (not measured)")
+        gap = max(0.0, (probe.answered - probe.unanswered).total_seconds())
+        return Phase(name=PhaseName.ENDPOINT_ANSWERING, measured_seconds=at,
+                     source=f"probe {probe.name!r}: its first expected answer, {gap:.0f} s after a request that got "
+                            "none")
 
     def cost(self, ended: dt.datetime) -> float | None:
         if self.up_started is None:
@@ -481,13 +577,14 @@ class E2ERun:
         return self.scrub.run(run)
 
     def cleanup(self) -> None:
+        """The kubeconfig goes; its path stays, so a thread left running finds it gone and calls no kubectl
+        (``Tools.kubectl_config``), rather than one without ``--kubeconfig``."""
         if self.kubeconfig_dir is not None:
             shutil.rmtree(self.kubeconfig_dir, ignore_errors=True)
-            self.tools.kubeconfig = None
 
 
-def start(stack: str, seams: Seams, settings: Settings) -> E2ERun:
-    """Everything a run needs before it deploys anything; ``BadInput`` (exit 2) when it cannot start."""
+def _prepare(stack: str, seams: Seams, settings: Settings) -> tuple[E2ERun, list[StateResource]]:
+    """The run and what the backend holds of the stack; ``BadInput`` (exit 2) when there is no run to be had."""
     if problem := unknown_stack(stack):
         raise BadInput(problem)
     tools = seams.tools
@@ -507,11 +604,74 @@ def start(stack: str, seams: Seams, settings: Settings) -> E2ERun:
         made = deployment.resources()
     except Exception as e:  # noqa: BLE001 (no backend, no CLI, no stack: nothing can run)
         raise BadInput(f"pulumi: {scrub.text(_one_line(str(e)))} (docs/e2e.md: what a run needs)") from None
+    return E2ERun(stack, seams, settings, render, cfg, deployment, scrub, commit, started), made
+
+
+def in_use(made: list[StateResource]) -> list[StateResource]:
+    """What of a stack's state is a deployment: everything but what an earlier destroy kept on purpose (protected
+    data, its resource group and the components above them), which `pulumi up` takes up again and a run's destroy
+    keeps again."""
+    return [r for r in destroyed_by_exclude_protected(made) if r.custom]
+
+
+def start(stack: str, seams: Seams, settings: Settings) -> E2ERun:
+    """Everything a run needs before it deploys anything; ``BadInput`` (exit 2) when it cannot start."""
+    e2e, made = _prepare(stack, seams, settings)
+    if deployed := in_use(made):
+        raise BadInput(f"stack {stack} already has {len(deployed)} resources in the Pulumi backend: e2e deploys, "
+                       f"measures and destroys a stack of its own; destroy it first (pulumi destroy --stack {stack} "
+                       "--exclude-protected), or run e2e for a stack that is not deployed")
+    # As the workflow's plan checks (ops e2e-matrix): a deployment from another backend, or one a run left, is up in
+    # Azure whatever this backend holds.
+    group = e2e.cfg.naming.resource_group()
+    try:
+        tags = json.loads(e2e.tools.az("group", "show", "--name", group, "--query", "tags") or "null") or {} \
+            if json.loads(e2e.tools.az("group", "exists", "--name", group)) else None
+    except (ToolFailed, json.JSONDecodeError) as e:
+        raise BadInput(f"could not tell whether stack {stack} is up in Azure: {e}") from None
+    if tags is not None and tags.get(LIFETIME) != RETAINED:
+        raise BadInput(f"stack {stack} is up in Azure (resource group {group}, environment "
+                       f"{tags.get(ENVIRONMENT_TAG)!r}), though this Pulumi backend holds none of it: destroy it "
+                       f"where it was deployed from (python -m ops e2e-cleanup --stack {stack} after an end-to-end "
+                       "run), or run e2e for a stack that is not deployed")
     if made:
-        raise BadInput(f"stack {stack} already has {len(made)} resources in the Pulumi backend: e2e deploys, measures "
-                       f"and destroys a stack of its own; destroy it first (pulumi destroy --stack {stack}), or run "
-                       "e2e for a stack that is not deployed")
-    return E2ERun(stack, seams, settings, render, cfg, deployment, scrub, commit, started)
+        e2e.say(f"e2e {stack}: the backend keeps {sum(r.protect for r in made)} protected resource(s) of an earlier "
+                "destroy (storage.accounts[].protect): `pulumi up` takes them up again and the destroy keeps them")
+    return e2e
+
+
+def cleanup_stack(stack: str, seams: Seams, settings: Settings) -> int:
+    """After a run that may not have got to its destroy (its workflow job cancelled or killed, its machine lost):
+    destroy what the backend holds of the stack but its protected data, and check for leftovers, as the run would
+    have; 0 when nothing is left. Only the e2e run's own deployment is destroyed: a stack whose resource group says
+    another environment (a deploy that came after the run) is left alone."""
+    e2e, made = _prepare(stack, seams, settings)
+    say = e2e.say
+    try:
+        tags = json.loads(e2e.tools.az("group", "show", "--name", e2e.cfg.naming.resource_group(), "--query", "tags")
+                          or "null") or {}
+    except ToolFailed:
+        tags = {}  # no group: nothing of the run's deployment, or what is left outside it
+    if tags and tags.get(ENVIRONMENT_TAG) != E2E_ENVIRONMENT:
+        say(f"e2e-cleanup {stack}: its resource group is environment {tags.get(ENVIRONMENT_TAG)!r}, not an "
+            f"end-to-end run's ({E2E_ENVIRONMENT}): another deployment, left alone")
+        return 0
+    e2e.up_attempted = True
+    try:
+        if in_use(made):
+            say(f"e2e-cleanup {stack}: the backend holds {len(in_use(made))} resources of the run: destroying them")
+            try:
+                e2e.deployment.cancel()  # a killed `pulumi` leaves its lock on a self-managed backend
+            except Exception as e:  # noqa: BLE001 (no lock, or a backend that keeps none: the destroy says)
+                say(f"e2e-cleanup {stack}: pulumi cancel: {_one_line(str(e))}")
+            e2e.step(StepName.DESTROY, e2e.destroy)
+        else:
+            e2e.skip(StepName.DESTROY, "the backend holds nothing of the stack but protected data")
+            say(f"e2e-cleanup {stack}: the backend holds nothing of the stack but protected data: nothing to destroy")
+        outcome = e2e.step(StepName.LEFTOVERS, e2e.check_leftovers)
+    finally:
+        e2e.cleanup()
+    return 0 if outcome == Outcome.OK and all(s.outcome in (Outcome.OK, Outcome.SKIPPED) for s in e2e.steps) else 1
 
 
 def run(stack: str, seams: Seams, settings: Settings) -> tuple[Run, Path]:
@@ -600,7 +760,11 @@ def real_seams() -> Seams:
     missing = [tool for tool in TOOLS_NEEDED if shutil.which(tool) is None]
     if missing:
         raise BadInput(f"e2e needs {', '.join(missing)} on PATH (docs/e2e.md: what a run needs)")
-    return Seams(tools=Tools(), deployment=lambda stack: PulumiStack(stack, REPO_ROOT), render=render_stack,
+    # Deployed as an end-to-end run's environment (every resource's tag), so a push to main leaves it to the run.
+    overrides = {f"{PROJECT}:{ENVIRONMENT_TAG}": E2E_ENVIRONMENT}
+    return Seams(tools=Tools(own_cluster_only=True),
+                 deployment=lambda stack: PulumiStack(stack, REPO_ROOT, overrides),
+                 render=render_stack,
                  preflight=capacity_preflight, probes=_optional("ops.e2e.probes", "run_probes"),
                  drill=_optional("ops.e2e.drill", "spot_drill"), commit=git_commit)
 
@@ -609,14 +773,44 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def e2e_command(args: argparse.Namespace) -> int:
-    settings = Settings(timeout_s=args.timeout_minutes * 60, keep=args.keep,
-                        results=args.results or REPO_ROOT / RESULTS)
+INTERRUPTS = (signal.SIGTERM, signal.SIGHUP)
+"""Taken as a Ctrl-C: a ``kill``, and a closed terminal or dropped SSH session (SIGHUP), which would otherwise end
+this process while Pulumi, in a session of its own, went on creating the stack with nobody left to destroy it."""
+
+
+def _say(text: str) -> None:
+    """print, where a closed terminal (EIO) must not stop the destroy that follows the SIGHUP."""
+    try:
+        print(text, flush=True)
+    except OSError:
+        pass
+
+
+def e2e_cleanup_command(args: argparse.Namespace) -> int:
+    settings = Settings(timeout_s=args.timeout_minutes * 60)
     seams = real_seams()
-    # A SIGTERM (a cancelled workflow job) is a Ctrl-C: the run destroys what it made before it ends.
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    seams.say = _say
+    previous = {number: signal.signal(number, _interrupt) for number in INTERRUPTS}
+    try:
+        return cleanup_stack(args.stack, seams, settings)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def e2e_command(args: argparse.Namespace) -> int:
+    settings = Settings(timeout_s=args.timeout_minutes * 60, drill_timeout_s=args.drill_timeout_minutes * 60,
+                        keep=args.keep, results=args.results or REPO_ROOT / RESULTS)
+    seams = real_seams()
+    seams.say = _say
+    # Each is a Ctrl-C: the run cancels its step, destroys what it made and writes its file before it ends, which
+    # takes as long as the destroy does. A cancelled workflow job gives a step 10 seconds (SIGINT, then SIGTERM 7.5 s
+    # later, then a kill 2.5 s after that: GitHub's workflow cancellation reference), and bash does not pass them on:
+    # there, e2e.yml's cleanup job destroys the stack.
+    previous = {number: signal.signal(number, _interrupt) for number in INTERRUPTS}
     try:
         record, _ = run(args.stack, seams, settings)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     return exit_code(record)

@@ -42,10 +42,22 @@ class Tools:
     sleep: Callable[[float], None] = time.sleep
     kubectl_argv: tuple[str, ...] = ("kubectl",)
     az_argv: tuple[str, ...] = ("az",)
+    own_cluster_only: bool = False
+    """kubectl runs only with the run's own kubeconfig while it exists: never with the machine's default context,
+    which names some other cluster (a probe or drill thread left running past its step, or a call before the
+    cluster's credentials came)."""
+
+    def kubectl_config(self) -> tuple[str, ...]:
+        """kubectl's ``--kubeconfig`` arguments; ``ToolFailed`` where the run has no kubeconfig of its own (now)."""
+        if self.kubeconfig is not None and self.kubeconfig.exists():
+            return ("--kubeconfig", str(self.kubeconfig))
+        if self.own_cluster_only or self.kubeconfig is not None:
+            raise ToolFailed("kubectl", "no kubeconfig of the run's cluster (not fetched yet, or removed when the run "
+                                        "ended): kubectl would reach the machine's default cluster")
+        return ()
 
     def kubectl(self, *args: str, timeout_s: float = 60) -> str:
-        config = ("--kubeconfig", str(self.kubeconfig)) if self.kubeconfig else ()
-        return run_tool([*self.kubectl_argv, *config, *args], timeout_s)
+        return run_tool([*self.kubectl_argv, *self.kubectl_config(), *args], timeout_s)
 
     def az(self, *args: str, timeout_s: float = 120) -> str:
         return run_tool([*self.az_argv, *args, "--output", "json"], timeout_s)

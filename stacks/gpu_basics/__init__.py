@@ -2,7 +2,7 @@
 
 from program.scenario import Scenario
 from stacks.gpu_basics.deploy import deploy
-from stacks.gpu_basics.probes import drill, probes
+from stacks.gpu_basics.probes import probes
 from stacks.gpu_basics.settings import MOVED, NEEDS, TrainingSettings
 
 SCENARIO = Scenario(
@@ -14,5 +14,4 @@ SCENARIO = Scenario(
     moved=MOVED,
     deploy=deploy,
     probes=probes,
-    drill=drill,
 )

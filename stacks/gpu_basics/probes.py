@@ -1,6 +1,9 @@
 """gpu-basics' acceptance: each pool's smoke-test Job (nvidia-smi naming the pool's GPU, with ``addons.smokeTest``;
-a CUDA client on an MPS pool, always) and the training Job finish; the spot drill's run is a copy of that Job (its
-checkpoints live in its pod, so a copy starts from nothing)."""
+a CUDA client on an MPS pool, always) and the training Job finish.
+
+No spot drill: the training Job keeps its checkpoints in its pod (an emptyDir, as the scenario has no storage), so a
+run evicted with its node starts again from step 0 on the next one. That is a restart, not the resume the drill
+proves (``program/probes.py`` ``SpotDrill``); training-autoscale's runs checkpoint to blob storage and are drilled."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import re
 from components.gpu import nvidia_smi
 from components.vocabulary import SharingMode
 from program.config.schema import GpuPool, StackConfig
-from program.probes import ExistingJob, JobCompletes, JobCopy, Probe, Probes, SpotDrill
+from program.probes import ExistingJob, JobCompletes, Probe, Probes
 from stacks.gpu_basics.settings import NEEDS, TrainingSettings
 from stacks.training_autoscale.probes import TRAINING_DONE
 from stacks.training_autoscale.workloads import TRAIN_JOB
@@ -34,7 +37,3 @@ def probes(cfg: StackConfig, st: TrainingSettings) -> Probes:
     smoke = [p for pool in cfg.gpu_pools if (p := smoke_test(cfg, pool)) is not None]
     return (*smoke, JobCompletes("the training Job finishes", NAMESPACE, ExistingJob(TRAIN_JOB),
                                  log_pattern=TRAINING_DONE))
-
-
-def drill(cfg: StackConfig, st: TrainingSettings) -> SpotDrill:
-    return SpotDrill(NAMESPACE, cfg.gpu_pools[0].name, JobCopy(TRAIN_JOB))

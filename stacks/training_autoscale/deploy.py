@@ -7,13 +7,14 @@ from program.config.schema import StackConfig
 from program.outputs import AUTOSCALER_LOGS, Outputs
 from program.scenario import Platform
 from stacks.training_autoscale.settings import CHECKPOINTS, PREDICT, TRAIN, ScaledTrainingSettings, scaling_pool
-from stacks.training_autoscale.workloads import TrainingArgs, TrainingWorkload
+from stacks.training_autoscale.workloads import CHECKPOINT_FOLDER, TrainingArgs, TrainingWorkload
 
 TRAINING_LOGS, SUBMIT_TRAINING_RUNS = "trainingLogs", "submitTrainingRuns"
 WATCH_GPU_NODES, WATCH_TRAINING_RUNS, WATCH_QUEUE = "watchGpuNodes", "watchTrainingRuns", "watchQueue"
 PREDICT_PORT_FORWARD, PREDICT_EXAMPLE = "predictPortForward", "predictExample"
-"""Output names: commands to follow training, start runs, watch the pool and queue react, and ask for
-predictions."""
+DOWNLOAD_CHECKPOINTS = "downloadCheckpoints"
+"""Output names: commands to follow training, start runs, watch the pool and queue react, ask for predictions and
+download the trained checkpoints."""
 
 
 def deploy(cfg: StackConfig, st: ScaledTrainingSettings, platform: Platform) -> Outputs:
@@ -43,4 +44,6 @@ def deploy(cfg: StackConfig, st: ScaledTrainingSettings, platform: Platform) -> 
     return {**values,
             TRAINING_LOGS: training.logs_command,
             PREDICT_PORT_FORWARD: training.predict_port_forward,
-            PREDICT_EXAMPLE: training.predict_example}
+            PREDICT_EXAMPLE: training.predict_example,
+            DOWNLOAD_CHECKPOINTS: platform.blob_command(CHECKPOINTS, upload=False, local="./checkpoints",
+                                                        path=CHECKPOINT_FOLDER)}

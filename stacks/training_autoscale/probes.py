@@ -1,5 +1,7 @@
-"""training-autoscale's acceptance: the training Job finishes, its checkpoints reach blob storage and the prediction
-service answers from them; the spot drill's run comes from the run template (each run its own checkpoint folder)."""
+"""training-autoscale's acceptance: the prediction service answers from the training Job's checkpoints, the Job
+finishes and its checkpoints are in blob storage; the spot drill's run comes from the run template (each run its own
+checkpoint folder on the blob volume, so an evicted run resumes from it). The endpoint's probe comes first: it asks
+from the end of `pulumi up`, so the run sees when the service first answered (offline/runs.py, endpoint-answering)."""
 
 from __future__ import annotations
 
@@ -30,12 +32,12 @@ PREDICTED = r'"label": \d'
 def probes(cfg: StackConfig, st: ScaledTrainingSettings) -> Probes:
     trained = "the training Job finishes"
     return (
+        HttpAnswers("the prediction service answers from the training Job's checkpoints", NAMESPACE, PREDICT,
+                    SERVICE_PORT, PREDICT_PATH, PREDICTED, method="POST", body=ONE_IMAGE),
         JobCompletes(trained, NAMESPACE, ExistingJob(TRAIN_JOB), log_pattern=TRAINING_DONE),
         BlobsWritten("its checkpoints are in blob storage", CHECKPOINTS,
                      cfg.storage_account(CHECKPOINTS).container_names[0], f"{CHECKPOINT_FOLDER}/{CHECKPOINT_PREFIX}",
                      after=trained),
-        HttpAnswers("the prediction service answers from them", NAMESPACE, PREDICT, SERVICE_PORT, PREDICT_PATH,
-                    PREDICTED, method="POST", body=ONE_IMAGE),
     )
 
 

@@ -52,4 +52,7 @@ def check(cfg: StackConfig, st: ScaledTrainingSettings) -> Iterator[ConfigError]
 
 
 NEEDS = Needs(images={"jobs": "docker/jobs"}, storage_roles=(CHECKPOINTS,), namespace="training",
-              data_access={TRAIN: {CHECKPOINTS: True}, PREDICT: {CHECKPOINTS: False}}, job_queue=True)
+              data_access={TRAIN: {CHECKPOINTS: True}, PREDICT: {CHECKPOINTS: False}},
+              # downloadCheckpoints (and the e2e run's blob probe) read the container as the deployer: Owner and
+              # Contributor grant no blob data access (components/azure/storage.py).
+              deployer_blob_access={CHECKPOINTS: False}, job_queue=True)

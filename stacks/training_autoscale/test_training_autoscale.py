@@ -92,3 +92,20 @@ def test_prediction_admits_callers_of_its_namespace_only(render_of):
     assert direction_allows(policies, predict, "Ingress", caller, 8080, "TCP", predict)
     assert not direction_allows(policies, predict, "Ingress", ("gpu-basics", caller[1]), 8080, "TCP", predict)
     assert not allowed(r, PUBLIC, "predict", 8080) and not allowed(r, "predict", PUBLIC, 443)
+
+
+def test_the_deployer_may_read_the_checkpoints_it_downloads(render_of):
+    """Audit 37 W5: Owner and Contributor grant no blob data access, so `downloadCheckpoints` and the e2e run's
+    probe that lists the checkpoints as the deployer answered 403 (learn.microsoft.com/azure/storage/blobs/
+    authorize-data-operations-cli): the deployer gets Storage Blob Data Reader on the checkpoint account, no more."""
+    from components.azure import roles
+    from offline.mocks import DEPLOYER_OBJECT_ID
+    from stacks.training_autoscale.deploy import DOWNLOAD_CHECKPOINTS
+    r = render_of("training-autoscale")
+    (grant,) = [a for a in r.of_type("azure-native:authorization:RoleAssignment") if a.name.endswith("-deployer-data")]
+    assert grant.parent == "storage-ckpt" and grant.inputs["principalId"] == DEPLOYER_OBJECT_ID
+    assert grant.inputs["roleDefinitionId"].endswith(f"/roleDefinitions/{roles.STORAGE_BLOB_DATA_READER}")
+    account = r.cfg.storage_account_name(r.cfg.storage_account("ckpt"))
+    assert r.outputs[DOWNLOAD_CHECKPOINTS] == (
+        f"az storage blob download-batch --auth-mode login --account-name {account} --source checkpoints "
+        "--pattern 'digitnet/*' --destination ./checkpoints")

@@ -46,6 +46,27 @@ def test_killed_training_resumes_and_ends_with_the_uninterrupted_weights(tmp_pat
     assert second["weights_sha256"] == whole["weights_sha256"] == train.weights_sha256(a)
 
 
+def test_a_paced_run_lasts_its_seconds_from_step_0_only_and_ends_with_the_unpaced_weights(tmp_path, monkeypatch):
+    """The spot drill's run (ops/e2e/drill.py) must still run when Azure's eviction lands, minutes after the call,
+    whatever the GPU: ``--pace-seconds`` spreads a run from step 0 over that time by sleeping, and a resumed process
+    runs at full speed. Sleeping changes nothing it computes."""
+    whole = run(tmp_path / "whole")
+    clock, slept = [0.0], []  # a clock that only sleeping moves on
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+    monkeypatch.setattr(train.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(train.time, "sleep", sleep)
+    paced = run(tmp_path / "paced", "--pace-seconds", "4")
+    assert paced["weights_sha256"] == whole["weights_sha256"]
+    assert len(slept) == 40 and clock[0] == pytest.approx(4 * 39 / 40)  # the last step starts at 39/40 of 4 s
+    slept.clear()
+    run(tmp_path / "resumed", "--stop-after", "25")
+    resumed = run(tmp_path / "resumed", "--pace-seconds", "4")
+    assert resumed["resumed_from"] == 20 and slept == []
+
+
 def test_the_weights_digest_tells_runs_apart_and_a_rerun_of_a_finished_run_prints_it_again(tmp_path):
     seeded = run(tmp_path / "seed-1", "--seed", "1")
     whole = run(tmp_path / "seed-0")
