@@ -22,17 +22,23 @@ ln -s "${AZURE_CONFIG_DIR:-$HOME/.azure}" "$link"  # where azure/login signed in
 export AZURE_CONFIG_DIR="$link"
 
 renew() {
+  # No errexit here: a failed mktemp, ln or mv must warn and try again, not end the loop silently while the run
+  # goes on with tokens that expire.
+  set +e
   local fresh previous="" current="" token
   while sleep "$renew_seconds"; do
-    fresh=$(mktemp -d "$base/config.XXXXXX")
+    fresh=$(mktemp -d "$base/config.XXXXXX") || { echo "::warning::could not make a config folder"; continue; }
     if token=$(curl -sSf -H "Authorization: bearer $ACTIONS_ID_TOKEN_REQUEST_TOKEN" \
         "$ACTIONS_ID_TOKEN_REQUEST_URL&audience=api://AzureADTokenExchange" | jq -er .value); then
       echo "::add-mask::$token"
       if AZURE_CONFIG_DIR="$fresh" az login --service-principal --username "$ARM_CLIENT_ID" \
           --tenant "$ARM_TENANT_ID" --federated-token "$token" --output none &&
         AZURE_CONFIG_DIR="$fresh" az account set --subscription "$ARM_SUBSCRIPTION_ID"; then
-        ln -s "$fresh" "$base/next"
-        mv -T "$base/next" "$link"  # rename(2): every reader sees the old folder or the new one, whole
+        if ! { ln -sfn "$fresh" "$base/next" && mv -T "$base/next" "$link"; }; then  # rename(2): old or new, whole
+          rm -rf "$fresh"
+          echo "::warning::could not switch to the renewed Azure sign-in; trying again in $renew_seconds s"
+          continue
+        fi
         if [ -n "$previous" ]; then
           rm -rf "$previous"
         fi

@@ -248,11 +248,15 @@ class PulumiStack:
         # Pulumi refuses to delete a protected resource and fails the whole destroy ("unable to delete resource
         # ... as it is currently marked for protection", pkg/resource/deploy/step.go): the protected data stays, as
         # destroy-stack.yml keeps it, and everything else goes. One resource that fails to delete stops no other
-        # (--continue-on-error); the retry first reads what is really left (--refresh: what the first attempt or
-        # Azure deleted meanwhile).
+        # (--continue-on-error). The retry first reads what is really left (what the first attempt or Azure deleted
+        # meanwhile) as a refresh of its own: `destroy --refresh --exclude-protected` names its targets from the state
+        # before the refresh drops the deleted ones, then fails "one or more targets could not be found"
+        # (pulumi cmd destroy.go handleExcludeProtected; engine checkTargets).
+        if retry:
+            self.stack.refresh(on_event=on_event, on_output=on_output, on_error=on_output, color="never",
+                               suppress_outputs=True)
         self.stack.destroy(on_event=on_event, on_output=on_output, on_error=on_output, color="never",
-                           suppress_outputs=True, exclude_protected=True, continue_on_error=True,
-                           refresh=retry or None)
+                           suppress_outputs=True, exclude_protected=True, continue_on_error=True)
 
     def interrupt(self) -> None:
         self.command.interrupt()

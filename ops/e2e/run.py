@@ -647,11 +647,15 @@ def cleanup_stack(stack: str, seams: Seams, settings: Settings) -> int:
     another environment (a deploy that came after the run) is left alone."""
     e2e, made = _prepare(stack, seams, settings)
     say = e2e.say
-    try:
-        tags = json.loads(e2e.tools.az("group", "show", "--name", e2e.cfg.naming.resource_group(), "--query", "tags")
-                          or "null") or {}
-    except ToolFailed:
-        tags = {}  # no group: nothing of the run's deployment, or what is left outside it
+    group = e2e.cfg.naming.resource_group()
+    try:  # fails closed, as start() does: a group it cannot read may be someone's deployment
+        exists = json.loads(e2e.tools.az("group", "exists", "--name", group) or "false") is True
+        tags = (json.loads(e2e.tools.az("group", "show", "--name", group, "--query", "tags") or "null") or {}) \
+            if exists else {}  # no group: nothing of the run's deployment, or what is left outside it
+    except (ToolFailed, ValueError) as e:
+        say(f"e2e-cleanup {stack}: could not read its resource group {group} ({_one_line(str(e))}): left alone; "
+            "run it again")
+        return 1
     if tags and tags.get(ENVIRONMENT_TAG) != E2E_ENVIRONMENT:
         say(f"e2e-cleanup {stack}: its resource group is environment {tags.get(ENVIRONMENT_TAG)!r}, not an "
             f"end-to-end run's ({E2E_ENVIRONMENT}): another deployment, left alone")
