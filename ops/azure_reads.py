@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from azure.core import PipelineClient
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
@@ -195,6 +195,30 @@ class ReservationGroup:
         return self.kind.lower() == "open"
 
 
+T = TypeVar("T")
+
+
+def _read(what: str, read: Callable[[], T]) -> T:
+    """``read()``'s answer; an ``AzureReadError`` naming ``what`` when Azure refuses it. A failed sign-in goes up as
+    it is: the command says so in one line, not as a failed read."""
+    try:
+        return read()
+    except ClientAuthenticationError:
+        raise
+    except HttpResponseError as error:
+        raise AzureReadError(what, error.status_code, error.message) from None
+
+
+def _read_if_there(what: str, read: Callable[[], T]) -> T | None:
+    """As ``_read``; None where Azure answers that what it reads does not exist."""
+    def or_none() -> T | None:
+        try:
+            return read()
+        except ResourceNotFoundError:
+            return None
+    return _read(what, or_none)
+
+
 def _lower(resource_id: str | None) -> str | None:
     return resource_id.lower() if resource_id else None
 
@@ -223,23 +247,14 @@ class Azure:
     def vm_skus(self, region: str | None = None) -> dict[str, Sku]:
         """Every VM size Resource SKUs lists for this subscription, in ``region`` or (None) in every region."""
         where = f"location eq '{region}'" if region else None
-        try:
-            return _merge(self.compute.resource_skus.list(filter=where))
-        except ClientAuthenticationError:
-            raise  # no sign-in: the command says so in one line, not as a failed read
-        except HttpResponseError as error:
-            raise AzureReadError("Resource SKUs", error.status_code, error.message) from None
+        return _read("Resource SKUs", lambda: _merge(self.compute.resource_skus.list(filter=where)))
 
     def usage(self, region: str) -> dict[str, tuple[int, int]]:
         """Quota name (lower case: ``cores``, ``lowprioritycores``, a family) → (vCPUs in use, limit) in ``region``."""
-        try:
-            # The SDK's models type every read-only field Optional; a quota without a name has nothing to match.
-            return {u.name.value.lower(): (u.current_value, u.limit) for u in self.compute.usage.list(region)
-                    if u.name.value is not None}
-        except ClientAuthenticationError:
-            raise
-        except HttpResponseError as error:
-            raise AzureReadError(f"vCPU usage in {region}", error.status_code, error.message) from None
+        # The SDK's models type every read-only field Optional; a quota without a name has nothing to match.
+        return _read(f"vCPU usage in {region}", lambda: {
+            u.name.value.lower(): (u.current_value, u.limit) for u in self.compute.usage.list(region)
+            if u.name.value is not None})
 
     def spot_scores(self, location: str, size: str, regions: Iterable[str], count: int,
                     zonal: bool) -> list[dict[str, Any]]:
@@ -293,14 +308,8 @@ class Azure:
 
     def agent_pools(self, resource_group: str, cluster: str) -> dict[str, DeployedPool]:
         """The deployed cluster's pools by name; empty when there is no such cluster."""
-        try:
-            pools = list(self.aks.agent_pools.list(resource_group, cluster))
-        except ResourceNotFoundError:
-            return {}
-        except ClientAuthenticationError:
-            raise
-        except HttpResponseError as error:
-            raise AzureReadError(f"agent pools of {cluster}", error.status_code, error.message) from None
+        pools = _read_if_there(f"agent pools of {cluster}",
+                               lambda: list(self.aks.agent_pools.list(resource_group, cluster))) or []
         # Optional in the SDK's models, both are set on a pool read back from a cluster.
         return {p.name: DeployedPool(p.vm_size, p.count or 0, p.scale_set_priority == "Spot",
                                      bool(p.enable_auto_scaling), _lower(p.capacity_reservation_group_id))
@@ -309,14 +318,9 @@ class Azure:
     def cluster(self, resource_group: str, name: str, identity: str) -> DeployedCluster | None:
         """The deployed cluster's node provisioning mode, node resource group and the principal of its user-assigned
         identity named ``identity``; None when there is no such cluster."""
-        try:
-            found = self.aks.managed_clusters.get(resource_group, name)
-        except ResourceNotFoundError:
+        found = _read_if_there(f"cluster {name}", lambda: self.aks.managed_clusters.get(resource_group, name))
+        if found is None:
             return None
-        except ClientAuthenticationError:
-            raise
-        except HttpResponseError as error:
-            raise AzureReadError(f"cluster {name}", error.status_code, error.message) from None
         profile = found.node_provisioning_profile
         assigned = (found.identity.user_assigned_identities or {}) if found.identity else {}
         principal = next((i.principal_id for key, i in assigned.items()
@@ -326,14 +330,8 @@ class Azure:
 
     def nap_nodes(self, node_resource_group: str) -> list[tuple[str, str, bool]]:
         """The VMs node auto-provisioning made in ``node_resource_group``: (NodePool, VM size, spot) each."""
-        try:
-            vms = list(self.compute.virtual_machines.list(node_resource_group))
-        except ResourceNotFoundError:
-            return []
-        except ClientAuthenticationError:
-            raise
-        except HttpResponseError as error:
-            raise AzureReadError(f"VMs in {node_resource_group}", error.status_code, error.message) from None
+        vms = _read_if_there(f"VMs in {node_resource_group}",
+                             lambda: list(self.compute.virtual_machines.list(node_resource_group))) or []
         return [(vm.tags[NAP_NODEPOOL_TAG], vm.hardware_profile.vm_size, vm.priority == "Spot") for vm in vms
                 if vm.tags and NAP_NODEPOOL_TAG in vm.tags and vm.hardware_profile and vm.hardware_profile.vm_size]
 
@@ -344,15 +342,12 @@ class Azure:
         subscription, group, name = _scope(group_id)
         compute = self.compute if subscription.lower() == self.subscription.lower() else \
             ComputeManagementClient(self._credential, subscription, user_agent=USER_AGENT, **self._extra)
-        try:
-            found = compute.capacity_reservation_groups.get(group, name, expand="instanceView")
-            reservations = list(compute.capacity_reservations.list_by_capacity_reservation_group(group, name))
-        except ResourceNotFoundError:
+        read = _read_if_there(f"capacity reservation group {name}", lambda: (
+            compute.capacity_reservation_groups.get(group, name, expand="instanceView"),
+            list(compute.capacity_reservations.list_by_capacity_reservation_group(group, name))))
+        if read is None:
             return None
-        except ClientAuthenticationError:
-            raise
-        except HttpResponseError as error:
-            raise AzureReadError(f"capacity reservation group {name}", error.status_code, error.message) from None
+        found, reservations = read
         views = {v.name.lower(): v.utilization_info for v in
                  (found.instance_view.capacity_reservations or () if found.instance_view else ()) if v.name}
         # A str enum (ReservationType) or a plain string the SDK does not know yet: its value either way.
