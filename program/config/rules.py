@@ -410,46 +410,54 @@ def _zone_id(cfg: StackConfig, zone: str) -> str:
             f"Microsoft.Network/privateDnsZones/{zone}")
 
 
+def _overlap(one: StackConfig, two: StackConfig) -> bool:
+    return ipaddress.IPv4Network(one.network.address_space).overlaps(ipaddress.IPv4Network(two.network.address_space))
+
+
+def _own_zones_both_link(mine: StackConfig, other: StackConfig) -> Iterator[tuple[str, str]]:
+    """(service, zone) of each of ``mine``'s private services whose zone both stacks link, as their own, to the
+    runner VNet."""
+    for service in mine.private_services:
+        zone = PRIVATE_DNS_ZONES[service]
+        if zone in mine.runner_zones and zone in other.runner_zones:
+            yield service, zone
+
+
 def _runner_clash(this: tuple[str, StackConfig], that: tuple[str, StackConfig]) -> Iterator[Clash]:
     """Clashes on the new stack ``this``, beside the stack ``that``, which may be deployed."""
     (name, cfg), (other, earlier) = this, that
     at = f"{KEY_PREFIX}network."
-    if ipaddress.IPv4Network(cfg.network.address_space).overlaps(ipaddress.IPv4Network(earlier.network.address_space)):
+    if _overlap(cfg, earlier):
         yield Clash((name,), ConfigError(
             at + "addressSpace", cfg.network.address_space,
             f"overlaps {earlier.network.address_space} of stack {other}, which peers the same runner VNet; Azure "
             "peers a VNet only with address spaces that do not overlap: give this new stack a free one "
             f"(python -m offline new-stack picks one); {KEEP_DEPLOYED}"))
-    for service in cfg.private_services:
-        zone = PRIVATE_DNS_ZONES[service]
-        if zone in cfg.runner_zones and zone in earlier.runner_zones:
-            instead = (f"name a hub's (stack {other} is a demo: its zone goes when the expiry destroys it)"
-                       if earlier.lifetime == Lifetime.DEMO else
-                       f"name that zone ({_zone_id(earlier, zone)}) or a hub's")
-            yield Clash((name,), ConfigError(
-                f"{at}privateDnsZoneIds.{service}", None,
-                f"stack {other} already links its own {zone} to the same runner VNet, and a VNet is linked to one "
-                f"zone of a name: {instead}"))
+    for service, zone in _own_zones_both_link(cfg, earlier):
+        instead = (f"name a hub's (stack {other} is a demo: its zone goes when the expiry destroys it)"
+                   if earlier.lifetime == Lifetime.DEMO else f"name that zone ({_zone_id(earlier, zone)}) or a hub's")
+        yield Clash((name,), ConfigError(
+            f"{at}privateDnsZoneIds.{service}", None,
+            f"stack {other} already links its own {zone} to the same runner VNet, and a VNet is linked to one "
+            f"zone of a name: {instead}"))
 
 
 def _runner_clash_of_both(first: tuple[str, StackConfig], second: tuple[str, StackConfig]) -> Iterator[Clash]:
     """Clashes between two stack files of which neither is known to be new."""
     (a, one), (b, two) = first, second
     at, both = f"{KEY_PREFIX}network.", (a, b)
-    if ipaddress.IPv4Network(one.network.address_space).overlaps(ipaddress.IPv4Network(two.network.address_space)):
+    if _overlap(one, two):
         yield Clash(both, ConfigError(
             at + "addressSpace", two.network.address_space,
             f"stacks {a} ({one.network.address_space}) and {b} ({two.network.address_space}) peer the same runner "
             "VNet with overlapping address spaces, which Azure refuses: give the one not deployed yet a free one "
             f"(python -m offline new-stack picks one); {KEEP_DEPLOYED}"))
-    for service in two.private_services:
-        zone = PRIVATE_DNS_ZONES[service]
-        if zone in one.runner_zones and zone in two.runner_zones:
-            yield Clash(both, ConfigError(
-                f"{at}privateDnsZoneIds.{service}", None,
-                f"stacks {a} and {b} both link their own {zone} to the same runner VNet, and a VNet is linked to one "
-                f"zone of a name: the one not deployed yet names the other's ({_zone_id(one, zone)} or "
-                f"{_zone_id(two, zone)}) or a hub's"))
+    for service, zone in _own_zones_both_link(two, one):
+        yield Clash(both, ConfigError(
+            f"{at}privateDnsZoneIds.{service}", None,
+            f"stacks {a} and {b} both link their own {zone} to the same runner VNet, and a VNet is linked to one "
+            f"zone of a name: the one not deployed yet names the other's ({_zone_id(one, zone)} or "
+            f"{_zone_id(two, zone)}) or a hub's"))
 
 
 def _zones_of_demos(stacks: Mapping[str, StackConfig]) -> Iterator[Clash]:
