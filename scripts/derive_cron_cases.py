@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import tempfile
 from pathlib import Path
+
+from go_original import checkout_version, go_run, go_version
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "cron" / "cases.json"
@@ -89,26 +88,13 @@ EVERY = ["6h", "1h", "1h30m", "90s", "1.5h", ".5h", "5.s", "0", "+0", "-0", "-5m
          "0.000000000000000000001s", "1e3s", "1h 30m", "1h30"]
 CASES = FIELDS + [f"@every {d}" for d in EVERY] + ["@every  1h", "CRON_TZ=Etc/UTC 0 2 * * *", "TZ=UTC @daily"]
 
-GO_ENV = dict(os.environ, GOFLAGS="-mod=mod", GOPROXY="off", GOTOOLCHAIN="local", GOWORK="off")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkout", type=Path, help="a robfig/cron checkout (folder with go.mod)")
     args = parser.parse_args()
     checkout = args.checkout.resolve()
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True,
-                            check=True).stdout.strip()
-    tag = subprocess.run(["git", "describe", "--tags", "--always"], cwd=checkout, capture_output=True, text=True,
-                         check=True).stdout.strip()
-    with tempfile.TemporaryDirectory() as work:
-        go_dir = Path(work)
-        (go_dir / "go.mod").write_text("module derive\n\ngo 1.19\n\nrequire github.com/robfig/cron/v3 v3.0.0\n\n"
-                                       f"replace github.com/robfig/cron/v3 => {checkout}\n")
-        (go_dir / "main.go").write_text(GO_MAIN)
-        result = subprocess.run(["go", "run", "."], input=json.dumps(CASES), capture_output=True, text=True,
-                                check=True, cwd=go_dir, env=GO_ENV)
-    answers = json.loads(result.stdout)
+    commit, tag = checkout_version(checkout)
+    answers = json.loads(go_run(checkout, "github.com/robfig/cron/v3", "v3.0.0", GO_MAIN, json.dumps(CASES)))
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
     FIXTURE.write_text(json.dumps({
         "source": f"github.com/robfig/cron/v3 {tag} ({commit}) ParseStandard, run with {go_version()}",
@@ -117,11 +103,6 @@ def main() -> None:
     }, indent=1, ensure_ascii=False) + "\n")
     accepted = sum(1 for a in answers if "error" not in a)
     print(f"wrote {FIXTURE.relative_to(ROOT)}: {len(answers)} schedules, {accepted} accepted")
-
-
-def go_version() -> str:
-    return subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=True,
-                          env=GO_ENV).stdout.strip()
 
 
 if __name__ == "__main__":

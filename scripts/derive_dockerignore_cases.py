@@ -23,11 +23,11 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import os
 import re
 import subprocess
-import tempfile
 from pathlib import Path
+
+from go_original import checkout_version, go_run
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "dockerignore" / "cases.json"
@@ -229,29 +229,16 @@ def project_cases() -> tuple[list[dict], list[str]]:
     return cases, ["\ufeff# a comment\r\n/build\r\n  !  /build/keep  \r\n#!not-a-rule\r\ndist/**/\n"]
 
 
-GO_ENV = dict(os.environ, GOFLAGS="-mod=mod", GOPROXY="off", GOTOOLCHAIN="local", GOWORK="off")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkout", type=Path, help="a moby/patternmatcher checkout (folder with go.mod)")
     args = parser.parse_args()
     checkout = args.checkout.resolve()
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True,
-                            check=True).stdout.strip()
-    tag = subprocess.run(["git", "describe", "--tags", "--always"], cwd=checkout, capture_output=True, text=True,
-                         check=True).stdout.strip()
-    with tempfile.TemporaryDirectory() as work:
-        go_dir = Path(work)
-        (go_dir / "go.mod").write_text("module derive\n\ngo 1.19\n\nrequire github.com/moby/patternmatcher v0.0.0\n\n"
-                                       f"replace github.com/moby/patternmatcher => {checkout}\n")
-        (go_dir / "main.go").write_text(GO_MAIN)
-        upstream, upstream_texts, expected = upstream_cases(checkout)
-        ours, our_texts = project_cases()
-        result = subprocess.run(["go", "run", "."], input=json.dumps({"match": upstream + ours,
-                                                                       "ignore": upstream_texts + our_texts}),
-                                capture_output=True, text=True, check=True, cwd=go_dir, env=GO_ENV)
-    answers = json.loads(result.stdout)
+    commit, tag = checkout_version(checkout)
+    upstream, upstream_texts, expected = upstream_cases(checkout)
+    ours, our_texts = project_cases()
+    answers = json.loads(go_run(checkout, "github.com/moby/patternmatcher", "v0.0.0", GO_MAIN,
+                                json.dumps({"match": upstream + ours, "ignore": upstream_texts + our_texts})))
     for (table, passes), case in zip(expected, answers["match"], strict=False):
         got = case["answers"][0]["excluded"] if case.get("answers") else None
         if case.get("error") is None and got != passes:
