@@ -36,7 +36,7 @@ from ops.e2e.automation import MANAGED_CLUSTER, Outputs, StateResource, destroye
 from ops.e2e.cost import run_cost
 from ops.e2e.drill import DrillFailed
 from ops.e2e.leftovers import leftovers
-from ops.e2e.run import Seams, Settings, cleanup_stack, exit_code, run, start
+from ops.e2e.run import START_S, STATE_S, Seams, Settings, cleanup_stack, exit_code, run, start, tell_workflow
 from ops.e2e.tools import ToolFailed, Tools
 from ops.lifecycle import E2E_ENVIRONMENT, STORAGE_ACCOUNT, protected_accounts
 from program.probes import JobFromTemplate, SpotDrill
@@ -800,18 +800,22 @@ def test_protected_data_stays_its_group_is_marked_retained_and_the_next_run_may_
         start(h.stack_name, h.seams, h.settings)  # but a deployed cluster beside them is someone's
 
 
-@pytest.mark.parametrize("case", ["killed", "destroyed", "redeployed", "stuck", "unreadable"])
+@pytest.mark.parametrize("case", ["killed", "destroyed", "redeployed", "stuck", "unreadable", "retained"])
 def test_the_cleanup_after_a_killed_run_destroys_its_deployment_and_nothing_else(harness, case):
     """Audit 37 W6: a cancelled or timed-out workflow job kills the run before its destroy. `ops e2e-cleanup` then
     destroys what the backend holds of the run's deployment (all but protected data), after `pulumi cancel` (a killed
     update leaves its lock), and looks for leftovers; it leaves alone a deployment that is not an end-to-end run's,
     and a clean state is only checked."""
     h = harness()
-    if case in ("killed", "redeployed", "stuck", "unreadable"):  # the run had deployed the stack when it was killed
-        h.world.environment = "gpu-basics" if case == "redeployed" else E2E_ENVIRONMENT
+    if case in ("killed", "redeployed", "stuck", "unreadable", "retained"):  # the run had deployed when it was killed
+        h.world.environment = "gpu-basics" if case in ("redeployed", "retained") else E2E_ENVIRONMENT
         h.world.write(deployed=True)
         h.stack.existing = h.world.made()
         h.stack.destroy_failures = 2 if case == "stuck" else 0
+    if case == "retained":  # review of the fixes: the run began on a group an earlier destroy kept, and was killed
+        azure = json.loads((h.world.folder / "azure.json").read_text())  # before its `pulumi up` re-tagged it
+        azure["groups"][h.world.cfg.naming.resource_group()]["tags"]["lifetime"] = "retained"
+        (h.world.folder / "azure.json").write_text(json.dumps(azure))
     if case == "unreadable":  # review of the fixes: a throttled `az group show` read as "no tags" destroyed anyway
         az = h.seams.tools.az
 
@@ -823,7 +827,7 @@ def test_the_cleanup_after_a_killed_run_destroys_its_deployment_and_nothing_else
     said = len(h.said)
     code = cleanup_stack(STACK, h.seams, h.settings)
     lines = h.said[said:]
-    if case == "killed":
+    if case in ("killed", "retained"):
         assert code == 0 and h.stack.cancels == 1 and h.stack.destroys == 1 and h.stack.existing == []
         assert any("destroying them" in line for line in lines) and lines[-1].startswith("e2e gpu-basics: leftovers ok")
     elif case == "destroyed":
@@ -835,6 +839,61 @@ def test_the_cleanup_after_a_killed_run_destroys_its_deployment_and_nothing_else
         assert code == 1 and h.stack.destroys == 2 and any("leftovers failed" in line for line in lines)
     else:  # it cannot tell whose deployment it is: it touches nothing
         assert code == 1 and h.stack.destroys == 0 and h.stack.cancels == 0 and "left alone" in lines[-1]
+
+
+def test_the_workflow_hears_that_the_run_deploys_only_once_it_passed_its_start(harness, tmp_path, monkeypatch):
+    """Review of the e2e fixes (RISK): e2e-stack.yml's cleanup ran after a run that stopped at its start, and could
+    destroy the deployment that start had refused to touch. The run step now says `deploying=true` (GITHUB_OUTPUT)
+    once the stack is its own, before anything is deployed; the cleanup job requires it."""
+    h = harness()
+    told: list[int] = []
+    h.seams.started = lambda: told.append(h.stack.ups)
+    h.world.write(deployed=True)  # the stack is up in Azure: refused, exit 2
+    with pytest.raises(BadInput):
+        h.run()
+    assert told == []
+    h.world.write(deployed=False)
+    record, code, _ = h.run()
+    assert code == 0 and told == [0]  # once, before `pulumi up`
+    output = tmp_path / "github_output"
+    output.write_text("earlier=1\n")
+    monkeypatch.setenv("GITHUB_OUTPUT", str(output))
+    tell_workflow()
+    assert output.read_text() == "earlier=1\ndeploying=true\n"
+
+
+def test_a_backend_that_does_not_answer_stops_the_run_at_its_start_within_the_time_the_job_allows(harness):
+    """Review of the e2e fixes (RISK): calls outside the steps had no timeout, so the job's limit did not cover the
+    run's longest. Reading the stack's state is one of them: it now ends within ``STATE_S``, counted in
+    ``Settings.longest_s`` (``START_S``)."""
+    h = harness()
+    given_up = threading.Event()
+    h.stack.resources = lambda: h.clock.park_until(math.inf, given_up.is_set) or []  # type: ignore[method-assign]
+    began = h.clock.now()
+    try:
+        with pytest.raises(BadInput, match="no end in 2 min"):
+            start(h.stack_name, h.seams, h.settings)
+    finally:
+        given_up.set()
+    assert STATE_S <= (h.clock.now() - began).total_seconds() < STATE_S + h.settings.tick_s + 1
+    assert STATE_S < START_S and h.stack.ups == 0
+
+
+def test_a_match_of_the_stacks_tag_whose_tags_do_not_come_back_is_a_leftover():
+    """Review of the e2e fixes (RISK): a tag-filter match whose `az tag list` answered no tags was dropped; only one
+    whose project tag names another project is not this stack's."""
+    cfg = stack_config(STACK).for_deployment(SUBSCRIPTION)
+    ours, theirs = (f"/subscriptions/{SUBSCRIPTION}/resourceGroups/rg-x/providers/Microsoft.Network/"
+                    f"publicIPAddresses/{name}" for name in ("ours", "theirs"))
+
+    def az(*args: str) -> str:
+        if args[:2] == ("tag", "list"):
+            return json.dumps(None if args[3] == ours else {"pulumi-project": "another", "pulumi-stack": STACK})
+        if args[:2] == ("resource", "list") and "--tag" in args:
+            return json.dumps([{"id": i, "name": i.rsplit("/", 1)[-1], "type": "Microsoft.Network/publicIPAddresses"}
+                               for i in (ours, theirs)])
+        return json.dumps(False if args[:2] == ("group", "exists") else [])
+    assert [item.id for item in leftovers(cfg, [], az).leftovers] == [ours]
 
 
 def test_protected_data_is_kept_not_a_leftover_and_anything_beside_it_is():

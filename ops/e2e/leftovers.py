@@ -11,7 +11,8 @@ Looked for, each with the ``az`` command that answers without failing on what is
   take one tag (``key[=value]``, Azure CLI reference) and ask ARM to filter by it, whose answer then holds no tags
   ("When you filter by a tag name and value, the tags for each resource are not returned in the results": Resources -
   List, ``$filter``). So the stack's tag is ARM's filter, trusted, and the project's is read for each match with
-  ``az tag list --resource-id`` (Tags - Get At Scope); after a clean destroy there is no match to read;
+  ``az tag list --resource-id`` (Tags - Get At Scope): only a match whose project tag names another project is not
+  counted; after a clean destroy there is no match to read;
 - the role assignments and federated identity credentials the stack made, by the ids its state held before the
   destroy: role assignments through ``az role assignment list --all`` ("all assignments under the current
   subscription", Azure CLI reference; by ``--scope`` for one in another subscription), federated credentials through
@@ -89,7 +90,9 @@ def _tagged(cfg: StackConfig, az: Az, found: Found) -> None:
              if g["name"] != found.kept_group]
     for id_, kind in hits:
         tags = _json(az, "tag", "list", "--resource-id", id_, "--query", "properties.tags") or {}
-        if tags.get("pulumi-project") == cfg.project:  # another project's stack of the same name is not ours
+        # Another project's stack of the same name is not ours; a match whose tags do not come back (a resource on
+        # its way out, a type whose tags this call cannot read) still carries the stack's tag: counted, not dropped.
+        if tags.get("pulumi-project", cfg.project) == cfg.project:
             found.add(id_, kind)
 
 

@@ -10,7 +10,7 @@ check (``ops.e2e.leftovers``), which marks a group kept for protected data retai
 that runs past it is interrupted (Pulumi gets one SIGINT, its "cancel") and the run goes on to the destroy; the
 longest a run can take is ``Settings.longest_s``. The file is written whatever happened, every string in it
 scrubbed (``ops.e2e.scrub``). A run killed outright (SIGKILL, out of memory, a cancelled workflow job's ten seconds)
-destroys nothing: e2e.yml's cleanup job does, and ``python -m ops e2e-cleanup`` by hand.
+destroys nothing: e2e-stack.yml's cleanup job does, and ``python -m ops e2e-cleanup`` by hand.
 
 Exit status: 0 the run passed (every step ok or skipped, every probe passed, nothing left over); 1 a step or probe
 failed, timed out or was interrupted, or something was left over; 2 bad input (an unknown stack, a config error,
@@ -52,7 +52,7 @@ from ops.e2e.automation import (
 )
 from ops.e2e.cost import run_cost
 from ops.e2e.drill import DrillFailed
-from ops.e2e.leftovers import leftovers
+from ops.e2e.leftovers import Found, leftovers
 from ops.e2e.scrub import Scrubber
 from ops.e2e.tools import ToolFailed, Tools
 from ops.lifecycle import E2E_ENVIRONMENT, ENVIRONMENT_TAG, retain
@@ -95,7 +95,7 @@ class Settings:
     Azure's eviction (within 30 minutes of the call), a new node, the resume, and the uninterrupted run."""
     preflight_timeout_s: float = 300.0
     leftovers_timeout_s: float = 600.0
-    cancel_grace_s: float = 900.0
+    cancel_grace_s: float = 720.0
     """After the SIGINT that cancels `pulumi up` or `destroy`, how long Pulumi may take to finish the operations in
     flight (an AKS cluster or pool create is estimated at 5 to 7 minutes: durations.yaml) before a second SIGINT
     terminates it."""
@@ -109,23 +109,40 @@ class Settings:
 
     @property
     def longest_s(self) -> float:
-        """The longest a run can take: every step to its timeout, an interrupted `pulumi up` and destroy to the end
-        of their cancel grace and the terminate's minute, a step left running a minute past its own; the Jobs'
-        drain (``_drain``) too. A workflow job that runs one must allow this much (e2e.yml: the tests hold it)."""
+        """The longest a run can take, every call it makes counted: its start (``START_S``); each step to its
+        timeout, an interrupted `pulumi up` and destroy to the end of their cancel grace and the terminate's minute,
+        probes or a drill left running a minute past their own; a look at the cluster before the probes, the drill
+        and the destroy, and one more past the end of each step that polls the cluster while it waits (``LOOK_S``);
+        the state read and the Jobs' drain before the destroy. A workflow job that runs one must allow this much
+        (e2e-stack.yml: the tests hold it)."""
         interrupted = self.cancel_grace_s + STOP_S
-        return (self.preflight_timeout_s + self.timeout_s + interrupted + self.timeout_s + LEFT_RUNNING_S
-                + self.drill_timeout_s + LEFT_RUNNING_S + DRAIN_S + self.timeout_s + interrupted
-                + self.leftovers_timeout_s)
+        up = self.timeout_s + interrupted + LOOK_S
+        probes = LOOK_S + self.timeout_s + LEFT_RUNNING_S + LOOK_S
+        drill = LOOK_S + self.drill_timeout_s + LEFT_RUNNING_S + LOOK_S
+        destroy = STATE_S + LOOK_S + DRAIN_S + self.timeout_s + interrupted
+        return START_S + self.preflight_timeout_s + up + probes + drill + destroy + self.leftovers_timeout_s
 
     @property
     def cleanup_longest_s(self) -> float:
-        """The longest ``python -m ops e2e-cleanup`` can take: the cluster's credentials, the Jobs' drain, the
-        destroy to the end of its cancel grace, the leftover check."""
-        return CREDENTIALS_S + DRAIN_S + self.timeout_s + self.cancel_grace_s + STOP_S + self.leftovers_timeout_s
+        """The longest ``python -m ops e2e-cleanup`` can take: its start, `pulumi cancel`, the state read, a look at
+        the cluster (its credentials), the Jobs' drain, the destroy to the end of its cancel grace, the leftover
+        check."""
+        return (START_S + STATE_S + STATE_S + LOOK_S + DRAIN_S + self.timeout_s + self.cancel_grace_s + STOP_S
+                + self.leftovers_timeout_s)
 
 
-CREDENTIALS_S = 120.0
-"""``az aks get-credentials``: its ``Tools.az`` timeout."""
+AZ_S = 60.0
+"""The timeout of each az call a run makes outside its steps (the sign-in, the resource group's tags) and of the
+cluster's credentials: each answers in seconds."""
+LISTING_S = 60.0
+"""The timeout of one read of the cluster's nodes and pods (kubectl)."""
+LOOK_S = AZ_S + LISTING_S
+"""One look at the cluster: its credentials where the run has none yet, then the listing."""
+STATE_S = 120.0
+"""How long one Pulumi CLI call outside the steps may take: selecting the stack and reading its state (`stack
+export`), or `pulumi cancel`."""
+START_S = 3 * AZ_S + STATE_S
+"""Before anything is deployed: ``az account show``, the stack's state, ``az group exists`` and ``az group show``."""
 STOP_S = 60.0
 """After the second SIGINT (terminate), how long the run waits for Pulumi before it goes on."""
 LEFT_RUNNING_S = 60.0
@@ -148,6 +165,9 @@ class Seams:
     commit: Callable[[], str]
     prices: Callable[[], dict[str, Any]] = load_prices
     say: Callable[[str], None] = print
+    started: Callable[[], None] = lambda: None
+    """Told once the run has passed its start (the stack is the run's to deploy) and before it deploys anything:
+    ``tell_workflow``."""
 
 
 def _one_line(text: str, most: int = 400) -> str:
@@ -158,6 +178,63 @@ def _one_line(text: str, most: int = 400) -> str:
 
 def _utc(seconds: float | None) -> dt.datetime | None:
     return None if seconds is None else dt.datetime.fromtimestamp(seconds, dt.UTC)
+
+
+def wait(work: Callable[[], T], timeout_s: float, tools: Tools, settings: Settings, stack: str,
+         interrupt: Callable[[], None] | None = None, during: Callable[[], None] | None = None) -> T:
+    """``work()`` run in a thread: its value, or its exception. Past ``timeout_s`` (or on Ctrl-C) the work is
+    interrupted when it can be (``interrupt``), given ``cancel_grace_s`` to stop, and ``StepTimedOut`` (or the
+    ``KeyboardInterrupt``) raised; work that cannot be interrupted is left behind in its thread. ``during`` runs at
+    each look (the cluster's poll)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as error:  # noqa: BLE001 (handed to the waiting thread as it is)
+            box["error"] = error
+
+    thread = threading.Thread(target=target, daemon=True, name=f"e2e-{stack}")
+    thread.start()
+    began = tools.now()
+    try:
+        while thread.is_alive():
+            if during is not None:
+                during()
+            if (tools.now() - began).total_seconds() >= timeout_s:
+                if interrupt is not None:
+                    _stop(thread, interrupt, tools, settings)
+                raise StepTimedOut(f"no end in {timeout_s / 60:.0f} min"
+                                   + (": interrupted" if interrupt is not None else ": left running"))
+            tools.sleep(settings.tick_s)
+            thread.join(0.001)
+    except KeyboardInterrupt:
+        if interrupt is not None:
+            _stop(thread, interrupt, tools, settings)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _stop(thread: threading.Thread, interrupt: Callable[[], None], tools: Tools, settings: Settings) -> None:
+    """Cancel: one interrupt, ``cancel_grace_s`` to end; then terminate: a second, and a minute more. A Ctrl-C
+    while waiting terminates at once, and goes on as a Ctrl-C."""
+    interrupt()
+    began, grace, second = tools.now(), settings.cancel_grace_s, False
+    try:
+        while thread.is_alive():
+            waited = (tools.now() - began).total_seconds()
+            if waited >= grace and not second:
+                interrupt()
+                second = True
+            elif waited >= grace + STOP_S:
+                return
+            tools.sleep(settings.tick_s)
+            thread.join(0.001)
+    except KeyboardInterrupt:
+        interrupt()
+        raise
 
 
 @dataclass
@@ -207,61 +284,9 @@ class E2ERun:
     def outcome(self, step: StepName) -> Outcome | None:
         return next((s.outcome for s in self.steps if s.step == step), None)
 
-    # --- waiting, with a deadline, for work in a thread -------------------------------------------------------
-
     def wait(self, work: Callable[[], T], timeout_s: float, interrupt: Callable[[], None] | None = None,
              during: Callable[[], None] | None = None) -> T:
-        """``work()`` run in a thread: its value, or its exception. Past ``timeout_s`` (or on Ctrl-C) the work is
-        interrupted when it can be (``interrupt``), given ``cancel_grace_s`` to stop, and ``StepTimedOut`` (or the
-        ``KeyboardInterrupt``) raised; work that cannot be interrupted is left behind in its thread."""
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                box["value"] = work()
-            except BaseException as error:  # noqa: BLE001 (handed to the waiting thread as it is)
-                box["error"] = error
-
-        thread = threading.Thread(target=target, daemon=True, name=f"e2e-{self.stack}")
-        thread.start()
-        began = self.now()
-        try:
-            while thread.is_alive():
-                if during is not None:
-                    during()
-                if (self.now() - began).total_seconds() >= timeout_s:
-                    if interrupt is not None:
-                        self._stop(thread, interrupt)
-                    raise StepTimedOut(f"no end in {timeout_s / 60:.0f} min"
-                                       + (": interrupted" if interrupt is not None else ": left running"))
-                self.tools.sleep(self.settings.tick_s)
-                thread.join(0.001)
-        except KeyboardInterrupt:
-            if interrupt is not None:
-                self._stop(thread, interrupt)
-            raise
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
-
-    def _stop(self, thread: threading.Thread, interrupt: Callable[[], None]) -> None:
-        """Cancel: one interrupt, ``cancel_grace_s`` to end; then terminate: a second, and a minute more. A Ctrl-C
-        while waiting terminates at once, and goes on as a Ctrl-C."""
-        interrupt()
-        began, grace, second = self.now(), self.settings.cancel_grace_s, False
-        try:
-            while thread.is_alive():
-                waited = (self.now() - began).total_seconds()
-                if waited >= grace and not second:
-                    interrupt()
-                    second = True
-                elif waited >= grace + STOP_S:
-                    return
-                self.tools.sleep(self.settings.tick_s)
-                thread.join(0.001)
-        except KeyboardInterrupt:
-            interrupt()
-            raise
+        return wait(work, timeout_s, self.tools, self.settings, self.stack, interrupt, during)
 
     # --- the cluster ------------------------------------------------------------------------------------------
 
@@ -271,7 +296,7 @@ class E2ERun:
         (``kubelogin_kubeconfig``), in a private temporary folder."""
         names = self.cfg.naming
         text = self.tools.az("aks", "get-credentials", "--resource-group", names.resource_group(), "--name",
-                             names.cluster(), "--file", "-")
+                             names.cluster(), "--file", "-", timeout_s=AZ_S)
         converted = kubelogin_kubeconfig(text, self.cfg.cluster.login_mode)
         self.kubeconfig_dir = self.kubeconfig_dir or Path(tempfile.mkdtemp(prefix="e2e-"))  # mode 0700
         path = self.kubeconfig_dir / "kubeconfig"
@@ -297,7 +322,7 @@ class E2ERun:
             return
         self.last_poll = now
         try:
-            self.observations.add(json.loads(self.tools.kubectl(*phase_module.LISTING, timeout_s=60)), now)
+            self.observations.add(json.loads(self.tools.kubectl(*phase_module.LISTING, timeout_s=LISTING_S)), now)
         except Exception:  # noqa: BLE001 (the next poll tries again; a phase never seen stays unmeasured)
             return
 
@@ -439,7 +464,7 @@ class E2ERun:
             return Outcome.SKIPPED, "nothing was deployed"
         notes = ""
         try:
-            self.made = self.deployment.resources()
+            self.made = self.wait(self.deployment.resources, STATE_S)
         except Exception as e:  # noqa: BLE001 (the leftover check then has no state to compare with)
             notes = f"; the state was not read before the destroy ({_one_line(str(e))})"
         self.observe(force=True)  # the nodes' last look before they go (tried even where no event said a cluster)
@@ -481,16 +506,21 @@ class E2ERun:
             return Outcome.SKIPPED, "--keep"
         if not self.up_attempted:
             return Outcome.SKIPPED, "nothing was deployed"
-        found = self.wait(lambda: leftovers(self.cfg, self.made, self.tools.az), self.settings.leftovers_timeout_s)
+        def look() -> Found:
+            found = leftovers(self.cfg, self.made, self.tools.az)
+            if not found.leftovers and found.kept_group is not None:
+                # As `ops leftovers --retain` does after the destroy workflow's destroy: the kept group is no demo to
+                # expire and no live stack to update or to refuse an end-to-end run for (ops/lifecycle.py).
+                retain(found.kept_group, self.tools.az)
+            return found
+
+        found = self.wait(look, self.settings.leftovers_timeout_s)
         self.leftovers = found.leftovers
         kept = f"; kept on purpose: {'; '.join(found.kept)}" if found.kept else ""
         if found.leftovers:
             return Outcome.FAILED, f"{len(found.leftovers)} left in Azure: " \
                                    f"{', '.join(item.id for item in found.leftovers[:5])}{kept}"
         if found.kept_group is not None:
-            # As `ops leftovers --retain` does after the destroy workflow's destroy: the kept group is no demo to
-            # expire and no live stack to update or to refuse an end-to-end run for (ops/lifecycle.py).
-            retain(found.kept_group, self.tools.az)
             kept += f"; resource group {found.kept_group} marked {LIFETIME}: {RETAINED}"
         return Outcome.OK, f"nothing left{kept}"
 
@@ -590,7 +620,7 @@ def _prepare(stack: str, seams: Seams, settings: Settings) -> tuple[E2ERun, list
     tools = seams.tools
     started = tools.now()
     try:
-        account = json.loads(tools.az("account", "show", "--query", "{id:id, tenant:tenantId}"))
+        account = json.loads(tools.az("account", "show", "--query", "{id:id, tenant:tenantId}", timeout_s=AZ_S))
     except (ToolFailed, json.JSONDecodeError) as e:
         raise BadInput(f"not signed in to Azure: run az login ({e})") from None
     scrub = Scrubber()
@@ -599,10 +629,13 @@ def _prepare(stack: str, seams: Seams, settings: Settings) -> tuple[E2ERun, list
     commit = seams.commit()
     render = seams.render(stack)  # a config error stops the run here (exit 2), before anything is deployed
     cfg = render.cfg.for_deployment(account["id"])
-    try:
+    def read_state() -> tuple[Deployment, list[StateResource]]:
         deployment = seams.deployment(stack)
-        made = deployment.resources()
-    except Exception as e:  # noqa: BLE001 (no backend, no CLI, no stack: nothing can run)
+        return deployment, deployment.resources()
+
+    try:
+        deployment, made = wait(read_state, STATE_S, tools, settings, stack)
+    except Exception as e:  # noqa: BLE001 (no backend, no CLI, no stack, no answer: nothing can run)
         raise BadInput(f"pulumi: {scrub.text(_one_line(str(e)))} (docs/e2e.md: what a run needs)") from None
     return E2ERun(stack, seams, settings, render, cfg, deployment, scrub, commit, started), made
 
@@ -625,8 +658,9 @@ def start(stack: str, seams: Seams, settings: Settings) -> E2ERun:
     # Azure whatever this backend holds.
     group = e2e.cfg.naming.resource_group()
     try:
-        tags = json.loads(e2e.tools.az("group", "show", "--name", group, "--query", "tags") or "null") or {} \
-            if json.loads(e2e.tools.az("group", "exists", "--name", group)) else None
+        tags = json.loads(e2e.tools.az("group", "show", "--name", group, "--query", "tags", timeout_s=AZ_S)
+                          or "null") or {} \
+            if json.loads(e2e.tools.az("group", "exists", "--name", group, timeout_s=AZ_S)) else None
     except (ToolFailed, json.JSONDecodeError) as e:
         raise BadInput(f"could not tell whether stack {stack} is up in Azure: {e}") from None
     if tags is not None and tags.get(LIFETIME) != RETAINED:
@@ -643,20 +677,24 @@ def start(stack: str, seams: Seams, settings: Settings) -> E2ERun:
 def cleanup_stack(stack: str, seams: Seams, settings: Settings) -> int:
     """After a run that may not have got to its destroy (its workflow job cancelled or killed, its machine lost):
     destroy what the backend holds of the stack but its protected data, and check for leftovers, as the run would
-    have; 0 when nothing is left. Only the e2e run's own deployment is destroyed: a stack whose resource group says
-    another environment (a deploy that came after the run) is left alone."""
+    have; 0 when nothing is left. Run it only after a run that got past its start (e2e-stack.yml's cleanup job
+    requires the run's ``deploying`` output: ``tell_workflow``), so the stack was the run's to deploy. Even then only
+    the run's own deployment is destroyed: its resource group says an end-to-end run's environment, or is still the
+    one an earlier destroy kept (``lifetime: retained``; the run's `pulumi up` re-tags it, a run killed before that
+    leaves it so); one that says another environment (a deploy that came after the run) is left alone."""
     e2e, made = _prepare(stack, seams, settings)
     say = e2e.say
     group = e2e.cfg.naming.resource_group()
     try:  # fails closed, as start() does: a group it cannot read may be someone's deployment
-        exists = json.loads(e2e.tools.az("group", "exists", "--name", group) or "false") is True
-        tags = (json.loads(e2e.tools.az("group", "show", "--name", group, "--query", "tags") or "null") or {}) \
+        exists = json.loads(e2e.tools.az("group", "exists", "--name", group, timeout_s=AZ_S) or "false") is True
+        tags = (json.loads(e2e.tools.az("group", "show", "--name", group, "--query", "tags", timeout_s=AZ_S)
+                           or "null") or {}) \
             if exists else {}  # no group: nothing of the run's deployment, or what is left outside it
     except (ToolFailed, ValueError) as e:
         say(f"e2e-cleanup {stack}: could not read its resource group {group} ({_one_line(str(e))}): left alone; "
             "run it again")
         return 1
-    if tags and tags.get(ENVIRONMENT_TAG) != E2E_ENVIRONMENT:
+    if tags and tags.get(ENVIRONMENT_TAG) != E2E_ENVIRONMENT and tags.get(LIFETIME) != RETAINED:
         say(f"e2e-cleanup {stack}: its resource group is environment {tags.get(ENVIRONMENT_TAG)!r}, not an "
             f"end-to-end run's ({E2E_ENVIRONMENT}): another deployment, left alone")
         return 0
@@ -664,8 +702,8 @@ def cleanup_stack(stack: str, seams: Seams, settings: Settings) -> int:
     try:
         if in_use(made):
             say(f"e2e-cleanup {stack}: the backend holds {len(in_use(made))} resources of the run: destroying them")
-            try:
-                e2e.deployment.cancel()  # a killed `pulumi` leaves its lock on a self-managed backend
+            try:  # a killed `pulumi` leaves its lock on a self-managed backend
+                e2e.wait(e2e.deployment.cancel, STATE_S)
             except Exception as e:  # noqa: BLE001 (no lock, or a backend that keeps none: the destroy says)
                 say(f"e2e-cleanup {stack}: pulumi cancel: {_one_line(str(e))}")
             e2e.step(StepName.DESTROY, e2e.destroy)
@@ -682,6 +720,7 @@ def run(stack: str, seams: Seams, settings: Settings) -> tuple[Run, Path]:
     """Run the stack end to end; the record and the file it was written to. Every step is recorded: one the run did
     not get to as skipped, with why."""
     e2e = start(stack, seams, settings)
+    seams.started()
     blocked = ""
     try:
         for name, body in ((StepName.PREFLIGHT, e2e.preflight), (StepName.UP, e2e.up), (StepName.PROBES, e2e.probe),
@@ -770,7 +809,22 @@ def real_seams() -> Seams:
                  deployment=lambda stack: PulumiStack(stack, REPO_ROOT, overrides),
                  render=render_stack,
                  preflight=capacity_preflight, probes=_optional("ops.e2e.probes", "run_probes"),
-                 drill=_optional("ops.e2e.drill", "spot_drill"), commit=git_commit)
+                 drill=_optional("ops.e2e.drill", "spot_drill"), commit=git_commit, started=tell_workflow)
+
+
+DEPLOYING = "deploying"
+"""The run step's output (``deploying=true``) that e2e-stack.yml's cleanup job requires."""
+
+
+def tell_workflow() -> None:
+    """In a GitHub Actions step (``GITHUB_OUTPUT`` set), the step's output ``deploying=true``. The runner reads the
+    output file after the step ends whatever ended it, a cancel or timeout too (actions/runner ActionRunner.RunAsync:
+    ``ProcessFiles`` in a ``finally``), and evaluates job outputs when the job completes (JobExtension.FinalizeJob):
+    so the cleanup job runs after a run that got this far, and never after one that stopped at its start, where the
+    stack may be someone else's deployment."""
+    if path := os.environ.get("GITHUB_OUTPUT"):
+        with Path(path).open("a") as out:
+            out.write(f"{DEPLOYING}=true\n")
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -810,7 +864,7 @@ def e2e_command(args: argparse.Namespace) -> int:
     # Each is a Ctrl-C: the run cancels its step, destroys what it made and writes its file before it ends, which
     # takes as long as the destroy does. A cancelled workflow job gives a step 10 seconds (SIGINT, then SIGTERM 7.5 s
     # later, then a kill 2.5 s after that: GitHub's workflow cancellation reference), and bash does not pass them on:
-    # there, e2e.yml's cleanup job destroys the stack.
+    # there, e2e-stack.yml's cleanup job destroys the stack.
     previous = {number: signal.signal(number, _interrupt) for number in INTERRUPTS}
     try:
         record, _ = run(args.stack, seams, settings)
