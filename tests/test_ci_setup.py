@@ -55,10 +55,10 @@ def test_each_token_the_workflows_ask_for_has_its_federated_credential_on_the_ap
 
 
 def test_end_to_end_runs_sign_in_with_the_deploy_apps_credentials_and_need_no_new_one():
-    """Issue 37: e2e.yml's plan runs main's code (dispatch and schedule: `ref:refs/heads/main`), its runs in the
-    scenarios' environments, its pull request job asks for no token: the deploy app's credentials already cover them,
-    and the preview app gets none."""
-    e2e = subjects({"e2e.yml": WORKFLOWS["e2e.yml"]}, "repo:acme/infra", SCENARIOS)
+    """Issue 37: e2e.yml's plan runs main's code (dispatch and schedule: `ref:refs/heads/main`), its runs and their
+    cleanups (e2e-stack.yml, which it calls) in the scenarios' environments, its pull request job asks for no token:
+    the deploy app's credentials already cover them, and the preview app gets none."""
+    e2e = subjects({name: WORKFLOWS[name] for name in ("e2e.yml", "e2e-stack.yml")}, "repo:acme/infra", SCENARIOS)
     assert set(e2e) == {"deploy"} and e2e["deploy"] == subjects(WORKFLOWS, "repo:acme/infra", SCENARIOS)["deploy"]
 
 

@@ -288,8 +288,8 @@ def test_the_guard_holds_the_runs_together_to_the_total_cap_in_the_order_asked(m
     planned = budget.plan(["a", "b", "c", "d"], 10.0, [], estimate=lambda stack: each if stack != "c" else
                           Estimate(1.0 / budget.CEILING_HOURS), region=lambda stack: "eastus", total_cap=20.0)
     assert planned.include == [{"stack": "a"}, {"stack": "b"}, {"stack": "c"}]  # $8 + $8 + $1; d's $8 is over
-    assert planned.refused == {"d": "stack d: run cost at most $8.00 (7.8 h at full scale) would take the matrix's "
-                                    "total to $25.00, above the total cap $20.00"}
+    assert planned.refused == {"d": f"stack d: run cost at most $8.00 ({budget.CEILING_HOURS:.1f} h at full scale) "
+                                    "would take the matrix's total to $25.00, above the total cap $20.00"}
     assert "Cap: $10.00 a run and $20.00 in all ($17.00 planned)" in "\n".join(planned.summary)
 
 
@@ -314,8 +314,9 @@ def test_the_guard_refuses_a_stack_it_cannot_price_one_that_is_up_and_one_withou
     assert planned.refused == {
         "live": "stack live is up (its resource group exists): an end-to-end run destroys what it deploys; destroy it "
                 "first (destroy.yml) or run another stack",
-        "unpriced": "stack unpriced: run cost at most $0.78 (7.8 h at full scale) cannot be held to the cap $10.00: "
-                    "no price for pool(s) t4 in eastus (refresh: python -m ops catalogue --regions eastus)",
+        "unpriced": f"stack unpriced: run cost at most ${0.1 * budget.CEILING_HOURS:.2f} ({budget.CEILING_HOURS:.1f} h "
+                    "at full scale) cannot be held to the cap $10.00: no price for pool(s) t4 in eastus (refresh: "
+                    "python -m ops catalogue --regions eastus)",
         "private": "stack private has a private API server and no ciRunner: hosted runners cannot reach it "
                    "(docs/deploying.md: Private clusters)"}
 

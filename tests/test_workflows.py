@@ -186,7 +186,7 @@ CONTAINERD = '[["driver-type","io.containerd.snapshotter.v1"]]'
 CLASSIC = '[["Backing Filesystem","extfs"],["Supports d_type","true"]]'
 
 
-@pytest.mark.parametrize("workflow, job", [("deploy.yml", "up"), ("e2e.yml", "run")])
+@pytest.mark.parametrize("workflow, job", [("deploy.yml", "up"), ("e2e-stack.yml", "run")])
 @pytest.mark.parametrize("status, after, switched, ok", [
     (CLASSIC, CLASSIC, False, True), (CONTAINERD, CLASSIC, True, True), (CONTAINERD, CONTAINERD, True, False)],
     ids=["classic", "containerd", "switch-failed"])
@@ -387,8 +387,8 @@ def test_every_pulumi_job_uses_the_secrets_manager_its_state_names():
     on every run after the first (pulumi/pulumi#17236: the state's manager is used only with this variable)."""
     jobs = pulumi_jobs()
     assert {(w, n) for w, n, _ in jobs} == {("pull-request.yml", "preview"), ("deploy.yml", "up"),
-                                            ("destroy-stack.yml", "destroy"), ("e2e.yml", "run"),
-                                            ("e2e.yml", "cleanup")}
+                                            ("destroy-stack.yml", "destroy"), ("e2e-stack.yml", "run"),
+                                            ("e2e-stack.yml", "cleanup")}
     for workflow, name, job in jobs:
         assert job["env"]["PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER"] == "true", (workflow, name)
 
@@ -573,11 +573,27 @@ def test_a_deploy_names_the_deployer_only_when_the_variable_holds_one(tmp_path, 
                      if deployer else [])
 
 
-# e2e.yml (issue 37): end-to-end runs on Azure, their budget, and the pull request that adds their results.
+# e2e.yml and e2e-stack.yml (issue 37): end-to-end runs on Azure, their budget, and the pull request that adds their
+# results.
 
 
 def e2e_step(job: str, needle: str) -> dict:
-    return next(s for s in load("e2e.yml")["jobs"][job]["steps"] if needle in s.get("run", "") + s.get("uses", ""))
+    """A step of e2e.yml's plan or results job, or of e2e-stack.yml's run or cleanup job."""
+    workflow = "e2e.yml" if job in ("plan", "results") else "e2e-stack.yml"
+    return next(s for s in load(workflow)["jobs"][job]["steps"] if needle in s.get("run", "") + s.get("uses", ""))
+
+
+PER_STACK = {"${{ matrix.stack }}": "${{ inputs.stack }}", "${{ matrix.environment }}": "${{ inputs.environment }}",
+             "${{ matrix.runner }}": "${{ fromJSON(inputs.runner) }}", "pulumi-${{ matrix.stack }}":
+             "pulumi-${{ inputs.stack }}", "matrix.freeDisk": "inputs.free-disk"}
+"""A deploy job's matrix values as e2e-stack.yml receives them from e2e.yml's matrix (its inputs)."""
+
+
+def per_stack(value):
+    """``value`` of deploy.yml with its matrix values as e2e-stack.yml's inputs."""
+    if isinstance(value, dict):
+        return {k: per_stack(v) for k, v in value.items()}
+    return PER_STACK.get(value, value) if isinstance(value, str) else value
 
 
 def test_e2e_runs_by_hand_for_named_stacks_and_weekly_only_where_the_repository_opts_in():
@@ -623,18 +639,15 @@ def test_the_e2e_plan_is_decided_by_ops_e2e_matrix_and_refuses_what_is_over_the_
 
 
 def test_each_e2e_run_signs_in_and_selects_its_stack_as_a_deploy_does():
-    run, up = load("e2e.yml")["jobs"]["run"], load("deploy.yml")["jobs"]["up"]
-    for key in ("runs-on", "environment", "concurrency", "permissions"):
-        assert run[key] == up[key], key  # the scenario's environment, the stack's concurrency group
-    # One run at a time (audit 37 R4): each capacity preflight sees the regional quota as its run will.
-    assert run["strategy"] == {**up["strategy"], "max-parallel": 1}
-    assert run["env"] == up["env"]
+    run, up = load("e2e-stack.yml")["jobs"]["run"], load("deploy.yml")["jobs"]["up"]
+    for key in ("runs-on", "environment", "concurrency", "permissions", "env"):
+        assert run[key] == per_stack(up[key]), key  # the scenario's environment, the stack's concurrency group
     steps = run["steps"]
     login = next(s for s in steps if s.get("uses", "").startswith("azure/login"))
     assert login["with"] == next(s for s in up["steps"] if s.get("uses", "").startswith("azure/login"))["with"]
     select = e2e_step("run", "pulumi stack select")
     assert select["run"] == next(s for s in up["steps"] if "pulumi stack select" in s.get("run", ""))["run"]
-    room = next(s for s in steps if s.get("if") == "matrix.freeDisk")  # its images build as a deploy's do
+    room = next(s for s in steps if s.get("if") == "inputs.free-disk")  # its images build as a deploy's do
     assert room["run"] == next(s for s in up["steps"] if s.get("if") == "matrix.freeDisk")["run"]
     order = [next(i for i, s in enumerate(steps) if needle in s.get("run", "") + s.get("uses", ""))
              for needle in ("make install-azure", "sudo rm -rf", "azure/login", "azure/use-kubelogin", "pulumi/actions",
@@ -642,17 +655,41 @@ def test_each_e2e_run_signs_in_and_selects_its_stack_as_a_deploy_does():
     assert order == sorted(order)  # install-azure: the capacity preflight's SDK
 
 
-def test_a_cancelled_or_timed_out_run_is_followed_by_a_cleanup_that_destroys_the_runs_deployment():
+def test_the_stacks_run_one_at_a_time_each_with_its_cleanup_and_with_the_matrix_a_deploy_gets():
+    """Review of the e2e fixes (WRONG): a cleanup job that needed the whole matrix left a cancelled run's stack up
+    while every later stack ran. Each matrix row of e2e.yml now calls e2e-stack.yml, its run and its cleanup, and the
+    rows go one at a time (audit 37 R4: each capacity preflight sees the regional quota as its run will)."""
+    workflow, up = load("e2e.yml"), load("deploy.yml")["jobs"]["up"]
+    stack = workflow["jobs"]["stack"]
+    assert stack["uses"] == "./.github/workflows/e2e-stack.yml" and stack["needs"] == "plan"
+    assert stack["strategy"] == {**up["strategy"], "max-parallel": 1}
+    assert set(workflow["jobs"]) == {"plan", "stack", "results"}
+    # Every value of the matrix row reaches the stack's jobs: e2e-stack.yml's inputs, all required.
+    inputs = on(load("e2e-stack.yml"))["workflow_call"]["inputs"]
+    assert stack["with"] == {"stack": "${{ matrix.stack }}", "environment": "${{ matrix.environment }}",
+                             "runner": "${{ toJSON(matrix.runner) }}", "free-disk": "${{ matrix.freeDisk }}"}
+    assert set(inputs) == set(stack["with"]) and all(i["required"] for i in inputs.values())
+    assert set(json.loads(ops("matrix", "gpu-basics").stdout)["include"][0]) == {"stack", "environment", "runner",
+                                                                                 "freeDisk"}
+    # The called jobs' token is capped by the caller's (GitHub: reusing workflows, "can only be downgraded").
+    assert stack["permissions"] == {"contents": "read", "id-token": "write"}
+    assert stack["secrets"] == {"DOCKERHUB_TOKEN": "${{ secrets.DOCKERHUB_TOKEN }}"}
+
+
+def test_a_run_that_got_past_its_start_and_did_not_pass_is_followed_by_its_cleanup_at_once():
     """Audit 37 W6: a cancelled or timed-out job's step gets ten seconds (SIGINT, SIGTERM 7.5 s later, then a kill:
     GitHub's workflow cancellation reference) and bash passes no signal on, so the run's own destroy never ran and
-    the stack stayed up. A job whose `if` is always() is not cancelled with the workflow (same reference, step 1)."""
-    jobs = load("e2e.yml")["jobs"]
+    the stack stayed up. A job whose `if` is always() is not cancelled with the workflow (same reference, step 1).
+    Review of the fixes (RISK): the cleanup ran after a run that had stopped at its start, where the stack it
+    refused may be someone else's; it now needs the run step's `deploying` output (ops.e2e.run.tell_workflow)."""
+    jobs = load("e2e-stack.yml")["jobs"]
     cleanup, run = jobs["cleanup"], jobs["run"]
-    assert cleanup["needs"] == ["plan", "run"]
-    assert cleanup["if"].startswith("always() && needs.plan.result == 'success'")
+    assert cleanup["needs"] == "run"
+    assert cleanup["if"] == "always() && needs.run.outputs.deploying == 'true' && needs.run.result != 'success'"
+    assert run["outputs"] == {"deploying": "${{ steps.e2e.outputs.deploying }}"}
+    assert e2e_step("run", "make e2e")["id"] == "e2e"
     for key in ("runs-on", "environment", "concurrency", "permissions"):
-        assert cleanup[key] == run[key], key  # the run's runner, credential and concurrency group, per stack
-    assert cleanup["strategy"]["matrix"] == run["strategy"]["matrix"]
+        assert cleanup[key] == run[key], key  # the run's runner, credential and concurrency group
     assert {k: v for k, v in cleanup["env"].items()} == {k: v for k, v in run["env"].items() if k != "DOCKERHUB_TOKEN"}
     select = next(s for s in cleanup["steps"] if "pulumi stack select" in s.get("run", ""))
     assert select == e2e_step("run", "pulumi stack select")
@@ -664,7 +701,7 @@ def test_each_e2e_job_outlasts_every_step_it_runs_within_a_hosted_jobs_six_hours
     way), and the budget's hours must be the jobs' own."""
     from ops.e2e.budget import CEILING_HOURS, CLEANUP_JOB_MINUTES, RUN_JOB_MINUTES
     from ops.e2e.run import Settings
-    jobs = load("e2e.yml")["jobs"]
+    jobs = load("e2e-stack.yml")["jobs"]
     assert (jobs["run"]["timeout-minutes"], jobs["cleanup"]["timeout-minutes"]) == (RUN_JOB_MINUTES,
                                                                                     CLEANUP_JOB_MINUTES)
     setup = 15  # checkout, installs, the runner's disk, sign-in, kubelogin and the Pulumi CLI
@@ -712,7 +749,7 @@ def test_an_e2e_run_keeps_az_signed_in_with_fresh_github_tokens_and_stops_when_t
     for status in (0, 3):
         calls.write_text("")
         seen.write_text("")
-        done, _, _ = run_step(tmp_path, "e2e.yml", "run", "make e2e", STACK="gpu-basics", RENEW_SECONDS="0.3",
+        done, _, _ = run_step(tmp_path, "e2e-stack.yml", "run", "make e2e", STACK="gpu-basics", RENEW_SECONDS="0.3",
                               MAKE_STATUS=str(status), CALLS=str(calls), SEEN=str(seen), HOME=str(home),
                               ARM_CLIENT_ID="app", ARM_TENANT_ID="tenant",
                               ARM_SUBSCRIPTION_ID="sub", ACTIONS_ID_TOKEN_REQUEST_TOKEN="request-token",
@@ -747,8 +784,8 @@ def test_every_run_keeps_its_results_and_one_pull_request_adds_them_with_the_pag
     assert '--results $RUNNER_TEMP/e2e-results' in e2e_step("run", "make e2e")["run"]
     assert upload["with"]["if-no-files-found"] == "error"
     results = workflow["jobs"]["results"]
-    assert results["needs"] == ["plan", "run"]
-    assert results["if"] == "${{ !cancelled() && needs.run.result != 'skipped' }}"
+    assert results["needs"] == ["plan", "stack"]
+    assert results["if"] == "${{ !cancelled() && needs.stack.result != 'skipped' }}"
     assert results["permissions"] == {"contents": "write", "pull-requests": "write"}  # and no Azure token
     download = e2e_step("results", "actions/download-artifact")
     assert download["with"] == {"pattern": "e2e-*", "merge-multiple": True, "path": "docs/results"}
@@ -756,5 +793,6 @@ def test_every_run_keeps_its_results_and_one_pull_request_adds_them_with_the_pag
     assert run.index(".venv/bin/python -m offline docs") < run.index("git add docs README.md") < run.index(
         "git diff --cached --quiet -- docs/results") < run.index("gh auth setup-git") < run.index("git push --quiet")
     # Only the runs and their cleanups reach Azure; the plan asks it which stacks are up, the pull request job nothing.
-    tokens = {name for name, job in workflow["jobs"].items() if job["permissions"].get("id-token") == "write"}
-    assert tokens == {"plan", "run", "cleanup"}
+    tokens = {(path, name) for path in ("e2e.yml", "e2e-stack.yml") for name, job in load(path)["jobs"].items()
+              if job["permissions"].get("id-token") == "write"}
+    assert tokens == {("e2e.yml", "plan"), ("e2e.yml", "stack"), ("e2e-stack.yml", "run"), ("e2e-stack.yml", "cleanup")}

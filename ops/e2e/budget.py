@@ -5,9 +5,9 @@ Refused: a stack whose run can cost more than the cap, or cannot be held to it b
 whose run would take the matrix's total over the total cap; and a stack that is up now (its resource group exists
 and is not merely kept for protected data), since a run destroys what it deploys. What a run can cost is its
 ceiling (offline/estimates/e2e.py): the longest the workflow can keep the stack up, the run job's limit and then the
-cleanup job's (``RUN_JOB_MINUTES``, ``CLEANUP_JOB_MINUTES``: the tests hold e2e.yml to them, and them to the run's
-longest, ``ops.e2e.run.Settings.longest_s``), at the stack's full-scale hourly cost. The expected cost is shown
-beside it.
+cleanup job's, which follows it at once (``RUN_JOB_MINUTES``, ``CLEANUP_JOB_MINUTES``: the tests hold e2e-stack.yml
+to them, and them to the run's longest, ``ops.e2e.run.Settings.longest_s``), at the stack's full-scale hourly cost.
+The expected cost is shown beside it.
 """
 
 from __future__ import annotations
@@ -27,13 +27,14 @@ from program.config.expiry import LIFETIME, RETAINED, stack_groups
 from program.config.keys import PROJECT
 from program.markdown import table
 
-RUN_JOB_MINUTES = 350
-"""e2e.yml's run job ``timeout-minutes``: the run's longest (``Settings.longest_s``, 330 minutes) and its setup, within
-a GitHub-hosted job's 6 hours ("Each job in a workflow can run for up to 6 hours of execution time", Actions limits)."""
+RUN_JOB_MINUTES = 358
+"""e2e-stack.yml's run job ``timeout-minutes``: the run's longest (``Settings.longest_s``, 343 minutes) and its
+setup, within a GitHub-hosted job's 6 hours ("Each job in a workflow can run for up to 6 hours of execution time",
+Actions limits)."""
 CLEANUP_JOB_MINUTES = 120
-"""e2e.yml's cleanup job ``timeout-minutes``: ``python -m ops e2e-cleanup`` (``Settings.cleanup_longest_s``, 99
-minutes: the Jobs' drain, a destroy and its cancel grace, the leftover check) and its setup, after a run job that was
-cancelled or killed before its own destroy."""
+"""e2e-stack.yml's cleanup job ``timeout-minutes``: ``python -m ops e2e-cleanup`` (``Settings.cleanup_longest_s``, 105
+minutes: its start, `pulumi cancel`, the Jobs' drain, a destroy and its cancel grace, the leftover check) and its
+setup, right after a run job that did not pass (cancelled, timed out, or failed before its destroy was done)."""
 CEILING_HOURS = (RUN_JOB_MINUTES + CLEANUP_JOB_MINUTES) / 60
 DEFAULT_MAX_COST_USD = 40.0
 """The per-run cap where neither the dispatch's ``max_cost`` nor the repository variable ``E2E_MAX_COST_USD`` names
@@ -124,7 +125,8 @@ def plan(stacks: Iterable[str], cap: float, groups: Iterable[Mapping[str, Any]],
                f"Cap: ${cap:,.2f} a run and ${total_cap:,.2f} in all (${total:,.2f} planned): the most a run can cost, "
                f"the {CEILING_HOURS:.1f} h the workflow can keep a stack up (the run job's limit and the cleanup "
                "job's) with every pool at its maximum; the expected cost beside it (`pulumi up`, probes, spot drill, "
-               "`pulumi destroy`). The runs go one at a time (e2e.yml: max-parallel).", "",
+               "`pulumi destroy`). The stacks go one at a time, each run followed by its cleanup (e2e.yml: "
+               "max-parallel).", "",
                *table(["stack", "run cost", "verdict"], [(f"`{s}`", cost, v) for s, cost, v in rows])]
     return Planned(include, refused, summary)
 
