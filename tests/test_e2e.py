@@ -213,7 +213,7 @@ class FakeStack:
         self.interrupts += 1
         self._interrupted.set()
 
-    def cancel(self) -> None:
+    def cancel(self, timeout_s: float) -> None:
         self.cancels += 1
 
     def _stopped(self) -> bool:
@@ -800,14 +800,15 @@ def test_protected_data_stays_its_group_is_marked_retained_and_the_next_run_may_
         start(h.stack_name, h.seams, h.settings)  # but a deployed cluster beside them is someone's
 
 
-@pytest.mark.parametrize("case", ["killed", "destroyed", "redeployed", "stuck", "unreadable", "retained"])
+@pytest.mark.parametrize("case", ["killed", "destroyed", "redeployed", "stuck", "unreadable", "throttled-once",
+                                  "retained"])
 def test_the_cleanup_after_a_killed_run_destroys_its_deployment_and_nothing_else(harness, case):
     """Audit 37 W6: a cancelled or timed-out workflow job kills the run before its destroy. `ops e2e-cleanup` then
     destroys what the backend holds of the run's deployment (all but protected data), after `pulumi cancel` (a killed
     update leaves its lock), and looks for leftovers; it leaves alone a deployment that is not an end-to-end run's,
     and a clean state is only checked."""
     h = harness()
-    if case in ("killed", "redeployed", "stuck", "unreadable", "retained"):  # the run had deployed when it was killed
+    if case in ("killed", "redeployed", "stuck", "unreadable", "throttled-once", "retained"):  # the run had deployed
         h.world.environment = "gpu-basics" if case in ("redeployed", "retained") else E2E_ENVIRONMENT
         h.world.write(deployed=True)
         h.stack.existing = h.world.made()
@@ -816,18 +817,19 @@ def test_the_cleanup_after_a_killed_run_destroys_its_deployment_and_nothing_else
         azure = json.loads((h.world.folder / "azure.json").read_text())  # before its `pulumi up` re-tagged it
         azure["groups"][h.world.cfg.naming.resource_group()]["tags"]["lifetime"] = "retained"
         (h.world.folder / "azure.json").write_text(json.dumps(azure))
-    if case == "unreadable":  # review of the fixes: a throttled `az group show` read as "no tags" destroyed anyway
-        az = h.seams.tools.az
+    if case in ("unreadable", "throttled-once"):  # review of the fixes: a throttled `az group show` read as "no tags"
+        az, refusals = h.seams.tools.az, [1] if case == "throttled-once" else [1, 2]  # destroyed anyway
 
         def throttled(*args: str, timeout_s: float = 120) -> str:
-            if args[:2] == ("group", "show"):
+            if args[:2] == ("group", "show") and refusals:
+                refusals.pop()
                 raise ToolFailed("az group show", "(TooManyRequests) throttled")
             return az(*args, timeout_s=timeout_s)
         h.seams.tools.az = throttled  # type: ignore[method-assign]
     said = len(h.said)
     code = cleanup_stack(STACK, h.seams, h.settings)
     lines = h.said[said:]
-    if case in ("killed", "retained"):
+    if case in ("killed", "retained", "throttled-once"):  # audit 37b R4: a read that fails once is tried again
         assert code == 0 and h.stack.cancels == 1 and h.stack.destroys == 1 and h.stack.existing == []
         assert any("destroying them" in line for line in lines) and lines[-1].startswith("e2e gpu-basics: leftovers ok")
     elif case == "destroyed":
@@ -844,7 +846,7 @@ def test_the_cleanup_after_a_killed_run_destroys_its_deployment_and_nothing_else
 def test_the_workflow_hears_that_the_run_deploys_only_once_it_passed_its_start(harness, tmp_path, monkeypatch):
     """Review of the e2e fixes (RISK): e2e-stack.yml's cleanup ran after a run that stopped at its start, and could
     destroy the deployment that start had refused to touch. The run step now says `deploying=true` (GITHUB_OUTPUT)
-    once the stack is its own, before anything is deployed; the cleanup job requires it."""
+    once the stack is its own, right before `pulumi up`; the cleanup job requires it."""
     h = harness()
     told: list[int] = []
     h.seams.started = lambda: told.append(h.stack.ups)
@@ -860,6 +862,15 @@ def test_the_workflow_hears_that_the_run_deploys_only_once_it_passed_its_start(h
     monkeypatch.setenv("GITHUB_OUTPUT", str(output))
     tell_workflow()
     assert output.read_text() == "earlier=1\ndeploying=true\n"
+
+
+def test_a_run_its_preflight_stops_deploys_nothing_and_asks_for_no_cleanup(harness):
+    """Audit 37b NIT: the cleanup job followed runs the capacity preflight had refused, where nothing was deployed."""
+    h = harness(preflight=(Outcome.FAILED, "pool t4: 0 of 4 cores free"))
+    told: list[bool] = []
+    h.seams.started = lambda: told.append(True)
+    record, code, _ = h.run()
+    assert code == 1 and told == [] and h.stack.ups == 0 and steps(record)[StepName.UP] == Outcome.SKIPPED
 
 
 def test_a_backend_that_does_not_answer_stops_the_run_at_its_start_within_the_time_the_job_allows(harness):
@@ -883,15 +894,17 @@ def test_a_match_of_the_stacks_tag_whose_tags_do_not_come_back_is_a_leftover():
     """Review of the e2e fixes (RISK): a tag-filter match whose `az tag list` answered no tags was dropped; only one
     whose project tag names another project is not this stack's."""
     cfg = stack_config(STACK).for_deployment(SUBSCRIPTION)
-    ours, theirs = (f"/subscriptions/{SUBSCRIPTION}/resourceGroups/rg-x/providers/Microsoft.Network/"
-                    f"publicIPAddresses/{name}" for name in ("ours", "theirs"))
+    ours, theirs, gone = (f"/subscriptions/{SUBSCRIPTION}/resourceGroups/rg-x/providers/Microsoft.Network/"
+                          f"publicIPAddresses/{name}" for name in ("ours", "theirs", "gone"))
 
     def az(*args: str) -> str:
+        if args[:2] == ("tag", "list") and args[3] == gone:  # audit 37b NIT: deleted since the filter matched it
+            raise ToolFailed("az tag list", f"ERROR: (ResourceNotFound) {gone} was not found.")
         if args[:2] == ("tag", "list"):
             return json.dumps(None if args[3] == ours else {"pulumi-project": "another", "pulumi-stack": STACK})
         if args[:2] == ("resource", "list") and "--tag" in args:
             return json.dumps([{"id": i, "name": i.rsplit("/", 1)[-1], "type": "Microsoft.Network/publicIPAddresses"}
-                               for i in (ours, theirs)])
+                               for i in (ours, theirs, gone)])
         return json.dumps(False if args[:2] == ("group", "exists") else [])
     assert [item.id for item in leftovers(cfg, [], az).leftovers] == [ours]
 
@@ -949,6 +962,10 @@ def event_log(*events):
         for i, event in enumerate(events):
             log.write(json.dumps({{"sequence": i, "timestamp": 1772445600 + i, **event}}) + "\\n")
 if args[:2] == ["stack", "select"]:
+    sys.exit(0)
+if args[0] == "cancel":
+    if (folder / "hang").exists():
+        time.sleep(60)
     sys.exit(0)
 def cancelled(*_):
     event_log({{"cancelEvent": {{}}}})
@@ -1058,6 +1075,21 @@ def test_the_command_deploys_as_an_e2e_run_and_runs_kubectl_against_its_own_clus
     seams = e2e_run.real_seams()
     assert seams.deployment(STACK) == (STACK, REPO_ROOT, {"aksgpu:environment": E2E_ENVIRONMENT})
     assert seams.tools.own_cluster_only and seams.tools.kubeconfig is None
+
+
+def test_pulumi_cancel_is_killed_at_its_timeout_so_it_cannot_remove_the_destroys_lock(fake_pulumi):
+    """Audit 37b R5: a cancel left running past its wait deleted, when it ended, every lock of the stack on a
+    self-managed backend, the destroy's that had started meanwhile too (diy backend CancelCurrentUpdate)."""
+    from ops.e2e.automation import PulumiStack
+    stack = PulumiStack(STACK, REPO_ROOT)
+    stack.cancel(30)
+    calls = [json.loads(line)["args"] for line in (fake_pulumi / "calls.jsonl").read_text().splitlines()]
+    assert calls[-1][:3] == ["cancel", "--yes", f"--stack={STACK}"]
+    (fake_pulumi / "hang").write_text("")
+    began = time.monotonic()
+    with pytest.raises(ToolFailed, match="timed out"):
+        stack.cancel(0.5)
+    assert time.monotonic() - began < 10  # killed, not waited for (the fake sleeps a minute)
 
 
 def test_interrupting_a_running_command_sends_pulumi_one_sigint(fake_pulumi):

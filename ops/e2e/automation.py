@@ -37,6 +37,8 @@ from pulumi import automation as auto
 from pulumi.automation import events
 from pulumi.automation.errors import create_command_error
 
+from ops.e2e.tools import run_tool
+
 MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
 """The type token of the AKS cluster: its outputs mark the cluster ready."""
 PROVIDER_PREFIX = "pulumi:providers:"
@@ -103,8 +105,9 @@ class Deployment(Protocol):
 
     def interrupt(self) -> None: ...
 
-    def cancel(self) -> None:
-        """``pulumi cancel``: the lock a killed update left on the backend goes."""
+    def cancel(self, timeout_s: float) -> None:
+        """``pulumi cancel``: the lock a killed update left on the backend goes; the command is killed at
+        ``timeout_s``."""
         ...
 
 
@@ -209,8 +212,8 @@ class PulumiStack:
         self.command = InterruptiblePulumi()
         # Pulumi.yaml runs the program through uv (toolchain: uv), which `make install` puts in .venv-tools.
         tools = work_dir / ".venv-tools" / "bin"
-        env = {"PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"} if tools.is_dir() else {}
-        options = auto.LocalWorkspaceOptions(pulumi_command=self.command, env_vars=env,
+        self.env = {"PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"} if tools.is_dir() else {}
+        options = auto.LocalWorkspaceOptions(pulumi_command=self.command, env_vars=self.env,
                                              secrets_provider=os.environ.get("PULUMI_SECRETS_PROVIDER") or None)
         self.stack = auto.create_or_select_stack(name, work_dir=str(work_dir), opts=options)
 
@@ -241,8 +244,12 @@ class PulumiStack:
         path.write_text(yaml.safe_dump(settings, sort_keys=False))
         return path
 
-    def cancel(self) -> None:
-        self.stack.cancel()
+    def cancel(self, timeout_s: float) -> None:
+        # The CLI itself, killed at its timeout (the Automation API's cancel has none): on a self-managed backend a
+        # cancel deletes every lock of the stack (diy backend CancelCurrentUpdate), so one still running when the
+        # destroy takes the lock would remove the destroy's too.
+        run_tool(["pulumi", "cancel", "--yes", f"--stack={self.name}"], timeout_s,
+                 env={**os.environ, **self.env}, cwd=self.work_dir)
 
     def destroy(self, on_event: OnEvent, on_output: OnLine, retry: bool = False) -> None:
         # Pulumi refuses to delete a protected resource and fails the whole destroy ("unable to delete resource

@@ -28,6 +28,7 @@ from typing import Any
 
 from offline.runs import Leftover
 from ops.e2e.automation import StateResource
+from ops.e2e.tools import ToolFailed
 from ops.lifecycle import STORAGE_ACCOUNT, protected_accounts
 from program.config.schema import StackConfig
 
@@ -89,9 +90,14 @@ def _tagged(cfg: StackConfig, az: Az, found: Found) -> None:
                                                       "[].{id:id, name:name}") or []
              if g["name"] != found.kept_group]
     for id_, kind in hits:
-        tags = _json(az, "tag", "list", "--resource-id", id_, "--query", "properties.tags") or {}
-        # Another project's stack of the same name is not ours; a match whose tags do not come back (a resource on
-        # its way out, a type whose tags this call cannot read) still carries the stack's tag: counted, not dropped.
+        try:
+            tags = _json(az, "tag", "list", "--resource-id", id_, "--query", "properties.tags") or {}
+        except ToolFailed as e:
+            if "NotFound" in str(e):  # ResourceNotFound, ResourceGroupNotFound: gone since the filter matched it
+                continue
+            raise
+        # Another project's stack of the same name is not ours; a match that answers without tags still carries the
+        # stack's tag (the filter matched it): counted, not dropped.
         if tags.get("pulumi-project", cfg.project) == cfg.project:
             found.add(id_, kind)
 

@@ -95,7 +95,7 @@ class Settings:
     Azure's eviction (within 30 minutes of the call), a new node, the resume, and the uninterrupted run."""
     preflight_timeout_s: float = 300.0
     leftovers_timeout_s: float = 600.0
-    cancel_grace_s: float = 720.0
+    cancel_grace_s: float = 600.0
     """After the SIGINT that cancels `pulumi up` or `destroy`, how long Pulumi may take to finish the operations in
     flight (an AKS cluster or pool create is estimated at 5 to 7 minutes: durations.yaml) before a second SIGINT
     terminates it."""
@@ -124,10 +124,12 @@ class Settings:
 
     @property
     def cleanup_longest_s(self) -> float:
-        """The longest ``python -m ops e2e-cleanup`` can take: its start, `pulumi cancel`, the state read, a look at
-        the cluster (its credentials), the Jobs' drain, the destroy to the end of its cancel grace, the leftover
-        check."""
-        return (START_S + STATE_S + STATE_S + LOOK_S + DRAIN_S + self.timeout_s + self.cancel_grace_s + STOP_S
+        """The longest ``python -m ops e2e-cleanup`` can take: its start, each read tried ``CLEANUP_TRIES`` times
+        (the sign-in, the stack's state, the resource group's tags), `pulumi cancel`, the state read before the
+        destroy, a look at the cluster (its credentials), the Jobs' drain, the destroy to the end of its cancel grace,
+        the leftover check."""
+        reads = AZ_S + CLEANUP_TRIES * (STATE_S + 2 * AZ_S) + (CLEANUP_TRIES - 1) * 2 * RETRY_PAUSE_S
+        return (reads + STATE_S + STATE_S + LOOK_S + DRAIN_S + self.timeout_s + self.cancel_grace_s + STOP_S
                 + self.leftovers_timeout_s)
 
 
@@ -143,6 +145,10 @@ STATE_S = 120.0
 export`), or `pulumi cancel`."""
 START_S = 3 * AZ_S + STATE_S
 """Before anything is deployed: ``az account show``, the stack's state, ``az group exists`` and ``az group show``."""
+CLEANUP_TRIES = 2
+"""How often ``ops e2e-cleanup`` tries to read the stack's state and its resource group before it gives up: it runs
+once after a run, and a read that fails (throttled, a slow backend) would leave the stack up."""
+RETRY_PAUSE_S = 30.0
 STOP_S = 60.0
 """After the second SIGINT (terminate), how long the run waits for Pulumi before it goes on."""
 LEFT_RUNNING_S = 60.0
@@ -166,8 +172,8 @@ class Seams:
     prices: Callable[[], dict[str, Any]] = load_prices
     say: Callable[[str], None] = print
     started: Callable[[], None] = lambda: None
-    """Told once the run has passed its start (the stack is the run's to deploy) and before it deploys anything:
-    ``tell_workflow``."""
+    """Told once the run has passed its start (the stack is the run's to deploy) and its preflight, right before
+    `pulumi up`: ``tell_workflow``."""
 
 
 def _one_line(text: str, most: int = 400) -> str:
@@ -613,8 +619,9 @@ class E2ERun:
             shutil.rmtree(self.kubeconfig_dir, ignore_errors=True)
 
 
-def _prepare(stack: str, seams: Seams, settings: Settings) -> tuple[E2ERun, list[StateResource]]:
-    """The run and what the backend holds of the stack; ``BadInput`` (exit 2) when there is no run to be had."""
+def _prepare(stack: str, seams: Seams, settings: Settings, tries: int = 1) -> tuple[E2ERun, list[StateResource]]:
+    """The run and what the backend holds of the stack, its state read up to ``tries`` times; ``BadInput`` (exit 2)
+    when there is no run to be had."""
     if problem := unknown_stack(stack):
         raise BadInput(problem)
     tools = seams.tools
@@ -633,10 +640,15 @@ def _prepare(stack: str, seams: Seams, settings: Settings) -> tuple[E2ERun, list
         deployment = seams.deployment(stack)
         return deployment, deployment.resources()
 
-    try:
-        deployment, made = wait(read_state, STATE_S, tools, settings, stack)
-    except Exception as e:  # noqa: BLE001 (no backend, no CLI, no stack, no answer: nothing can run)
-        raise BadInput(f"pulumi: {scrub.text(_one_line(str(e)))} (docs/e2e.md: what a run needs)") from None
+    for attempt in range(1, tries + 1):
+        try:
+            deployment, made = wait(read_state, STATE_S, tools, settings, stack)
+            break
+        except Exception as e:  # noqa: BLE001 (no backend, no CLI, no stack, no answer: nothing can run)
+            if attempt == tries:
+                raise BadInput(f"pulumi: {scrub.text(_one_line(str(e)))} (docs/e2e.md: what a run needs)") from None
+            seams.say(f"e2e {stack}: the stack's state: {scrub.text(_one_line(str(e)))}; trying again")
+            tools.sleep(RETRY_PAUSE_S)
     return E2ERun(stack, seams, settings, render, cfg, deployment, scrub, commit, started), made
 
 
@@ -677,23 +689,27 @@ def start(stack: str, seams: Seams, settings: Settings) -> E2ERun:
 def cleanup_stack(stack: str, seams: Seams, settings: Settings) -> int:
     """After a run that may not have got to its destroy (its workflow job cancelled or killed, its machine lost):
     destroy what the backend holds of the stack but its protected data, and check for leftovers, as the run would
-    have; 0 when nothing is left. Run it only after a run that got past its start (e2e-stack.yml's cleanup job
+    have; 0 when nothing is left. Run it only after a run that reached its `pulumi up` (e2e-stack.yml's cleanup job
     requires the run's ``deploying`` output: ``tell_workflow``), so the stack was the run's to deploy. Even then only
     the run's own deployment is destroyed: its resource group says an end-to-end run's environment, or is still the
     one an earlier destroy kept (``lifetime: retained``; the run's `pulumi up` re-tags it, a run killed before that
     leaves it so); one that says another environment (a deploy that came after the run) is left alone."""
-    e2e, made = _prepare(stack, seams, settings)
+    e2e, made = _prepare(stack, seams, settings, tries=CLEANUP_TRIES)
     say = e2e.say
     group = e2e.cfg.naming.resource_group()
-    try:  # fails closed, as start() does: a group it cannot read may be someone's deployment
-        exists = json.loads(e2e.tools.az("group", "exists", "--name", group, timeout_s=AZ_S) or "false") is True
-        tags = (json.loads(e2e.tools.az("group", "show", "--name", group, "--query", "tags", timeout_s=AZ_S)
-                           or "null") or {}) \
-            if exists else {}  # no group: nothing of the run's deployment, or what is left outside it
-    except (ToolFailed, ValueError) as e:
-        say(f"e2e-cleanup {stack}: could not read its resource group {group} ({_one_line(str(e))}): left alone; "
-            "run it again")
-        return 1
+    for attempt in range(1, CLEANUP_TRIES + 1):
+        try:  # fails closed, as start() does: a group it cannot read may be someone's deployment
+            exists = json.loads(e2e.tools.az("group", "exists", "--name", group, timeout_s=AZ_S) or "false") is True
+            tags = (json.loads(e2e.tools.az("group", "show", "--name", group, "--query", "tags", timeout_s=AZ_S)
+                               or "null") or {}) \
+                if exists else {}  # no group: nothing of the run's deployment, or what is left outside it
+            break
+        except (ToolFailed, ValueError) as e:
+            if attempt == CLEANUP_TRIES:
+                say(f"e2e-cleanup {stack}: could not read its resource group {group} ({_one_line(str(e))}): left "
+                    "alone; run it again")
+                return 1
+            e2e.tools.sleep(RETRY_PAUSE_S)
     if tags and tags.get(ENVIRONMENT_TAG) != E2E_ENVIRONMENT and tags.get(LIFETIME) != RETAINED:
         say(f"e2e-cleanup {stack}: its resource group is environment {tags.get(ENVIRONMENT_TAG)!r}, not an "
             f"end-to-end run's ({E2E_ENVIRONMENT}): another deployment, left alone")
@@ -703,7 +719,7 @@ def cleanup_stack(stack: str, seams: Seams, settings: Settings) -> int:
         if in_use(made):
             say(f"e2e-cleanup {stack}: the backend holds {len(in_use(made))} resources of the run: destroying them")
             try:  # a killed `pulumi` leaves its lock on a self-managed backend
-                e2e.wait(e2e.deployment.cancel, STATE_S)
+                e2e.deployment.cancel(STATE_S)
             except Exception as e:  # noqa: BLE001 (no lock, or a backend that keeps none: the destroy says)
                 say(f"e2e-cleanup {stack}: pulumi cancel: {_one_line(str(e))}")
             e2e.step(StepName.DESTROY, e2e.destroy)
@@ -720,7 +736,6 @@ def run(stack: str, seams: Seams, settings: Settings) -> tuple[Run, Path]:
     """Run the stack end to end; the record and the file it was written to. Every step is recorded: one the run did
     not get to as skipped, with why."""
     e2e = start(stack, seams, settings)
-    seams.started()
     blocked = ""
     try:
         for name, body in ((StepName.PREFLIGHT, e2e.preflight), (StepName.UP, e2e.up), (StepName.PROBES, e2e.probe),
@@ -729,6 +744,8 @@ def run(stack: str, seams: Seams, settings: Settings) -> tuple[Run, Path]:
                 if blocked:
                     e2e.skip(name, blocked)
                     continue
+                if name == StepName.UP:
+                    seams.started()
                 outcome = e2e.step(name, body)
             except KeyboardInterrupt:  # between two steps
                 e2e.interrupted, outcome = True, Outcome.INTERRUPTED

@@ -19,11 +19,12 @@ class ToolFailed(Exception):
         self.timed_out = timed_out
 
 
-def run_tool(argv: list[str], timeout_s: float, env: Mapping[str, str] | None = None) -> str:
-    """stdout of ``argv``; ``ToolFailed`` with the last line of stderr when it fails or hangs past ``timeout_s``."""
+def run_tool(argv: list[str], timeout_s: float, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
+    """stdout of ``argv``; ``ToolFailed`` with the last line of stderr when it fails or hangs past ``timeout_s`` (then
+    killed: ``subprocess.run``)."""
     name = " ".join(argv[:3])
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=cwd, check=False)
     except subprocess.TimeoutExpired:
         raise ToolFailed(name, f"no answer in {timeout_s:.0f} s", timed_out=True) from None
     if done.returncode != 0:
