@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from offline.stack_files import REPO_ROOT, stack_files
+from ops.runners import matrix
 from tests.helpers import command
 from tests.tools import venv_tool
 
@@ -621,21 +622,24 @@ def test_the_e2e_plan_is_decided_by_ops_e2e_matrix_and_refuses_what_is_over_the_
                            "MAX_TOTAL_COST": "${{ inputs.max_total_cost || vars.E2E_MAX_TOTAL_COST_USD }}"}
     write_tool(tmp_path, "make", "")
     write_tool(tmp_path, "az", "assert sys.argv[1:] == ['group', 'list', '--output', 'json']; print('[]')")
-    stack = next(s for s in stack_files() if json.loads(ops("matrix", s).stdout)["include"])  # on a hosted runner
+    stack = "dev"  # the smallest render, on a hosted runner
+    assert matrix([stack])["include"], "dev runs on a hosted runner"
     output, summary = tmp_path / "output", tmp_path / "summary"
     done, _, _ = run_step(tmp_path, "e2e.yml", "plan", "e2e-matrix", STACKS=stack, MAX_COST="1000000",
                           MAX_TOTAL_COST="", GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary))
     assert done.returncode == 0, done.stderr
-    matrix = json.loads(output.read_text().removeprefix("matrix="))
-    assert matrix == json.loads(ops("matrix", stack).stdout)  # ops matrix's rows: runner and environment
+    planned = json.loads(output.read_text().removeprefix("matrix="))
+    assert planned == matrix([stack])  # ops matrix's rows: runner and environment
     assert f"| `{stack}` |" in summary.read_text()
-    refused, _, _ = run_step(tmp_path, "e2e.yml", "plan", "e2e-matrix", STACKS=stack, MAX_COST="0.01",
-                             MAX_TOTAL_COST="", GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary))
-    assert refused.returncode == 1 and f"::error::stack {stack}: run cost $" in refused.stderr
-    over_total, _, _ = run_step(tmp_path, "e2e.yml", "plan", "e2e-matrix", STACKS=stack, MAX_COST="",
-                                MAX_TOTAL_COST="0.01", GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary))
-    assert over_total.returncode == 1 and "above the total cap $0.01" in over_total.stderr
-    # nothing to run: the plan fails and no run starts
+    # Both caps reach the plan: distributed-training (two ND96 H100 nodes) is above a $100 run, and then dev's
+    # ceiling (a few dollars) is above a $1 total. Nothing to run: the plan fails and no run starts.
+    refused, _, _ = run_step(tmp_path, "e2e.yml", "plan", "e2e-matrix", STACKS=f"distributed-training,{stack}",
+                             MAX_COST="100", MAX_TOTAL_COST="1", GITHUB_OUTPUT=str(output),
+                             GITHUB_STEP_SUMMARY=str(summary))
+    assert refused.returncode == 1
+    assert "::error::stack distributed-training: run cost $" in refused.stderr and "above the cap $100.00" in \
+        refused.stderr
+    assert f"::error::stack {stack}: run cost $" in refused.stderr and "above the total cap $1.00" in refused.stderr
 
 
 def test_each_e2e_run_signs_in_and_selects_its_stack_as_a_deploy_does():
@@ -669,8 +673,7 @@ def test_the_stacks_run_one_at_a_time_each_with_its_cleanup_and_with_the_matrix_
     assert stack["with"] == {"stack": "${{ matrix.stack }}", "environment": "${{ matrix.environment }}",
                              "runner": "${{ toJSON(matrix.runner) }}", "free-disk": "${{ matrix.freeDisk }}"}
     assert set(inputs) == set(stack["with"]) and all(i["required"] for i in inputs.values())
-    assert set(json.loads(ops("matrix", "gpu-basics").stdout)["include"][0]) == {"stack", "environment", "runner",
-                                                                                 "freeDisk"}
+    assert set(matrix(["gpu-basics"])["include"][0]) == {"stack", "environment", "runner", "freeDisk"}
     # The called jobs' token is capped by the caller's (GitHub: reusing workflows, "can only be downgraded").
     assert stack["permissions"] == {"contents": "read", "id-token": "write"}
     assert stack["secrets"] == {"DOCKERHUB_TOKEN": "${{ secrets.DOCKERHUB_TOKEN }}"}
