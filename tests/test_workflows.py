@@ -187,14 +187,14 @@ CONTAINERD = '[["driver-type","io.containerd.snapshotter.v1"]]'
 CLASSIC = '[["Backing Filesystem","extfs"],["Supports d_type","true"]]'
 
 
-@pytest.mark.parametrize("workflow, job", [("deploy.yml", "up"), ("e2e-stack.yml", "run")])
 @pytest.mark.parametrize("status, after, switched, ok", [
     (CLASSIC, CLASSIC, False, True), (CONTAINERD, CLASSIC, True, True), (CONTAINERD, CONTAINERD, True, False)],
     ids=["classic", "containerd", "switch-failed"])
-def test_a_hosted_runner_builds_images_on_the_classic_image_store(tmp_path, workflow, job, status, after, switched, ok):
+def test_a_hosted_runner_builds_images_on_the_classic_image_store(tmp_path, status, after, switched, ok):
     """fn audit #5: pulumi-docker's Image fails under the containerd image store ("failed to read downloaded context
     ... status 403", pulumi/pulumi-docker#967), Docker Engine 29's default on fresh installs
-    (docs.docker.com/engine/storage/containerd). The freeDisk step turns it off in daemon.json, keeping the rest."""
+    (docs.docker.com/engine/storage/containerd). The freeDisk step turns it off in daemon.json, keeping the rest.
+    deploy.yml's step; e2e-stack.yml's run job has the same (test_each_e2e_run_signs_in_and_selects_its_stack...)."""
     for tool in ("docker", "sudo"):
         (tmp_path / tool).write_text(f"#!{sys.executable}\n{FAKE_RUNNER}")
         (tmp_path / tool).chmod(0o755)
@@ -202,7 +202,7 @@ def test_a_hosted_runner_builds_images_on_the_classic_image_store(tmp_path, work
     daemon.write_text('{"cgroup-parent": "/actions_job"}')
     calls = tmp_path / "runner-calls"
     calls.write_text("")
-    done, _, _ = run_step(tmp_path, workflow, job, "ops image-store", DAEMON_JSON=str(daemon),
+    done, _, _ = run_step(tmp_path, "deploy.yml", "up", "ops image-store", DAEMON_JSON=str(daemon),
                           RUNNER_CALLS=str(calls), STATUS=status, STATUS_AFTER=after)
     assert (done.returncode == 0) is ok, done.stderr
     assert ("sudo systemctl restart docker" in calls.read_text()) is switched
