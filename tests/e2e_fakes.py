@@ -13,6 +13,9 @@ from typing import Any
 from ops.e2e.tools import Tools
 
 FAKE = Path(__file__).with_name("fake_cli.py")
+PYTHON = (sys.executable, "-I", "-S")
+"""The fake's interpreter: it needs only the standard library, so neither site-packages nor the environment
+(-I -S), a third less CPU time per call than a plain start."""
 START = dt.datetime(2026, 5, 4, 10, 0, tzinfo=dt.UTC)
 RUN_ID = "20260504100000"
 
@@ -40,8 +43,8 @@ class Fake:
             (folder / f"{tool}.json").write_text(json.dumps({"rules": list(rules)}))
         clock = clock or Clock()
         self.tools = Tools(now=clock.now, sleep=clock.sleep,
-                           kubectl_argv=(sys.executable, str(FAKE), str(folder / "kubectl.json")),
-                           az_argv=(sys.executable, str(FAKE), str(folder / "az.json")))
+                           kubectl_argv=(*PYTHON, str(FAKE), str(folder / "kubectl.json")),
+                           az_argv=(*PYTHON, str(FAKE), str(folder / "az.json")))
 
     def calls(self, tool: str) -> list[list[Any]]:
         log = self.folder / f"{tool}.log"

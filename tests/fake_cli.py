@@ -15,7 +15,6 @@ file passed with ``-f`` and the files under an ``--source`` folder, and every re
 from __future__ import annotations
 
 import fcntl
-import http.server
 import json
 import sys
 import time
@@ -55,6 +54,8 @@ def _log(script: Path, argv: list[str]) -> None:
 
 
 def _serve(script: Path, answer: dict[str, Any], remote: str) -> None:
+    import http.server  # here: its imports (email, ssl) were two thirds of every other call's CPU time
+
     requests = script.with_suffix(".requests")
 
     class Handler(http.server.BaseHTTPRequestHandler):

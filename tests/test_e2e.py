@@ -78,8 +78,9 @@ class FakeClock:
         me = threading.get_ident()
         with self.lock:
             while self.t < self.up_started + offset and not stop():
-                self.parked.add(me)
-                self.lock.notify_all()
+                if me not in self.parked:  # newly parked: the sleeper may go on. Not at every wake-up, where two
+                    self.parked.add(me)  # parked threads woke each other without end while the clock was held.
+                    self.lock.notify_all()
                 self.lock.wait(0.01)
             self.parked.discard(me)
 
