@@ -7,11 +7,12 @@ import os
 import pickle
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from offline.render import Render, render_stack
-from tests.helpers import SHAPES, STACKS, render_with
+if TYPE_CHECKING:  # the program is imported where a render is asked for: pytest-xdist's controller runs no test
+    from offline.render import Render
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # One CPU thread per worker for torch's CPU tests: workers already use every core, and torch's own thread
@@ -33,6 +34,7 @@ def _render_once(stack: str, shared: Path, render: Callable[[], Render] | None =
             if kept.exists():
                 _RENDERS[stack] = pickle.loads(kept.read_bytes())
             else:
+                from offline.render import render_stack
                 _RENDERS[stack] = render() if render else render_stack(stack)
                 kept.write_bytes(pickle.dumps(_RENDERS[stack]))
     return _RENDERS[stack]
@@ -55,11 +57,13 @@ def render_of(shared_renders) -> Callable[[str], Render]:
 @pytest.fixture(scope="session")
 def render_shape(shared_renders) -> Callable[[str], Render]:
     """One of tests/helpers.py's SHAPES rendered as a stack of its own name, once per run."""
+    from tests.helpers import SHAPES, render_with
     return lambda name: _render_once(f"shape-{name}", shared_renders, lambda: render_with(name, **SHAPES[name]))
 
 
 @pytest.fixture(scope="session")
 def renders(render_of) -> dict[str, Render]:
+    from tests.helpers import STACKS
     return {stack: render_of(stack) for stack in STACKS}
 
 

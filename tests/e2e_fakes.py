@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ops.e2e.tools import Tools
+from tests.fake_cli import shim
 
-FAKE = Path(__file__).with_name("fake_cli.py")
 START = dt.datetime(2026, 5, 4, 10, 0, tzinfo=dt.UTC)
 RUN_ID = "20260504100000"
 
@@ -39,9 +38,10 @@ class Fake:
         for tool, rules in (("kubectl", kubectl), ("az", az)):
             (folder / f"{tool}.json").write_text(json.dumps({"rules": list(rules)}))
         clock = clock or Clock()
+        fake = str(shim(folder))
         self.tools = Tools(now=clock.now, sleep=clock.sleep,
-                           kubectl_argv=(sys.executable, str(FAKE), str(folder / "kubectl.json")),
-                           az_argv=(sys.executable, str(FAKE), str(folder / "az.json")))
+                           kubectl_argv=(fake, str(folder / "kubectl.json")),
+                           az_argv=(fake, str(folder / "az.json")))
 
     def calls(self, tool: str) -> list[list[Any]]:
         log = self.folder / f"{tool}.log"

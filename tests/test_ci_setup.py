@@ -4,13 +4,19 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
+import re
 import shutil
+import socketserver
 import stat
 import subprocess
+import threading
+import traceback
 from pathlib import Path
 
+import jq as jq_library
 import pytest
 import yaml
 
@@ -254,142 +260,187 @@ def test_every_namespace_a_stack_creates_resources_in_is_registered(render_of, r
                 assert namespace in set(RESOURCE_PROVIDERS) | always, (stack, r.type, namespace)
 
 
-FAKE_AZ = r"""
-import json, os, re, sys
-path = os.environ["FAKE_CLOUD"]
-cloud = json.load(open(path)) if os.path.exists(path) else {}
-for key, empty in (("apps", {}), ("sps", {}), ("creds", {}), ("roles", []), ("calls", []), ("variables", {}),
-                   ("environments", {})):
-    cloud.setdefault(key, empty)
-tool, args = os.path.basename(sys.argv[0]), sys.argv[1:]
-def flag(name, default=None):
-    return args[args.index(name) + 1] if name in args else default
-def jq(expression, value):
-    # gh api --jq: the filter run by jq itself; strings print raw, anything else as JSON (gh's --jq output).
-    import jq as library
-    return "\n".join(r if isinstance(r, str) else json.dumps(r)
-                     for r in library.compile(expression).input_value(value).all())
-def rules_of(body):
-    # "Create or update an environment" body -> "Get an environment" protection_rules.
-    rules = [{"type": "wait_timer", "wait_timer": body["wait_timer"]}] if "wait_timer" in body else []
-    if "reviewers" in body:
-        rules.append({"type": "required_reviewers", "prevent_self_review": body.get("prevent_self_review", False),
-                      "reviewers": [{"type": r["type"], "reviewer": {"id": r["id"]}} for r in body["reviewers"]]})
-    return rules
-verb = " ".join(a for a in args[:4] if not a.startswith("-"))
-if tool == "az":
-    cloud["calls"].append(f"az {verb}")
-elif args[0] == "api":
-    cloud["calls"].append(f"gh {flag('--method', 'GET')} " + next(a for a in args[1:] if a.startswith("repos/")))
-else:
-    cloud["calls"].append("gh " + " ".join(args[:2]))
-out, fail, code = "", None, 1
-if tool == "gh" and args[0] == "variable":
-    cloud["variables"][args[2]] = flag("--body")
-elif tool == "gh":
-    where = next(a for a in args[1:] if a.startswith("repos/"))
-    method = flag("--method", "GET")
-    parts = where.split("/")  # repos, owner, name, environments, env[, deployment-branch-policies[, id]]
-    env = cloud["environments"].get(parts[4])
-    if len(parts) == 5 and method == "GET":
-        if env is None:
-            fail = "gh: Not Found (HTTP 404)"
-        else:
-            out = jq(flag("--jq"), {"name": parts[4], "deployment_branch_policy": env["policy"],
-                                    "protection_rules": env.get("rules", [])})
-    elif len(parts) == 5 and method == "PUT":
-        body = json.loads(sys.stdin.read())
-        if cloud.get("plan") == "free-private":
-            fail = "gh: Not Found (HTTP 404)"  # no environments on this plan
-        else:
-            # A PUT replaces the environment's protection: what the body omits is gone (the REST docs say no
-            # otherwise, so the script must not count on GitHub keeping it).
-            env = cloud["environments"].setdefault(parts[4], {"policy": None, "branch_policies": []})
-            env["policy"] = body["deployment_branch_policy"]
-            env["rules"] = rules_of(body)
-    elif env is None or not (env["policy"] or {}).get("custom_branch_policies"):
-        fail = "gh: Not Found (HTTP 404)"  # the policies endpoints need custom_branch_policies
-    elif method == "GET":
-        out = jq(flag("--jq"), {"branch_policies": env["branch_policies"]})
-    elif method == "POST":
-        fields = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "-f")
-        env["branch_policies"].append({"id": 100 + len(cloud["calls"]), "name": fields["name"],
-                                       "type": fields["type"]})
-    elif method == "DELETE":
-        env["branch_policies"] = [b for b in env["branch_policies"] if str(b["id"]) != parts[6]]
-elif verb.startswith("account show"):
-    out = "tenant-1" if "tenantId" in args else "sub-1"
-elif verb.startswith(("provider register", "feature register")):
-    pass
-elif verb.startswith("feature show"):
-    out = "Registered"
-elif verb.startswith("ad app list"):
-    out = cloud["apps"].get(flag("--display-name"), "")
-elif verb.startswith("ad app create"):
-    out = cloud["apps"][flag("--display-name")] = "app-" + flag("--display-name")
-elif verb.startswith("ad sp list"):
-    out = cloud["sps"].get(flag("--filter").split("'")[1], "")
-elif verb.startswith("ad sp create"):
-    out = cloud["sps"][flag("--id")] = "sp-" + flag("--id")
-elif verb.startswith("ad app federated-credential list"):
-    creds = cloud["creds"].get(flag("--id"), {})
-    if flag("--query") == "[].name":
-        out = "\n".join(creds)
+def _fake_answer(tool: str, args: list[str], stdin: str, path: Path) -> tuple[int, str, str]:
+    """One call of the fake az or gh: (exit status, stdout, stderr), the cloud kept in the JSON file ``path``.
+
+    Entra ID, ARM and GitHub as the script sees them, refusing what they refuse: a credential name twice, an
+    assignment twice or to a principal by app id, a deployment branch policy on an environment without custom ones
+    (docs.github.com/rest/deployments/branch-policies)."""
+    cloud = json.loads(path.read_text()) if path.exists() else {}
+    for key, empty in (("apps", {}), ("sps", {}), ("creds", {}), ("roles", []), ("calls", []), ("variables", {}),
+                       ("environments", {})):
+        cloud.setdefault(key, empty)
+
+    def flag(name, default=None):
+        return args[args.index(name) + 1] if name in args else default
+
+    def jq(expression, value):
+        # gh api --jq: the filter run by jq itself; strings print raw, anything else as JSON (gh's --jq output).
+        return "\n".join(r if isinstance(r, str) else json.dumps(r)
+                         for r in jq_library.compile(expression).input_value(value).all())
+
+    def rules_of(body):
+        # "Create or update an environment" body -> "Get an environment" protection_rules.
+        rules = [{"type": "wait_timer", "wait_timer": body["wait_timer"]}] if "wait_timer" in body else []
+        if "reviewers" in body:
+            rules.append({"type": "required_reviewers", "prevent_self_review": body.get("prevent_self_review", False),
+                          "reviewers": [{"type": r["type"], "reviewer": {"id": r["id"]}} for r in body["reviewers"]]})
+        return rules
+
+    verb = " ".join(a for a in args[:4] if not a.startswith("-"))
+    if tool == "az":
+        cloud["calls"].append(f"az {verb}")
+    elif args[0] == "api":
+        cloud["calls"].append(f"gh {flag('--method', 'GET')} " + next(a for a in args[1:] if a.startswith("repos/")))
     else:
-        name = flag("--query").split("'")[1]
-        out = name if name in creds else ""
-elif verb.startswith("ad app federated-credential create"):
-    body = json.loads(flag("--parameters"))
-    creds = cloud["creds"].setdefault(flag("--id"), {})
-    if body["name"] in creds:
-        fail = "FederatedIdentityCredential with name " + body["name"] + " already exists"
-    elif len(creds) >= 20:
-        fail = "FederatedIdentityCredential limit of 20 per application reached"
-    creds[body["name"]] = body["subject"]
-elif verb.startswith("ad app federated-credential update"):
-    cloud["creds"][flag("--id")][flag("--federated-credential-id")] = json.loads(flag("--parameters"))["subject"]
-elif verb.startswith("ad app federated-credential delete"):
-    del cloud["creds"][flag("--id")][flag("--federated-credential-id")]
-elif verb.startswith("role assignment list"):
-    # By principal id in the query, nothing asked of Graph: a principal not replicated yet lists as none.
-    query = re.fullmatch(r"\[\?principalId=='([^']+)'\]\.join\('\|', \[id, condition \|\| ''\]\)", flag("--query"))
-    assert query and "--assignee" not in args and flag("--fill-principal-name") == "false", args
-    key = [query[1], flag("--role"), flag("--scope")]
-    if cloud.get("old_cli"):
-        fail, code = "ERROR: unrecognized arguments: --fill-principal-name false", 2  # the CLI's parser: exit 2
-    elif cloud.get("list_failures", 0):
-        cloud["list_failures"] -= 1
-        fail = "(TooManyRequests) The request is being throttled."
+        cloud["calls"].append("gh " + " ".join(args[:2]))
+    out, fail, code = "", None, 1
+    if tool == "gh" and args[0] == "variable":
+        cloud["variables"][args[2]] = flag("--body")
+    elif tool == "gh":
+        where = next(a for a in args[1:] if a.startswith("repos/"))
+        method = flag("--method", "GET")
+        parts = where.split("/")  # repos, owner, name, environments, env[, deployment-branch-policies[, id]]
+        env = cloud["environments"].get(parts[4])
+        if len(parts) == 5 and method == "GET":
+            if env is None:
+                fail = "gh: Not Found (HTTP 404)"
+            else:
+                out = jq(flag("--jq"), {"name": parts[4], "deployment_branch_policy": env["policy"],
+                                        "protection_rules": env.get("rules", [])})
+        elif len(parts) == 5 and method == "PUT":
+            body = json.loads(stdin)
+            if cloud.get("plan") == "free-private":
+                fail = "gh: Not Found (HTTP 404)"  # no environments on this plan
+            else:
+                # A PUT replaces the environment's protection: what the body omits is gone (the REST docs say no
+                # otherwise, so the script must not count on GitHub keeping it).
+                env = cloud["environments"].setdefault(parts[4], {"policy": None, "branch_policies": []})
+                env["policy"] = body["deployment_branch_policy"]
+                env["rules"] = rules_of(body)
+        elif env is None or not (env["policy"] or {}).get("custom_branch_policies"):
+            fail = "gh: Not Found (HTTP 404)"  # the policies endpoints need custom_branch_policies
+        elif method == "GET":
+            out = jq(flag("--jq"), {"branch_policies": env["branch_policies"]})
+        elif method == "POST":
+            fields = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "-f")
+            env["branch_policies"].append({"id": 100 + len(cloud["calls"]), "name": fields["name"],
+                                           "type": fields["type"]})
+        elif method == "DELETE":
+            env["branch_policies"] = [b for b in env["branch_policies"] if str(b["id"]) != parts[6]]
+    elif verb.startswith("account show"):
+        out = "tenant-1" if "tenantId" in args else "sub-1"
+    elif verb.startswith(("provider register", "feature register")):
+        pass
+    elif verb.startswith("feature show"):
+        out = "Registered"
+    elif verb.startswith("ad app list"):
+        out = cloud["apps"].get(flag("--display-name"), "")
+    elif verb.startswith("ad app create"):
+        out = cloud["apps"][flag("--display-name")] = "app-" + flag("--display-name")
+    elif verb.startswith("ad sp list"):
+        out = cloud["sps"].get(flag("--filter").split("'")[1], "")
+    elif verb.startswith("ad sp create"):
+        out = cloud["sps"][flag("--id")] = "sp-" + flag("--id")
+    elif verb.startswith("ad app federated-credential list"):
+        creds = cloud["creds"].get(flag("--id"), {})
+        if flag("--query") == "[].name":
+            out = "\n".join(creds)
+        else:
+            name = flag("--query").split("'")[1]
+            out = name if name in creds else ""
+    elif verb.startswith("ad app federated-credential create"):
+        body = json.loads(flag("--parameters"))
+        creds = cloud["creds"].setdefault(flag("--id"), {})
+        if body["name"] in creds:
+            fail = "FederatedIdentityCredential with name " + body["name"] + " already exists"
+        elif len(creds) >= 20:
+            fail = "FederatedIdentityCredential limit of 20 per application reached"
+        creds[body["name"]] = body["subject"]
+    elif verb.startswith("ad app federated-credential update"):
+        cloud["creds"][flag("--id")][flag("--federated-credential-id")] = json.loads(flag("--parameters"))["subject"]
+    elif verb.startswith("ad app federated-credential delete"):
+        del cloud["creds"][flag("--id")][flag("--federated-credential-id")]
+    elif verb.startswith("role assignment list"):
+        # By principal id in the query, nothing asked of Graph: a principal not replicated yet lists as none.
+        query = re.fullmatch(r"\[\?principalId=='([^']+)'\]\.join\('\|', \[id, condition \|\| ''\]\)", flag("--query"))
+        assert query and "--assignee" not in args and flag("--fill-principal-name") == "false", args
+        key = [query[1], flag("--role"), flag("--scope")]
+        if cloud.get("old_cli"):
+            fail, code = "ERROR: unrecognized arguments: --fill-principal-name false", 2  # the CLI's parser: exit 2
+        elif cloud.get("list_failures", 0):
+            cloud["list_failures"] -= 1
+            fail = "(TooManyRequests) The request is being throttled."
+        else:
+            out = "\n".join(f"{r[4]}|{r[3] or ''}" for r in cloud["roles"] if r[:3] == key)
+    elif verb.startswith("role assignment delete"):
+        cloud["roles"] = [r for r in cloud["roles"] if r[4] != flag("--ids")]
+    elif verb.startswith("role assignment create"):
+        key = [flag("--assignee-object-id"), flag("--role"), flag("--scope")]
+        if key[0] is None or flag("--assignee-principal-type") != "ServicePrincipal":
+            fail = "PrincipalNotFound: a new principal is found by object id and type only"
+        elif key in [r[:3] for r in cloud["roles"]]:
+            fail = "RoleAssignmentExists: The role assignment already exists."
+        cloud["roles"].append([*key, flag("--condition"), f"/assignments/{len(cloud['calls'])}"])
+    elif verb.startswith(("storage account show", "keyvault show")):
+        out = "/subscriptions/sub-1/resourceGroups/rg-state/providers/x/" + flag("--name")
     else:
-        out = "\n".join(f"{r[4]}|{r[3] or ''}" for r in cloud["roles"] if r[:3] == key)
-elif verb.startswith("role assignment delete"):
-    cloud["roles"] = [r for r in cloud["roles"] if r[4] != flag("--ids")]
-elif verb.startswith("role assignment create"):
-    key = [flag("--assignee-object-id"), flag("--role"), flag("--scope")]
-    if key[0] is None or flag("--assignee-principal-type") != "ServicePrincipal":
-        fail = "PrincipalNotFound: a new principal is found by object id and type only"
-    elif key in [r[:3] for r in cloud["roles"]]:
-        fail = "RoleAssignmentExists: The role assignment already exists."
-    cloud["roles"].append([*key, flag("--condition"), f"/assignments/{len(cloud['calls'])}"])
-elif verb.startswith(("storage account show", "keyvault show")):
-    out = "/subscriptions/sub-1/resourceGroups/rg-state/providers/x/" + flag("--name")
-else:
-    fail = "fake az does not know: " + verb
-json.dump(cloud, open(path, "w"))
-if fail:
-    sys.exit(print(fail, file=sys.stderr) or code)
-print(out)
+        fail = "fake az does not know: " + verb
+    path.write_text(json.dumps(cloud))
+    return (code, "", fail + "\n") if fail else (0, out + "\n", "")
+
+
+class _FakeCloud(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    """``_fake_answer`` served on a local port to the fake az and gh (FAKE_TOOL): each call of the script's is still a
+    process of its own, with its arguments, stdin, stdout, stderr and exit status, but a shell script's, not a Python
+    interpreter's (each of those cost 25 ms of CPU, the setup makes a hundred calls)."""
+
+    daemon_threads = True
+    lock = threading.Lock()
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            data = b""
+            while data.count(b"\0") < 3 or data.count(b"\0") < 4 + int(data.split(b"\0")[2]):
+                chunk = self.request.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            tool, path, count, *rest = data.decode().split("\0")
+            args, stdin = rest[:int(count)], rest[int(count)]
+            with _FakeCloud.lock:
+                try:
+                    code, out, err = _fake_answer(tool, args, stdin, Path(path))
+                except Exception:  # noqa: BLE001 (as the interpreter would: exit 1 with the traceback)
+                    code, out, err = 1, "", traceback.format_exc()
+            self.request.sendall(f"{code}\0{out}\0{err}\0".encode())
+
+
+FAKE_TOOL = """#!/bin/bash
+exec 3<>/dev/tcp/127.0.0.1/{port}
+input=
+if [[ " $* " == *" --input - "* ]]; then input=$(cat; printf .); input=${{input%.}}; fi
+printf '%s\\0' "${{0##*/}}" "$FAKE_CLOUD" "$#" "$@" "$input" >&3
+IFS= read -r -d '' code <&3; IFS= read -r -d '' out <&3; IFS= read -r -d '' err <&3
+printf '%s' "$out"; printf '%s' "$err" >&2
+exit "$code"
 """
-"""Entra ID, ARM and GitHub as the script sees them, refusing what they refuse: a credential name twice, an
-assignment twice or to a principal by app id, a deployment branch policy on an environment without custom ones
-(docs.github.com/rest/deployments/branch-policies)."""
+"""az and gh: the call to the test's ``_FakeCloud`` (fields NUL-ended: the tool, the cloud's file, the argument count,
+the arguments, stdin where the call reads it) and its answer (exit status, stdout, stderr) replayed."""
+
+
+@functools.cache
+def _fake_cloud() -> int:
+    """The port of this test process's ``_FakeCloud``, started on first use."""
+    server = _FakeCloud(("127.0.0.1", 0), _FakeCloud.Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server.server_address[1]
 
 
 def _fake_tools(folder: Path) -> dict[str, str]:
-    import sys
     for tool in ("az", "gh"):
         fake = folder / tool
-        fake.write_text(f"#!{sys.executable}\n{FAKE_AZ}")
+        fake.write_text(FAKE_TOOL.format(port=_fake_cloud()))
         fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     (folder / "sleep").write_text("#!/bin/sh\n")  # the script's retries wait no time here
     (folder / "sleep").chmod(0o755)

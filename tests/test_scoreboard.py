@@ -7,8 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -22,7 +20,7 @@ from offline.scoreboard import NEVER, SCOREBOARD, scoreboard_markdown
 from offline.stack_files import REPO_ROOT, stack_files
 from ops.e2e import budget
 from ops.runners import HOSTED, runner
-from tests.helpers import load, shape
+from tests.helpers import command, load, shape
 
 FIXTURE_ROOT = REPO_ROOT / "tests" / "fixtures" / "runs"
 RUN_FIXTURE = FIXTURE_ROOT / RESULTS / "e2e-gpu-basics-20270105T101500Z.json"
@@ -333,20 +331,16 @@ def test_stacks_are_named_by_commas_or_spaces_or_all():
     assert budget.requested("c, a a", known) == ["c", "a"]
 
 
-def ops(*args: str, stdin: str = "[]") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ops", *args], input=stdin, capture_output=True, text=True,
-                          cwd=REPO_ROOT)
-
-
 def test_the_workflows_command_prints_the_matrix_and_one_error_line_per_refused_stack(tmp_path):
     stack = next(s for s in stack_files() if runner(s) == HOSTED)
     summary = tmp_path / "summary.md"
-    done = ops("e2e-matrix", stack, "--max-cost", "1000000", "--summary", str(summary))
+    # In this process (tests/helpers.py command); the workflow runs it as its own (tests/test_workflows.py).
+    done = command("ops", "e2e-matrix", stack, "--max-cost", "1000000", "--summary", summary, input="[]")
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert [row["stack"] for row in json.loads(done.stdout)["include"]] == [stack]
     assert f"| `{stack}` | $" in summary.read_text() and "| runs |" in summary.read_text()
     # Nothing of what was asked can run: the plan fails, so the workflow says so, in one line per stack.
-    refused = ops("e2e-matrix", stack, "--max-cost", "0.01")
+    refused = command("ops", "e2e-matrix", stack, "--max-cost", "0.01", input="[]")
     assert refused.returncode == 1 and json.loads(refused.stdout) == {"include": []}
     (line,) = refused.stderr.splitlines()
     assert line.startswith(f"::error::stack {stack}: run cost $") and line.endswith("above the cap $0.01")

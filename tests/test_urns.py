@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from offline import urns
-from tests.conftest import STACKS
+from tests.helpers import STACKS
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -102,9 +102,16 @@ def test_a_refused_checkpoint_stops_the_launch_with_exit_2_before_any_worker_sta
     (["--batch-size", "33"], "error: argument --batch-size: 33 does not split over 2 processes: use a multiple of 2"),
     (["--steps", "0"], "error: argument --steps: '0' is not a whole number >= 1 (see train.py --help)"),
 ])
-def test_a_bad_argument_stops_the_launch_with_exit_2_before_any_worker_starts(tmp_path, args, error):
-    result = torchrun("train.py", "--checkpoints", str(tmp_path), *STEPS, *args, launch=True)
-    assert (result.returncode, result.stdout, result.stderr.splitlines()) == (2, "", [error])
+def test_a_bad_argument_stops_the_launch_with_exit_2_before_any_worker_starts(tmp_path, args, error, capsys,
+                                                                              monkeypatch):
+    """launch.py's main in this process (the process and its exit 2 are the refused checkpoint's test above): an
+    interpreter and torch's import per case, and torchrun would replace this process if the check let it start."""
+    monkeypatch.setattr(launch.os, "execvp", lambda *command: pytest.fail(f"torchrun started: {command}"))
+    with pytest.raises(SystemExit) as e:
+        launch.main(["torchrun", "--standalone", "--nproc-per-node=2", "--max-restarts=0",
+                     str(DOCKER_DIR / "jobs" / "train.py"), "--checkpoints", str(tmp_path), *STEPS, *args])
+    output = capsys.readouterr()
+    assert (e.value.code, output.out, output.err.splitlines()) == (2, "", [error])
     assert not any(tmp_path.iterdir())
 
 
