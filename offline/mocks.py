@@ -7,6 +7,7 @@ same config always renders the same bytes.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import uuid
 from typing import Any
@@ -113,6 +114,7 @@ class _Defaulting(dict):
         return self._name
 
 
+@functools.cache  # the same text for the same cluster: written once per process, not once per render
 def aad_kubeconfig(cluster: str, resource_group: str, fqdn: str) -> str:
     """The shape of ``az aks get-credentials`` output for an Entra ID cluster: kubelogin in devicecode mode."""
     ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMOCK\n-----END CERTIFICATE-----\n").decode()
