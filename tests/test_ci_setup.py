@@ -61,11 +61,16 @@ def test_each_token_the_workflows_ask_for_has_its_federated_credential_on_the_ap
 
 
 def test_end_to_end_runs_sign_in_with_the_deploy_apps_credentials_and_need_no_new_one():
-    """Issue 37: e2e.yml's plan runs main's code (dispatch and schedule: `ref:refs/heads/main`), its runs and their
-    cleanups (e2e-stack.yml, which it calls) in the scenarios' environments, its pull request job asks for no token:
-    the deploy app's credentials already cover them, and the preview app gets none."""
+    """Issue 37: e2e.yml's plan and the cleanups of e2e-stack.yml (which it calls) run main's code in no environment
+    (dispatch and schedule: `ref:refs/heads/main`), its runs in the scenarios' environments, its pull request job asks
+    for no token: the deploy app's credentials already cover them, and the preview app gets none."""
     e2e = subjects({name: WORKFLOWS[name] for name in ("e2e.yml", "e2e-stack.yml")}, "repo:acme/infra", SCENARIOS)
     assert set(e2e) == {"deploy"} and e2e["deploy"] == subjects(WORKFLOWS, "repo:acme/infra", SCENARIOS)["deploy"]
+    # Audit 37c NIT 3: the cleanup alone (the plan's credential would hide a break) signs in with main's.
+    caller = {**WORKFLOWS["e2e.yml"], "jobs": {"stack": WORKFLOWS["e2e.yml"]["jobs"]["stack"]}}
+    callee = {**WORKFLOWS["e2e-stack.yml"], "jobs": {"cleanup": WORKFLOWS["e2e-stack.yml"]["jobs"]["cleanup"]}}
+    assert subjects({"e2e.yml": caller, "e2e-stack.yml": callee}, "repo:acme/infra", SCENARIOS) == {
+        "deploy": {"main": "repo:acme/infra:ref:refs/heads/main"}}
 
 
 def test_a_reusable_workflow_runs_with_its_callers_subject_and_jobs_without_tokens_need_none():

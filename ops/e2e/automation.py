@@ -248,7 +248,7 @@ class PulumiStack:
         # The CLI itself, killed at its timeout (the Automation API's cancel has none): on a self-managed backend a
         # cancel deletes every lock of the stack (diy backend CancelCurrentUpdate), so one still running when the
         # destroy takes the lock would remove the destroy's too.
-        run_tool(["pulumi", "cancel", "--yes", f"--stack={self.name}"], timeout_s,
+        run_tool(["pulumi", "cancel", "--yes", "--non-interactive", f"--stack={self.name}"], timeout_s,
                  env={**os.environ, **self.env}, cwd=self.work_dir)
 
     def destroy(self, on_event: OnEvent, on_output: OnLine, retry: bool = False) -> None:

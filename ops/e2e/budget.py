@@ -28,15 +28,16 @@ from program.config.keys import PROJECT
 from program.markdown import table
 
 RUN_JOB_MINUTES = 355
-"""e2e-stack.yml's run job ``timeout-minutes``: its e2e step's own limit (``RUN_STEP_MINUTES``) and the job's setup,
-five minutes inside a GitHub-hosted job's 6 hours ("Each job in a workflow can run for up to 6 hours of execution
-time", Actions limits), so that a job that times out still uploads its file and reports its outputs."""
-RUN_STEP_MINUTES = 340
-"""e2e-stack.yml's e2e step ``timeout-minutes``: the run's longest (``Settings.longest_s``, 339 minutes) and a minute.
-A step past its own limit fails and the job goes on (its results upload, its outputs), rather than the job being
-cancelled."""
+"""e2e-stack.yml's run job ``timeout-minutes``: its e2e step's own limit (``RUN_STEP_MINUTES``), the job's setup
+before it and two minutes after it (the upload, "Complete job"), five minutes inside a GitHub-hosted job's 6 hours
+("Each job in a workflow can run for up to 6 hours of execution time", Actions limits)."""
+RUN_STEP_MINUTES = 338
+"""e2e-stack.yml's e2e step ``timeout-minutes``: the run's longest (``Settings.longest_s``, 336 minutes) and two more
+for what it leaves uncounted (each wait's last tick, starting processes). A step past its own limit fails and the job
+goes on, its outputs reported and the cleanup after it, rather than the job being cancelled; the run's file, written
+at its end, is then lost."""
 CLEANUP_JOB_MINUTES = 125
-"""e2e-stack.yml's cleanup job ``timeout-minutes``: ``python -m ops e2e-cleanup`` (``Settings.cleanup_longest_s``, 108
+"""e2e-stack.yml's cleanup job ``timeout-minutes``: ``python -m ops e2e-cleanup`` (``Settings.cleanup_longest_s``, 107
 minutes: its start with a second try of each read, `pulumi cancel`, the Jobs' drain, a destroy and its cancel grace,
 the leftover check) and its setup, right after a run job that did not pass (cancelled, timed out, or failed before
 its destroy was done)."""

@@ -22,6 +22,7 @@ Looked for, each with the ``az`` command that answers without failing on what is
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,13 +94,23 @@ def _tagged(cfg: StackConfig, az: Az, found: Found) -> None:
         try:
             tags = _json(az, "tag", "list", "--resource-id", id_, "--query", "properties.tags") or {}
         except ToolFailed as e:
-            if "NotFound" in str(e):  # ResourceNotFound, ResourceGroupNotFound: gone since the filter matched it
+            if gone(e):  # deleted since the filter matched it (a group of the destroy finishing, say)
                 continue
             raise
         # Another project's stack of the same name is not ours; a match that answers without tags still carries the
         # stack's tag (the filter matched it): counted, not dropped.
         if tags.get("pulumi-project", cfg.project) == cfg.project:
             found.add(id_, kind)
+
+
+NOT_FOUND = re.compile(r"\((ResourceNotFound|ResourceGroupNotFound|ParentResourceNotFound)\)")
+"""ARM's codes for what is not there, as az prints them: ``ERROR: (Code) message``, then ``Code:`` and ``Message:``
+lines (azure-core ``ODataV4Format``; azure-cli ``handle_exception``, which exits 3 for a ``ResourceNotFoundError``)."""
+
+
+def gone(failed: ToolFailed) -> bool:
+    """The az call failed because what it asked about is not there (any line of its stderr, or its exit status 3)."""
+    return failed.status == 3 or NOT_FOUND.search(failed.stderr) is not None
 
 
 def _role_assignments(cfg: StackConfig, made: list[str], az: Az, found: Found) -> None:

@@ -93,8 +93,8 @@ class Settings:
     drill_timeout_s: float = 90 * 60.0
     """How long the spot drill may take (``--drill-timeout-minutes``): a node for its run, its first checkpoint,
     Azure's eviction (within 30 minutes of the call), a new node, the resume, and the uninterrupted run."""
-    preflight_timeout_s: float = 300.0
-    leftovers_timeout_s: float = 600.0
+    preflight_timeout_s: float = 180.0
+    leftovers_timeout_s: float = 540.0
     cancel_grace_s: float = 600.0
     """After the SIGINT that cancels `pulumi up` or `destroy`, how long Pulumi may take to finish the operations in
     flight (an AKS cluster or pool create is estimated at 5 to 7 minutes: durations.yaml) before a second SIGINT

@@ -12,11 +12,13 @@ from pathlib import Path
 
 
 class ToolFailed(Exception):
-    """A kubectl or az call exited non-zero or ran past its timeout; the message is one line naming the call."""
+    """A kubectl or az call exited non-zero or ran past its timeout; the message is one line naming the call,
+    ``status`` and ``stderr`` what the call said in full (None and "" after a timeout)."""
 
-    def __init__(self, command: str, detail: str, timed_out: bool = False) -> None:
+    def __init__(self, command: str, detail: str, timed_out: bool = False, status: int | None = None,
+                 stderr: str = "") -> None:
         super().__init__(f"{command}: {'timed out' if timed_out else 'failed'}: {detail}")
-        self.timed_out = timed_out
+        self.timed_out, self.status, self.stderr = timed_out, status, stderr
 
 
 def run_tool(argv: list[str], timeout_s: float, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
@@ -29,7 +31,7 @@ def run_tool(argv: list[str], timeout_s: float, env: Mapping[str, str] | None = 
         raise ToolFailed(name, f"no answer in {timeout_s:.0f} s", timed_out=True) from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        raise ToolFailed(name, last)
+        raise ToolFailed(name, last, status=done.returncode, stderr=done.stderr)
     return done.stdout
 
 
