@@ -11,27 +11,37 @@ every request until stopped). Every call is appended to ``SCRIPT.log`` (one JSON
 file passed with ``-f`` and the files under an ``--source`` folder, and every request a server answers to
 ``SCRIPT.requests``.
 
-The tests run it through ``shim(folder)``: a shell script that hands each call to ``serve_calls``, this module
-serving in the test process, and replays its answer (exit status, stdout, stderr; a ``sleep`` as a call that does not
-answer, a ``serve`` as a process that forwards until stopped). Each call is still a process of its own, a shell's
-instead of a Python interpreter's (about 15 ms of CPU each, the drill's and probes' tests make hundreds).
+The tests run it through ``shim(folder)``: a shell script that hands each call to this module serving in the test
+process, and replays its answer (exit status, stdout, stderr; a ``sleep`` as a call that does not answer, a ``serve``
+as a process that forwards until stopped). Each call is still a process of its own, a shell's instead of a Python
+interpreter's (about 15 ms of CPU each, the drill's and probes' tests make hundreds). ``shim(folder, name, handler)``
+serves another stand-in the same way: ``handler(args)`` gives each call's answer, in the same shape.
 """
 
 from __future__ import annotations
 
 import fcntl
 import functools
+import itertools
 import json
 import select
 import socketserver
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import http.server
+
+Answerer = Callable[[list[str]], dict[str, Any]]
+"""A stand-in's answer to one call's arguments: ``stdout``, ``stderr``, ``exit`` and ``sleep`` as above (``serve``,
+which logs requests beside its script, is a script's only)."""
+
+_HANDLERS: dict[str, Answerer] = {}
+_KEYS = itertools.count()
 
 
 def _answer(script: Path, argv: list[str]) -> dict[str, Any]:
@@ -124,8 +134,7 @@ class _Calls(socketserver.ThreadingMixIn, socketserver.TCPServer):
                 data += chunk
             count, *argv = data.decode().split("\0")[:-1]
             script, args = Path(argv[0]), argv[1:int(count)]
-            _log(script, args)
-            answer = _answer(script, args)
+            answer = self._answer(argv[0], args)
             if answer.get("sleep") and self._gone(answer["sleep"]):
                 return  # a hung tool, killed before it answered
             if "serve" in answer:
@@ -138,6 +147,17 @@ class _Calls(socketserver.ThreadingMixIn, socketserver.TCPServer):
                 return
             reply = f"{int(answer.get('exit', 0))}\0{answer.get('stdout', '')}\0{answer.get('stderr', '')}\0"
             self.request.sendall(reply.encode())
+
+        @staticmethod
+        def _answer(key: str, args: list[str]) -> dict[str, Any]:
+            handler = _HANDLERS.get(key)
+            if handler is None:
+                _log(Path(key), args)
+                return _answer(Path(key), args)
+            try:
+                return handler(args)
+            except Exception as e:  # noqa: BLE001 - a stand-in's bug fails its call, saying why, instead of hanging it
+                return {"stderr": f"fake: {type(e).__name__}: {e}\n", "exit": 98}
 
         def _gone(self, seconds: float | None) -> bool:
             """Whether the call's process ended (its connection closed) within ``seconds`` (None: ever)."""
@@ -153,7 +173,7 @@ def _port() -> int:
 
 SHIM = """#!/bin/bash
 exec 3<>/dev/tcp/127.0.0.1/{port}
-printf '%s\\0' "$#" "$@" >&3
+printf '%s\\0' {call} >&3
 IFS= read -r -d '' code <&3; IFS= read -r -d '' out <&3; IFS= read -r -d '' err <&3
 printf '%s' "$out"; printf '%s' "$err" >&2
 if [ "$code" = hold ]; then read -r -d '' code <&3; exit 0; fi
@@ -161,13 +181,20 @@ exit "$code"
 """
 """``fake SCRIPT.json ARG...``: the call (fields NUL-ended: the count, SCRIPT.json, the arguments) to this module
 serving in the test process, and its answer (exit status or ``hold``, stdout, stderr) replayed; ``hold``: a
-port-forward, which reads until it is stopped."""
+port-forward, which reads until it is stopped. A handler's shim sends its key in place of SCRIPT.json."""
 
 
-def shim(folder: Path) -> Path:
-    """An executable in ``folder`` that answers as ``python fake_cli.py`` would, from this process."""
-    fake = folder / "fake"
-    fake.write_text(SHIM.format(port=_port()))
+def shim(folder: Path, name: str = "fake", handler: Answerer | None = None) -> Path:
+    """An executable ``folder/name`` that answers as ``python fake_cli.py`` would, from this process; with
+    ``handler``, an executable taking the tool's own arguments that ``handler`` answers, from this process."""
+    fake = folder / name
+    if handler is None:
+        call = '"$#" "$@"'
+    else:
+        key = f"handler-{next(_KEYS)}"
+        _HANDLERS[key] = handler
+        call = f'"$(($# + 1))" {key} "$@"'
+    fake.write_text(SHIM.format(port=_port(), call=call))
     fake.chmod(0o755)
     return fake
 

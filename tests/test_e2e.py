@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 import math
 import os
@@ -41,6 +42,8 @@ from ops.e2e.tools import ToolFailed, Tools
 from ops.lifecycle import E2E_ENVIRONMENT, STORAGE_ACCOUNT, protected_accounts
 from program.probes import JobFromTemplate, SpotDrill
 from stacks import REGISTRY
+from tests.fake_cli import shim
+from tests.fixtures.e2e import fake_az, fake_kubectl
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "e2e"
 TIMELINE = json.loads((FIXTURES / "gpu-basics-timeline.json").read_text())
@@ -51,9 +54,6 @@ COMMIT = "5bcd642aa1b2c3d4e5f60718293a4b5c6d7e8f90"
 START = dt.datetime(2026, 3, 2, 10, 0, tzinfo=dt.UTC)
 TICK = 60.0
 """The fake clock's step: each look of the run at its work, and each poll of the cluster, is a minute."""
-FAKE_PYTHON = (sys.executable, "-I", "-S")
-"""The fake kubectl's and az's interpreter: they need the standard library only (-S: no site-packages, -I: nothing
-of the environment), which cut a third of each call's CPU time."""
 
 
 class FakeClock:
@@ -332,9 +332,12 @@ def harness(tmp_path, render_of, monkeypatch) -> Callable[..., Harness]:
         clock = FakeClock(folder, interrupt_at, signal_number)
         fake = FakeStack(world, clock, up, destroy_failures, left, existing or [])
         said: list[str] = []
+        # Each call a process of its own (a shell's, under the run's timeouts), answered from this one.
+        fakes = tmp_path / "fakes"
+        fakes.mkdir()
         tools = Tools(now=clock.now, sleep=clock.sleep,
-                      kubectl_argv=(*FAKE_PYTHON, str(FIXTURES / "fake_kubectl.py"), str(folder)),
-                      az_argv=(*FAKE_PYTHON, str(FIXTURES / "fake_az.py"), str(folder)))
+                      kubectl_argv=(str(shim(fakes, "kubectl", functools.partial(fake_kubectl.answer, folder))),),
+                      az_argv=(str(shim(fakes, "az", functools.partial(fake_az.answer, folder))),))
         seams = Seams(tools=tools, deployment=lambda name: fake, render=lambda name: render,
                       preflight=lambda cfg: preflight, probes=passing_probes(clock) if probes == "pass" else probes,
                       drill=drill, commit=lambda: COMMIT, say=said.append)
