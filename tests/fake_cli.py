@@ -15,7 +15,8 @@ The tests run it through ``shim(folder)``: a shell script that hands each call t
 process, and replays its answer (exit status, stdout, stderr; a ``sleep`` as a call that does not answer, a ``serve``
 as a process that forwards until stopped). Each call is still a process of its own, a shell's instead of a Python
 interpreter's (about 15 ms of CPU each, the drill's and probes' tests make hundreds). ``shim(folder, name, handler)``
-serves another stand-in the same way: ``handler(args)`` gives each call's answer, in the same shape.
+serves another stand-in the same way: ``handler(args)`` gives each call's answer, in the same shape (with
+``stdin_after``, ``handler(args, stdin)``).
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import http.server
 
-Answerer = Callable[[list[str]], dict[str, Any]]
-"""A stand-in's answer to one call's arguments: ``stdout``, ``stderr``, ``exit`` and ``sleep`` as above (``serve``,
-which logs requests beside its script, is a script's only)."""
+Answerer = Callable[..., dict[str, Any]]
+"""A stand-in's answer to one call's arguments (and its stdin, where its shim reads it): ``stdout``, ``stderr``,
+``exit`` and ``sleep`` as above (``serve``, which logs requests beside its script, is a script's only)."""
 
-_HANDLERS: dict[str, Answerer] = {}
+_HANDLERS: dict[str, tuple[Answerer, bool]] = {}
+"""A handler shim's key -> its handler, and whether the call's last field is its stdin."""
 _KEYS = itertools.count()
 
 
@@ -150,12 +152,12 @@ class _Calls(socketserver.ThreadingMixIn, socketserver.TCPServer):
 
         @staticmethod
         def _answer(key: str, args: list[str]) -> dict[str, Any]:
-            handler = _HANDLERS.get(key)
-            if handler is None:
+            if key not in _HANDLERS:
                 _log(Path(key), args)
                 return _answer(Path(key), args)
+            handler, reads_stdin = _HANDLERS[key]
             try:
-                return handler(args)
+                return handler(args[:-1], args[-1]) if reads_stdin else handler(args)
             except Exception as e:  # noqa: BLE001 - a stand-in's bug fails its call, saying why, instead of hanging it
                 return {"stderr": f"fake: {type(e).__name__}: {e}\n", "exit": 98}
 
@@ -173,7 +175,7 @@ def _port() -> int:
 
 SHIM = """#!/bin/bash
 exec 3<>/dev/tcp/127.0.0.1/{port}
-printf '%s\\0' {call} >&3
+{read}printf '%s\\0' {call} >&3
 IFS= read -r -d '' code <&3; IFS= read -r -d '' out <&3; IFS= read -r -d '' err <&3
 printf '%s' "$out"; printf '%s' "$err" >&2
 if [ "$code" = hold ]; then read -r -d '' code <&3; exit 0; fi
@@ -181,20 +183,29 @@ exit "$code"
 """
 """``fake SCRIPT.json ARG...``: the call (fields NUL-ended: the count, SCRIPT.json, the arguments) to this module
 serving in the test process, and its answer (exit status or ``hold``, stdout, stderr) replayed; ``hold``: a
-port-forward, which reads until it is stopped. A handler's shim sends its key in place of SCRIPT.json."""
+port-forward, which reads until it is stopped. A handler's shim sends its key in place of SCRIPT.json, and its stdin
+last where it reads it."""
+STDIN = """input=
+if [[ " $* " == *" {flag} - "* ]]; then input=$(cat; printf .); input=${{input%.}}; fi
+"""
+"""Where the call names its stdin as a flag's value (``gh api --input -``), its stdin, read whole (the trailing
+newlines kept); nothing read otherwise, since a caller may leave stdin open."""
 
 
-def shim(folder: Path, name: str = "fake", handler: Answerer | None = None) -> Path:
+def shim(folder: Path, name: str = "fake", handler: Answerer | None = None, stdin_after: str | None = None) -> Path:
     """An executable ``folder/name`` that answers as ``python fake_cli.py`` would, from this process; with
-    ``handler``, an executable taking the tool's own arguments that ``handler`` answers, from this process."""
-    fake = folder / name
+    ``handler``, an executable taking the tool's own arguments that ``handler`` answers, from this process;
+    ``stdin_after``: the flag whose value ``-`` has the call read its stdin (``STDIN``), handed to the handler."""
+    fake, read = folder / name, ""
     if handler is None:
         call = '"$#" "$@"'
     else:
         key = f"handler-{next(_KEYS)}"
-        _HANDLERS[key] = handler
+        _HANDLERS[key] = (handler, stdin_after is not None)
         call = f'"$(($# + 1))" {key} "$@"'
-    fake.write_text(SHIM.format(port=_port(), call=call))
+        if stdin_after is not None:
+            read, call = STDIN.format(flag=stdin_after), f'"$(($# + 2))" {key} "$@" "$input"'
+    fake.write_text(SHIM.format(port=_port(), call=call, read=read))
     fake.chmod(0o755)
     return fake
 

@@ -9,8 +9,6 @@ import json
 import os
 import re
 import shutil
-import socketserver
-import stat
 import subprocess
 import threading
 import traceback
@@ -35,6 +33,7 @@ from ops.ci_setup import (
     load_workflows,
     subjects,
 )
+from tests.fake_cli import shim
 from tests.helpers import command
 from tests.tools import venv_tool
 
@@ -395,61 +394,28 @@ def _fake_answer(tool: str, args: list[str], stdin: str, path: Path) -> tuple[in
     return (code, "", fail + "\n") if fail else (0, out + "\n", "")
 
 
-class _FakeCloud(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    """``_fake_answer`` served on a local port to the fake az and gh (FAKE_TOOL): each call of the script's is still a
-    process of its own, with its arguments, stdin, stdout, stderr and exit status, but a shell script's, not a Python
-    interpreter's (each of those cost 25 ms of CPU, the setup makes a hundred calls)."""
-
-    daemon_threads = True
-    lock = threading.Lock()
-
-    class Handler(socketserver.BaseRequestHandler):
-        def handle(self) -> None:
-            data = b""
-            while data.count(b"\0") < 3 or data.count(b"\0") < 4 + int(data.split(b"\0")[2]):
-                chunk = self.request.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
-            tool, path, count, *rest = data.decode().split("\0")
-            args, stdin = rest[:int(count)], rest[int(count)]
-            with _FakeCloud.lock:
-                try:
-                    code, out, err = _fake_answer(tool, args, stdin, Path(path))
-                except Exception:  # noqa: BLE001 (as the interpreter would: exit 1 with the traceback)
-                    code, out, err = 1, "", traceback.format_exc()
-            self.request.sendall(f"{code}\0{out}\0{err}\0".encode())
+_CLOUD = threading.Lock()
+"""One call at a time answers from the cloud's file."""
 
 
-FAKE_TOOL = """#!/bin/bash
-exec 3<>/dev/tcp/127.0.0.1/{port}
-input=
-if [[ " $* " == *" --input - "* ]]; then input=$(cat; printf .); input=${{input%.}}; fi
-printf '%s\\0' "${{0##*/}}" "$FAKE_CLOUD" "$#" "$@" "$input" >&3
-IFS= read -r -d '' code <&3; IFS= read -r -d '' out <&3; IFS= read -r -d '' err <&3
-printf '%s' "$out"; printf '%s' "$err" >&2
-exit "$code"
-"""
-"""az and gh: the call to the test's ``_FakeCloud`` (fields NUL-ended: the tool, the cloud's file, the argument count,
-the arguments, stdin where the call reads it) and its answer (exit status, stdout, stderr) replayed."""
-
-
-@functools.cache
-def _fake_cloud() -> int:
-    """The port of this test process's ``_FakeCloud``, started on first use."""
-    server = _FakeCloud(("127.0.0.1", 0), _FakeCloud.Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server.server_address[1]
+def _fake_tool(tool: str, cloud: Path, args: list[str], stdin: str) -> dict[str, object]:
+    """``_fake_answer`` as the fake az and gh answer a call (tests/fake_cli.py ``shim``): each call of the script's is
+    still a process of its own, with its arguments, stdin, stdout, stderr and exit status, but a shell script's, not a
+    Python interpreter's (each of those cost 25 ms of CPU, the setup makes a hundred calls)."""
+    with _CLOUD:
+        try:
+            code, out, err = _fake_answer(tool, args, stdin, cloud)
+        except Exception:  # noqa: BLE001 (as the interpreter would: exit 1 with the traceback)
+            code, out, err = 1, "", traceback.format_exc()
+    return {"exit": code, "stdout": out, "stderr": err}
 
 
 def _fake_tools(folder: Path) -> dict[str, str]:
-    for tool in ("az", "gh"):
-        fake = folder / tool
-        fake.write_text(FAKE_TOOL.format(port=_fake_cloud()))
-        fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    for tool in ("az", "gh"):  # gh api --input - reads the request's body from stdin
+        shim(folder, tool, functools.partial(_fake_tool, tool, folder / "cloud.json"), stdin_after="--input")
     (folder / "sleep").write_text("#!/bin/sh\n")  # the script's retries wait no time here
     (folder / "sleep").chmod(0o755)
-    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "FAKE_CLOUD": str(folder / "cloud.json")}
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
 
 
 def _run_setup(tmp_path: Path, *flags: str, prefix: str = "repo:acme@123/infra@456") -> dict:
