@@ -619,6 +619,27 @@ class E2ERun:
             shutil.rmtree(self.kubeconfig_dir, ignore_errors=True)
 
 
+def _tried(work: Callable[[], T], tries: int, errors: tuple[type[Exception], ...], tools: Tools,
+           on_retry: Callable[[Exception], None] = lambda e: None) -> T:
+    """``work()``, tried up to ``tries`` times ``RETRY_PAUSE_S`` apart while it raises one of ``errors``; the last
+    try's error is raised."""
+    for _ in range(tries - 1):
+        try:
+            return work()
+        except errors as e:
+            on_retry(e)
+            tools.sleep(RETRY_PAUSE_S)
+    return work()
+
+
+def _group_tags(tools: Tools, group: str) -> dict[str, str] | None:
+    """The resource group's tags, or None where there is no such group; ``ToolFailed`` or ``ValueError`` where az
+    cannot say (a caller that cannot tell must not take the group for absent)."""
+    if json.loads(tools.az("group", "exists", "--name", group, timeout_s=AZ_S)) is not True:
+        return None
+    return json.loads(tools.az("group", "show", "--name", group, "--query", "tags", timeout_s=AZ_S) or "null") or {}
+
+
 def _prepare(stack: str, seams: Seams, settings: Settings, tries: int = 1) -> tuple[E2ERun, list[StateResource]]:
     """The run and what the backend holds of the stack, its state read up to ``tries`` times; ``BadInput`` (exit 2)
     when there is no run to be had."""
@@ -640,15 +661,14 @@ def _prepare(stack: str, seams: Seams, settings: Settings, tries: int = 1) -> tu
         deployment = seams.deployment(stack)
         return deployment, deployment.resources()
 
-    for attempt in range(1, tries + 1):
-        try:
-            deployment, made = wait(read_state, STATE_S, tools, settings, stack)
-            break
-        except Exception as e:  # noqa: BLE001 (no backend, no CLI, no stack, no answer: nothing can run)
-            if attempt == tries:
-                raise BadInput(f"pulumi: {scrub.text(_one_line(str(e)))} (docs/e2e.md: what a run needs)") from None
-            seams.say(f"e2e {stack}: the stack's state: {scrub.text(_one_line(str(e)))}; trying again")
-            tools.sleep(RETRY_PAUSE_S)
+    def again(e: Exception) -> None:
+        seams.say(f"e2e {stack}: the stack's state: {scrub.text(_one_line(str(e)))}; trying again")
+
+    try:
+        deployment, made = _tried(lambda: wait(read_state, STATE_S, tools, settings, stack), tries, (Exception,),
+                                  tools, again)
+    except Exception as e:  # noqa: BLE001 (no backend, no CLI, no stack, no answer: nothing can run)
+        raise BadInput(f"pulumi: {scrub.text(_one_line(str(e)))} (docs/e2e.md: what a run needs)") from None
     return E2ERun(stack, seams, settings, render, cfg, deployment, scrub, commit, started), made
 
 
@@ -670,9 +690,7 @@ def start(stack: str, seams: Seams, settings: Settings) -> E2ERun:
     # Azure whatever this backend holds.
     group = e2e.cfg.naming.resource_group()
     try:
-        tags = json.loads(e2e.tools.az("group", "show", "--name", group, "--query", "tags", timeout_s=AZ_S)
-                          or "null") or {} \
-            if json.loads(e2e.tools.az("group", "exists", "--name", group, timeout_s=AZ_S)) else None
+        tags = _group_tags(e2e.tools, group)
     except (ToolFailed, json.JSONDecodeError) as e:
         raise BadInput(f"could not tell whether stack {stack} is up in Azure: {e}") from None
     if tags is not None and tags.get(LIFETIME) != RETAINED:
@@ -697,19 +715,13 @@ def cleanup_stack(stack: str, seams: Seams, settings: Settings) -> int:
     e2e, made = _prepare(stack, seams, settings, tries=CLEANUP_TRIES)
     say = e2e.say
     group = e2e.cfg.naming.resource_group()
-    for attempt in range(1, CLEANUP_TRIES + 1):
-        try:  # fails closed, as start() does: a group it cannot read may be someone's deployment
-            exists = json.loads(e2e.tools.az("group", "exists", "--name", group, timeout_s=AZ_S) or "false") is True
-            tags = (json.loads(e2e.tools.az("group", "show", "--name", group, "--query", "tags", timeout_s=AZ_S)
-                               or "null") or {}) \
-                if exists else {}  # no group: nothing of the run's deployment, or what is left outside it
-            break
-        except (ToolFailed, ValueError) as e:
-            if attempt == CLEANUP_TRIES:
-                say(f"e2e-cleanup {stack}: could not read its resource group {group} ({_one_line(str(e))}): left "
-                    "alone; run it again")
-                return 1
-            e2e.tools.sleep(RETRY_PAUSE_S)
+    try:  # fails closed, as start() does: a group it cannot read may be someone's deployment
+        # No group: nothing of the run's deployment, or what is left outside it.
+        tags = _tried(lambda: _group_tags(e2e.tools, group), CLEANUP_TRIES, (ToolFailed, ValueError), e2e.tools) or {}
+    except (ToolFailed, ValueError) as e:
+        say(f"e2e-cleanup {stack}: could not read its resource group {group} ({_one_line(str(e))}): left alone; "
+            "run it again")
+        return 1
     if tags and tags.get(ENVIRONMENT_TAG) != E2E_ENVIRONMENT and tags.get(LIFETIME) != RETAINED:
         say(f"e2e-cleanup {stack}: its resource group is environment {tags.get(ENVIRONMENT_TAG)!r}, not an "
             f"end-to-end run's ({E2E_ENVIRONMENT}): another deployment, left alone")
