@@ -8,6 +8,7 @@ import pytest
 from components.vocabulary import SECURITY_EXCEPTION, SecurityException
 from offline.report import is_manifest, manifest
 from stacks import REGISTRY
+from tests import upstream
 from tests.helpers import STACKS, api_clients, job_specs, jobset_templates, pod_spec
 
 EXCEPTION_LEVELS = {SecurityException.BASELINE_OPERATOR_PODS: "baseline",
@@ -16,7 +17,6 @@ EXCEPTION_LEVELS = {SecurityException.BASELINE_OPERATOR_PODS: "baseline",
                     SecurityException.RDMA_MEMORY_LOCK: "privileged"}
 """Pod Security level a scenario's one namespace exception enforces."""
 
-K8S_VERSION = "1.33.0"
 """A version AKS supports today; kubernetes-validate ships its schemas."""
 WORKLOADS = {"Job", "CronJob", "Deployment", "DaemonSet", "StatefulSet", "Pod"}
 
@@ -42,7 +42,7 @@ def test_every_builtin_object_validates_against_the_kubernetes_schema(stack, ren
     builtin = [sent(r) for r in objects(render_of(stack)) if is_builtin(r.inputs["apiVersion"])]
     assert builtin  # custom resources are checked against their CRDs in test_gpu_software
     for obj in builtin:
-        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        upstream.validate_builtin(obj)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -115,8 +115,8 @@ def test_smoke_test_is_off_unless_enabled(render_shape):
 
 def test_schema_validation_is_strict_enough_to_catch_a_misspelt_field():
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
-                                      "dta": {"a": "b"}}, K8S_VERSION, strict=True)
+        upstream.validate_builtin({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+                                   "dta": {"a": "b"}})
 
 
 JOBSET_FAILURE_REASONS = {"BackoffLimitExceeded", "DeadlineExceeded", "FailedIndexes", "MaxFailedIndexesExceeded",
