@@ -6,6 +6,7 @@ keep the completion python had."""
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from ops import __main__ as ops_main
 TABLES = {"offline": offline_main.COMMANDS, "ops": ops_main.COMMANDS}
 
 
+@functools.cache  # one process per table and shell: the script is the same for every test that sources it
 def script(table: str, shell: str) -> str:
     return subprocess.run([sys.executable, "-m", table, "completion", shell], cwd=REPO_ROOT, check=True,
                           capture_output=True, text=True, timeout=60).stdout
