@@ -388,6 +388,5 @@ def test_a_preview_goes_local_only_for_a_stack_the_shared_backend_does_not_list(
 
 def test_what_is_not_a_stack_list_is_one_line_and_no_decision():
     for stdin in ("error: could not list", '{"name": "dev"}', '[{"stack": "dev"}]'):
-        result = subprocess.run([sys.executable, "-m", "ops", "preview-backend", "--stack", "dev"], input=stdin,
-                                capture_output=True, text=True, cwd=REPO_ROOT)
+        result = command("ops", "preview-backend", "--stack", "dev", input=stdin)
         assert result.returncode == 2 and not result.stdout and result.stderr.count("\n") == 1, stdin
