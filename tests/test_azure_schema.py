@@ -16,6 +16,9 @@ from offline.mocks import AzureMocks
 from tests.azure_models import ARM_TYPES, NO_PUBLISHED_MODEL, Report, check_resource
 from tests.helpers import STACKS, render_with, shape
 
+# One worker runs the module: the config variants (variants) are rendered once, not once per worker.
+pytestmark = pytest.mark.xdist_group("azure-schema")
+
 VARIANTS = {
     "local-build-internal-function": dict(scenario="function-gpu", build={"mode": "local"},
                                           function={"exposure": "internal"}),

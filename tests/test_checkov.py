@@ -17,6 +17,9 @@ import yaml
 from offline.report import is_manifest, manifest
 from offline.stack_files import REPO_ROOT
 
+# One worker runs the module: its checkov run (reports) is made once, not once per worker.
+pytestmark = pytest.mark.xdist_group("checkov")
+
 CHECKOV = REPO_ROOT / ".venv-checkov" / "bin" / "checkov"
 SKIPS = Path(__file__).with_name("checkov_skips.txt")
 FRAMEWORKS = ("kubernetes", "dockerfile", "github_actions")

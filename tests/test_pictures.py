@@ -15,6 +15,9 @@ import pytest
 from offline.report import transitive_reduction, write_render
 from offline.stack_files import REPO_ROOT
 
+# One worker runs the module: the renders are written out (written) once, not once per worker.
+pytestmark = pytest.mark.xdist_group("pictures")
+
 MERMAID = REPO_ROOT / "tools" / "mermaid"
 BLOCK = re.compile(r"^```mermaid\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
