@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from program.config.errors import ConfigError, StackFileError
 from program.config.keys import KEY_PREFIX, PROJECT, SECRET
-from program.config.loader import load_config
-from program.config.schema import StackConfig
-from program.needs import Needs
-from stacks import REGISTRY
+
+if TYPE_CHECKING:  # imported where a stack is read: every stack's code (pulumi, pydantic) is half a second at the
+    # start of each command that only lists the stack files or reads one setting (python -m ops in the workflows)
+    from program.config.schema import StackConfig
+    from program.needs import Needs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,6 +117,7 @@ def project_defaults(root: Path = REPO_ROOT) -> dict[str, Any]:
 
 def _top_level(config_file: Path, data: dict[str, Any]) -> list[ConfigError]:
     """A top-level key that is not a stack setting: a config key whose ``config:`` line is missing, or a typo."""
+    from program.config.schema import StackConfig
     found = []
     for key, value in data.items():
         if key in STACK_SETTINGS:
@@ -161,11 +163,14 @@ def cli_encoded(namespace: dict[str, Any], others: dict[str, Any] | None = None)
 
 def stack_config(stack: str, config_file: Path | None = None) -> StackConfig:
     """A stack's parsed config, without loading its scenario (for tools that only read it)."""
+    from program.config.loader import load_config
+    from stacks import REGISTRY
     namespace, others = read_stack_file(config_file or stack_files()[stack])
     return load_config(namespace, PROJECT, stack, scenarios=REGISTRY, others=others)
 
 
 def stack_needs(stack: str) -> Needs:
     """What the stack's scenario needs of the platform (its namespace, images...), from its config."""
+    from stacks import REGISTRY
     cfg = stack_config(stack)
     return REGISTRY[cfg.scenario].needs_of(cfg, cfg.settings)
