@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from offline.cli import (
@@ -119,22 +118,13 @@ def _e2e_cleanup_arguments(p: argparse.ArgumentParser) -> None:
                    help="how long pulumi destroy may take, both attempts together (default 60)")
 
 
-def _cap(name: str) -> Callable[[str], float]:
-    """ops.e2e.budget's parser of a cap (``max_cost``, ``max_total_cost``), imported when e2e-matrix parses one: the
-    budget imports every stack, half a second at the start of every ops command the parser is built for."""
-    def parse(value: str) -> float:
-        from ops.e2e import budget
-        return float(getattr(budget, name)(value))
-    parse.__name__ = name
-    return parse
-
-
 def _e2e_matrix_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("stacks", help="stack names separated by commas or spaces, or all")
-    p.add_argument("--max-cost", type=_cap("max_cost"), default="", metavar="USD",
+    from ops.e2e.budget import ALL, max_cost, max_total_cost
+    p.add_argument("stacks", help=f"stack names separated by commas or spaces, or {ALL}")
+    p.add_argument("--max-cost", type=max_cost, default="", metavar="USD",
                    help="refuse a stack whose run can cost more than this (default: ops.e2e.budget."
                         "DEFAULT_MAX_COST_USD; empty: the default)")
-    p.add_argument("--max-total-cost", type=_cap("max_total_cost"), default="", metavar="USD",
+    p.add_argument("--max-total-cost", type=max_total_cost, default="", metavar="USD",
                    help="refuse a stack that would take the runs' total above this (default: ops.e2e.budget."
                         "DEFAULT_MAX_TOTAL_COST_USD; empty: the default)")
     p.add_argument("--summary", type=Path, help="append the plan as a Markdown table to this file (the workflow's "

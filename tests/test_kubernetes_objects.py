@@ -17,7 +17,6 @@ EXCEPTION_LEVELS = {SecurityException.BASELINE_OPERATOR_PODS: "baseline",
                     SecurityException.RDMA_MEMORY_LOCK: "privileged"}
 """Pod Security level a scenario's one namespace exception enforces."""
 
-"""A version AKS supports today; kubernetes-validate ships its schemas."""
 WORKLOADS = {"Job", "CronJob", "Deployment", "DaemonSet", "StatefulSet", "Pod"}
 
 

@@ -308,8 +308,8 @@ def test_a_local_account_waits_for_add_on_kinds_authenticated_by_its_client_cert
     no_certificate = preflight.Credentials(url, ca_pem=ca, token="static-admin-token")
     # Under TLS 1.3 the server refuses the missing certificate after the client's handshake ends; where its close
     # overtakes the alert, the client reads an EOF (SSLEOFError, waited on as a server still starting) and asks again.
+    clock = Clock()
     with pytest.raises(pulumi.RunError, match="refused a read of CustomResourceDefinitions"):
-        clock = Clock()
         preflight.wait_for_crds(kubeconfig, ["podmonitors.azmonitoring.coreos.com"], login=lambda _: no_certificate,
                                 sleep=clock.sleep, clock=clock)
 

@@ -625,7 +625,7 @@ def test_the_e2e_plan_is_decided_by_ops_e2e_matrix_and_refuses_what_is_over_the_
     stack = "dev"  # the smallest render, on a hosted runner
     assert matrix([stack])["include"], "dev runs on a hosted runner"
     # Both caps reach the plan: distributed-training (two ND96 H100 nodes) is above a $100 run, and the summary
-    # states the $5 total. What passed still runs (a plan with nothing left to run fails: tests/test_scoreboard.py).
+    # states the $5 total. What passed still runs.
     output, summary = tmp_path / "output", tmp_path / "summary"
     done, _, _ = run_step(tmp_path, "e2e.yml", "plan", "e2e-matrix", STACKS=f"distributed-training,{stack}",
                           MAX_COST="100", MAX_TOTAL_COST="5", GITHUB_OUTPUT=str(output),
@@ -636,6 +636,13 @@ def test_the_e2e_plan_is_decided_by_ops_e2e_matrix_and_refuses_what_is_over_the_
     assert f"| `{stack}` |" in summary.read_text() and "Cap: $100.00 a run and $5.00 in all" in summary.read_text()
     (refused,) = [line for line in done.stderr.splitlines() if line.startswith("::error::")]
     assert refused.startswith("::error::stack distributed-training: run cost $") and "above the cap $100.00" in refused
+    # Nothing left to run (dev is up, refused before any render), both caps empty as in the common case: the step
+    # itself fails, so no run starts.
+    write_tool(tmp_path, "az", "print(json.dumps([{'name': 'rg-dev', 'tags': {'pulumi-project': 'aksgpu', "
+                               "'pulumi-stack': 'dev', 'lifetime': 'demo'}}]))")
+    none, _, _ = run_step(tmp_path, "e2e.yml", "plan", "e2e-matrix", STACKS=stack, MAX_COST="", MAX_TOTAL_COST="",
+                          GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary))
+    assert none.returncode == 1 and "::error::stack dev is up" in none.stderr, none.stderr
 
 
 def test_each_e2e_run_signs_in_and_selects_its_stack_as_a_deploy_does():

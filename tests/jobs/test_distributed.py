@@ -61,7 +61,8 @@ def two_process_run(tmp_path_factory):
 def test_one_worker_runs_the_torchrun_group(request):
     """pytest-xdist sends a group to one worker by suffixing its items' node ids (xdist/remote.py); pytest 9.2 builds
     node ids another way and every group was silently ignored (pytest-dev/pytest-xdist#1386): pyproject.toml pins
-    pytest below it, and this fails where a bump breaks it again."""
+    pytest below it, and this fails where a bump breaks it again. It holds every group of the suite: these, the
+    module fixtures others make once, and tests/test_on_cluster.py's, which put each stack on its control plane."""
     if not getattr(request.config.option, "loadgroup", False):
         pytest.skip("not under pytest-xdist --dist loadgroup (make test runs it so)")
     assert request.node.nodeid.endswith("@torchrun")
