@@ -1,8 +1,6 @@
 """A stand-in for kubectl or az in the e2e probe and drill tests: it answers each call from a script of recorded
 answers and logs the call, so a test drives the real code paths (subprocesses, timeouts, port-forwards) offline.
 
-    python tests/fake_cli.py SCRIPT.json ARG...
-
 ``SCRIPT.json``: ``{"rules": [{"match": [word, ...], "answers": [answer, ...]}, ...]}``. A call takes the first rule
 whose words all appear among its arguments; each call of a rule takes its next answer, the last one repeating. An
 answer: ``stdout``, ``stderr``, ``exit`` (0), ``sleep`` (seconds before answering: a hung tool), or ``serve``
@@ -11,31 +9,28 @@ every request until stopped). Every call is appended to ``SCRIPT.log`` (one JSON
 file passed with ``-f`` and the files under an ``--source`` folder, and every request a server answers to
 ``SCRIPT.requests``.
 
-The tests run it through ``shim(folder)``: a shell script that hands each call to this module serving in the test
-process, and replays its answer (exit status, stdout, stderr; a ``sleep`` as a call that does not answer, a ``serve``
-as a process that forwards until stopped). Each call is still a process of its own, a shell's instead of a Python
-interpreter's (about 15 ms of CPU each, the drill's and probes' tests make hundreds). ``shim(folder, name, handler)``
-serves another stand-in the same way: ``handler(args)`` gives each call's answer, in the same shape (with
-``stdin_after``, ``handler(args, stdin)``).
+The tests run it through ``shim(folder)`` (``fake SCRIPT.json ARG...``): a shell script that hands each call to this
+module serving in the test process, and replays its answer (exit status, stdout, stderr; a ``sleep`` as a call that
+does not answer, a ``serve`` as a process that forwards until stopped). Each call is still a process of its own, a
+shell's instead of a Python interpreter's (about 15 ms of CPU each, the drill's and probes' tests make hundreds).
+``shim(folder, name, handler)`` serves another stand-in the same way: ``handler(args)`` gives each call's answer, in
+the same shape (with ``stdin_after``, ``handler(args, stdin)``).
 """
 
 from __future__ import annotations
 
 import fcntl
 import functools
+import http.server
 import itertools
 import json
 import select
 import socketserver
-import sys
 import threading
-import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import http.server
+from typing import Any
 
 Answerer = Callable[..., dict[str, Any]]
 """A stand-in's answer to one call's arguments (and its stdin, where its shim reads it): ``stdout``, ``stderr``,
@@ -79,8 +74,6 @@ def _log(script: Path, argv: list[str]) -> None:
 
 def _server(script: Path, answer: dict[str, Any]) -> http.server.ThreadingHTTPServer:
     """An HTTP server on a free local port answering every request with ``answer``, not yet serving."""
-    import http.server  # here: its imports (email, ssl) were two thirds of every other call's CPU time
-
     requests = script.with_suffix(".requests")
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -107,20 +100,6 @@ def _forwarding(server: http.server.ThreadingHTTPServer, args: list[str]) -> str
     """kubectl port-forward's line once it listens."""
     remote = next((a for a in args if a.startswith(":")), ":0")
     return f"Forwarding from 127.0.0.1:{server.server_address[1]} -> {remote.lstrip(':')}\n"
-
-
-def main(argv: list[str]) -> int:
-    script, args = Path(argv[0]), argv[1:]
-    _log(script, args)
-    answer = _answer(script, args)
-    time.sleep(answer.get("sleep", 0))
-    if "serve" in answer:
-        server = _server(script, answer["serve"])
-        print(_forwarding(server, args), end="", flush=True)
-        server.serve_forever()
-    sys.stdout.write(answer.get("stdout", ""))
-    sys.stderr.write(answer.get("stderr", ""))
-    return int(answer.get("exit", 0))
 
 
 class _Calls(socketserver.ThreadingMixIn, socketserver.TCPServer):
@@ -158,8 +137,8 @@ class _Calls(socketserver.ThreadingMixIn, socketserver.TCPServer):
             handler, reads_stdin = _HANDLERS[key]
             try:
                 return handler(args[:-1], args[-1]) if reads_stdin else handler(args)
-            except Exception as e:  # noqa: BLE001 - a stand-in's bug fails its call, saying why, instead of hanging it
-                return {"stderr": f"fake: {type(e).__name__}: {e}\n", "exit": 98}
+            except Exception:  # noqa: BLE001 - a stand-in's bug fails its call with its traceback, instead of hanging it
+                return {"stderr": f"fake: {traceback.format_exc()}", "exit": 98}
 
         def _gone(self, seconds: float | None) -> bool:
             """Whether the call's process ended (its connection closed) within ``seconds`` (None: ever)."""
@@ -209,6 +188,3 @@ def shim(folder: Path, name: str = "fake", handler: Answerer | None = None, stdi
     fake.chmod(0o755)
     return fake
 
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
