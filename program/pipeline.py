@@ -21,7 +21,7 @@ from program.config.schema import StackConfig
 from program.layers.azure import azure_outputs, build_azure_layer
 from program.layers.gpu_software import build_gpu_software
 from program.layers.images import build_images
-from program.layers.namespace import build_namespace
+from program.layers.namespace import build_volumes, build_workspace
 from program.scenario import Platform, Scenario
 from program.sdk import namespace_values, other_values
 
@@ -63,7 +63,7 @@ def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> Sta
     azure = build_azure_layer(cfg, needs, deployer, preflight=preflight)
     images = build_images(cfg, azure, {**needs.images, **platform_images(cfg)})
     software = build_gpu_software(cfg, azure, images, add_on_device_plugin=needs.ai_toolchain_operator)
-    workspace, volumes = build_namespace(cfg, azure, software, needs) if needs.namespace else (None, {})
+    workspace = build_workspace(azure, needs) if needs.namespace else None
     job_sets = None
     if needs.job_sets:
         job_sets = JobSetController("jobset", JobSetControllerArgs(), opts=azure.kubernetes_opts)
@@ -72,6 +72,9 @@ def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> Sta
         queue = Kueue("kueue", KueueArgs(pools=list(azure.gpu_pools.values()), workspaces=[workspace],
                                          job_sets=job_sets, rdma=cfg.addons.network_operator),
                       opts=azure.kubernetes_opts)
+    # JobSet runs are owned by their claim, and queued ones hold Kueue's finalizer until Kueue lets them go.
+    volumes = build_volumes(cfg, azure, software, needs, workspace,
+                            runs_released_by=[queue] if queue and job_sets else []) if workspace else {}
     platform = Platform(cfg=cfg, needs=needs, azure=azure, software=software, images=images, workspace=workspace,
                         volumes=volumes, job_queue=queue.queue if queue else None, job_sets=job_sets)
     values = {**azure_outputs(cfg, azure),

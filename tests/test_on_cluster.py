@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,6 +23,8 @@ import yaml
 from components.autoscaling.kueue import manager_config
 from components.gpu import node_gate_job, node_repair_job
 from components.gpu.gate import GATE_TAINT_KEY
+from components.training.jobset import API_VERSION as JOBSET_API
+from components.training.jobset import MANIFEST_KEY
 from components.vocabulary import SECURITY_EXCEPTION, SecurityException
 from tests import cluster_support as cs
 from tests.helpers import STACKS, pod_spec
@@ -82,6 +86,8 @@ class Life:
     """An InfiniBand namespace's pod as rendered, and each way past its exception → what admission answered."""
     left_behind: list[str] = field(default_factory=list)
     """What the deletion in Pulumi's order did not finish (a namespace stuck Terminating, a finalizer)."""
+    owner_claims: dict[str, str] = field(default_factory=dict)
+    """Each claim the runs are owned by → how its deletion went while runs it owns were there (``_watch_claims``)."""
     seconds: dict[str, float] = field(default_factory=dict)
     """Each phase's wall seconds."""
 
@@ -138,7 +144,9 @@ def _live(cluster, render) -> Life:
         found.gate = _gate(admin, render, waves)
         lap("gate")
     finally:
+        watched = _watch_claims(admin, waves)
         found.left_behind = cs.delete_waves(cluster, waves)
+        found.owner_claims = watched()
         found.left_behind += [f"namespace {n} still {_phase(admin, n)}" for n in _namespaces(waves)
                               if _phase(admin, n) != "gone"]
         for n in admin.items("/api/v1/nodes"):
@@ -158,6 +166,48 @@ def _remove_node(admin: cs.Admin, name: str) -> None:
 
 def _ready(node: dict) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", []))
+
+
+HELD = "kept foregroundDeletion while runs it owns were there"
+DELETE_DEPENDENTS = "foregroundDeletion"
+"""The finalizer a foreground deletion puts on the owner (metav1.FinalizerDeleteDependents)."""
+
+
+def _watch_claims(admin: cs.Admin, waves) -> Callable[[], dict[str, str]]:
+    """Watch, while the stack is deleted, each claim its run templates name as the runs' owner; what stops the
+    watch and says, per claim, whether it kept ``foregroundDeletion`` while a run it owns was there (``HELD``), let
+    it go with one there, or was never seen deleting with one there."""
+    claims = {(j["metadata"]["namespace"], ref["name"]) for wave in waves for o in wave
+              if o["kind"] == "ConfigMap" and MANIFEST_KEY in o.get("data", {})
+              for j in [json.loads(o["data"][MANIFEST_KEY])] for ref in j["metadata"].get("ownerReferences", [])
+              if ref["kind"] == "PersistentVolumeClaim"}
+    seen = {f"{ns}/{name}": "not seen deleting with a run it owns there" for ns, name in claims}
+    stop = threading.Event()
+
+    def look() -> None:
+        while not stop.is_set():
+            for ns, name in claims:
+                status, claim = admin.call("GET", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}")
+                meta = claim.get("metadata", {}) if status == 200 else {}
+                if not meta.get("deletionTimestamp") or seen[f"{ns}/{name}"].startswith("let"):
+                    continue
+                runs = [j["metadata"]["name"] for j in admin.items(f"/apis/{JOBSET_API}/namespaces/{ns}/jobsets")
+                        if any(r["uid"] == meta["uid"] for r in j["metadata"].get("ownerReferences", []))]
+                if runs:
+                    seen[f"{ns}/{name}"] = HELD if DELETE_DEPENDENTS in meta.get("finalizers", []) else \
+                        f"let {DELETE_DEPENDENTS} go while jobset/{runs[0]} it owns was there"
+            stop.wait(0.05)
+
+    watcher = threading.Thread(target=look, daemon=True)
+    if claims:
+        watcher.start()
+
+    def stopped() -> dict[str, str]:
+        stop.set()
+        if claims:
+            watcher.join()
+        return seen
+    return stopped
 
 
 def _namespaces(waves) -> list[str]:
@@ -537,6 +587,17 @@ def test_an_infiniband_namespace_admits_its_own_pods_and_nothing_past_ipc_lock(s
         pytest.skip("no rdma-memory-lock namespace in this stack")
     assert (found.pop("as rendered"), found.pop("metadata update")) == ("admitted", "admitted")
     assert {what: said for what, said in found.items() if "ValidatingAdmissionPolicy" not in said} == {}
+
+
+@pytest.mark.parametrize("stack", STACK_PARAMS)
+def test_a_claim_that_owns_runs_is_deleted_only_after_them(stack, cluster, render_of):
+    """Pulumi deletes the claim in the foreground, and its runs block that (components/training/jobset.py): it keeps
+    its foregroundDeletion finalizer until they are gone. Let go earlier, the garbage collector may count the claim,
+    still there for its protection finalizer, as a live owner, and never delete the runs that hold it."""
+    claims = life(stack, cluster, render_of(stack)).owner_claims
+    if not claims:
+        pytest.skip("no claim owns runs in this stack")
+    assert claims == dict.fromkeys(claims, HELD)
 
 
 @pytest.mark.parametrize("stack", STACK_PARAMS)

@@ -152,7 +152,15 @@ def jobset_manifest(run: RunSpec, namespace_name: str, queue_labels: Mapping[str
         "successPolicy": {"operator": "All"},
         "replicatedJobs": [{"name": run.replicated_job, "replicas": run.nodes, "template": {"spec": job}}],
     }
-    owners = [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": owner_claim, "uid": OWNER_UID}]
+    # Blocking: a foreground deletion of the claim (Pulumi's default) keeps the claim's foregroundDeletion finalizer
+    # until the runs are gone. Without it the garbage collector may drop that finalizer first, then find the claim
+    # still there (its protection finalizer, held by the pods of a run that mounts it) and leave the runs be:
+    # neither ever goes (kubernetes pkg/controller/garbagecollector: processDeletingDependentsItem,
+    # classifyReferences; seen on the test control plane, two destroys in sixteen). AKS does not enable
+    # OwnerReferencesPermissionEnforcement, so whoever may create the run may set it (learn.microsoft.com/azure/aks/faq,
+    # admission controllers).
+    owners = [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": owner_claim, "uid": OWNER_UID,
+               "blockOwnerDeletion": True}]
     return {"apiVersion": API_VERSION, "kind": "JobSet",
             "metadata": {"name": run.name, "namespace": namespace_name,
                          "labels": {**run.labels, **(queue_labels or {})},
@@ -172,10 +180,13 @@ class RunTemplateArgs:
     """What the manifest must be created after and deleted before: its namespace (named as text in it), the
     JobSet controller, Kueue (whose Workloads the runs made from it hold)."""
     owner_claim: pulumi.Input[str] | None = None
-    """The PersistentVolumeClaim each run is owned by: deleting it (``pulumi destroy``) deletes the runs first.
-    Without it a finished run's pods, which keep using the claim, would hold its deletion for good (the claim's
-    protection counts every scheduled pod that names it, kubernetes pkg/controller/volume/pvcprotection
-    podUsesPVCForDeletion: found on the test control plane)."""
+    """The PersistentVolumeClaim each run is owned by, blocking: deleting it in the foreground (``pulumi destroy``,
+    ``kubectl delete pvc --cascade=foreground``) deletes the runs first and waits for them. Without an owner, the
+    finished pods of a run that mounts the claim would hold its deletion for good (the claim's protection counts
+    every scheduled pod that names it, kubernetes pkg/controller/volume/pvcprotection podUsesPVCForDeletion: found
+    on the test control plane). A background deletion (kubectl's default) still waits until the runs are deleted:
+    the collector takes a dependent only once its owner is gone. Kueue, which lets a deleted run's Workload go,
+    must outlive the claim."""
 
 
 class RunTemplate(pulumi.ComponentResource):

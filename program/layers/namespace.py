@@ -8,6 +8,8 @@ mount with a SAS per workload and container instead (read-only SAS where the wor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 
 from components.identity.workload_identity import WorkloadIdentity, WorkloadIdentityArgs, blob_grant
@@ -20,14 +22,22 @@ from program.layers.gpu_software import GpuSoftware
 from program.needs import Needs
 
 
-def build_namespace(cfg: StackConfig, layer: AzureLayer, software: GpuSoftware, needs: Needs
-                    ) -> tuple[Workspace, dict[str, WorkloadVolumes]]:
-    """The scenario's namespace (``needs.namespace``), then per workload of ``needs.data_access`` its identity
-    (identity mode) and a volume per container it uses."""
+def build_workspace(layer: AzureLayer, needs: Needs) -> Workspace:
+    """The scenario's namespace (``needs.namespace``)."""
     assert needs.namespace is not None, "a workspace needs a namespace"
+    return Workspace("workspace", WorkspaceArgs(needs.namespace, needs.namespace_exception),
+                     opts=layer.kubernetes_opts)
+
+
+def build_volumes(cfg: StackConfig, layer: AzureLayer, software: GpuSoftware, needs: Needs, workspace: Workspace,
+                  runs_released_by: Sequence[pulumi.Resource] = ()) -> dict[str, WorkloadVolumes]:
+    """Per workload of ``needs.data_access`` its identity (identity mode) and a volume per container it uses.
+
+    ``runs_released_by``: what must outlive the runs a claim owns (components/training/jobset.py: a JobSet run is
+    owned by its checkpoint claim). The claims come after it and, on ``pulumi destroy``, go before it: Kueue must
+    still run to take its finalizer off a run's Workload, which else holds the run, and the claim, for good."""
     opts = layer.kubernetes_opts
-    namespace = needs.namespace
-    workspace = Workspace("workspace", WorkspaceArgs(namespace, needs.namespace_exception), opts=opts)
+    namespace = workspace.name
     volumes: dict[str, WorkloadVolumes] = {}
     driver = [software.blob_csi.release] if software.blob_csi else []
     accounts = {a.role: a for a in cfg.storage.accounts}
@@ -58,8 +68,8 @@ def build_namespace(cfg: StackConfig, layer: AzureLayer, software: GpuSoftware, 
                 identity_client_id=identity.client_id if identity else None,
                 identity_name=cfg.naming.identity(workload) if identity else None,
                 sas_expiry_days=cfg.storage.sas_expiry_days,
-                wait_for=[*driver, layer.storage[role], *(identity.grants if identity else [])],
+                wait_for=[*driver, layer.storage[role], *(identity.grants if identity else []), *runs_released_by],
             ), opts=opts)
             claims[container] = volume.claim_name
         volumes[workload] = WorkloadVolumes(identity.service_account if identity else None, claims)
-    return workspace, volumes
+    return volumes

@@ -170,7 +170,32 @@ def test_outputs_submit_each_run_from_its_template(render_of, tmp_path):
         assert manifest_["kind"] == "JobSet"
         (owner,) = manifest_["metadata"]["ownerReferences"]
         claim = command.split("get pvc ", 1)[1].split(" ", 1)[0]
-        assert owner == {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": claim, "uid": OWNER_UID}
+        # Blocking: see test_runs_block_their_claims_deletion.
+        assert owner == {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": claim, "uid": OWNER_UID,
+                         "blockOwnerDeletion": True}
+
+
+def test_runs_block_their_claims_deletion(render_of):
+    """The claim's foreground deletion (Pulumi's default) keeps its foregroundDeletion finalizer only while a
+    dependent that blocks owner deletion is left (kubernetes pkg/controller/garbagecollector
+    processDeletingDependentsItem). Without blocking, the collector may drop it before it reaches the runs, then
+    count the claim, still held by its protection finalizer for the train run's pods, a live owner
+    (classifyReferences): the runs and the claim stay for good (the cluster test's destroy, about one in eight).
+    The cluster test's life checks the order on a control plane."""
+    for manifest_ in jobset_templates(render_of(STACK)).values():
+        assert [o.get("blockOwnerDeletion") for o in manifest_["metadata"]["ownerReferences"]] == [True]
+
+
+def test_kueue_outlives_the_claim_that_owns_the_runs(render_of):
+    """``pulumi destroy`` deletes in reverse order of creation: the claim, with the runs it owns, before Kueue, whose
+    controller takes its finalizer off a deleted run's Workload (kueue v0.19.2 pkg/controller/jobframework
+    utils.go:273, reconciler.go:693 finalize). Deleted first, Kueue would leave the Workload, hence the run (the
+    Workload's controller owner, blocking: reconciler.go:1630) and the claim, for good."""
+    r = render_of(STACK)
+    (claim,) = {o["name"] for m in jobset_templates(r).values() for o in m["metadata"]["ownerReferences"]}
+    (pvc,) = [c for c in r.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+              if c.revealed["metadata"]["name"] == claim]
+    assert {"kueue-release", "kueue-cluster-queue", "jobset-release"} <= r.upstream(pvc.name)
 
 
 def test_the_network_operator_serves_rdma_on_infiniband_nodes_only(render_of):
