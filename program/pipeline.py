@@ -1,5 +1,6 @@
-"""The one pipeline every stack runs: config → checks → Azure layer → GPU software → workspace → images → the
-scenario's workloads → stack outputs. It runs whatever scenarios the composition root hands it (``__main__.py``)."""
+"""The one pipeline every stack runs: config → checks → Azure layer → images → GPU software → workspace → JobSet
+and Kueue → volumes → the scenario's workloads → stack outputs. It runs whatever scenarios the composition root
+hands it (``__main__.py``)."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def deploy(cfg: StackConfig, scenarios: Registry, preflight: bool = True) -> Sta
         queue = Kueue("kueue", KueueArgs(pools=list(azure.gpu_pools.values()), workspaces=[workspace],
                                          job_sets=job_sets, rdma=cfg.addons.network_operator),
                       opts=azure.kubernetes_opts)
-    # JobSet runs are owned by their claim, and queued ones hold Kueue's finalizer until Kueue lets them go.
+    # JobSet runs are owned by their claim, and every run's Workload holds Kueue's finalizer until Kueue lets it go.
     volumes = build_volumes(cfg, azure, software, needs, workspace,
                             runs_released_by=[queue] if queue and job_sets else []) if workspace else {}
     platform = Platform(cfg=cfg, needs=needs, azure=azure, software=software, images=images, workspace=workspace,

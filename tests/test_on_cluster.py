@@ -12,7 +12,6 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -87,7 +86,7 @@ class Life:
     left_behind: list[str] = field(default_factory=list)
     """What the deletion in Pulumi's order did not finish (a namespace stuck Terminating, a finalizer)."""
     owner_claims: dict[str, str] = field(default_factory=dict)
-    """Each claim the runs are owned by → how its deletion went while runs it owns were there (``_watch_claims``)."""
+    """Each claim the runs are owned by → how its deletion went while runs it owns were there (``_ClaimWatch``)."""
     seconds: dict[str, float] = field(default_factory=dict)
     """Each phase's wall seconds."""
 
@@ -144,9 +143,9 @@ def _live(cluster, render) -> Life:
         found.gate = _gate(admin, render, waves)
         lap("gate")
     finally:
-        watched = _watch_claims(admin, waves)
+        watch = _ClaimWatch(admin, waves)
         found.left_behind = cs.delete_waves(cluster, waves)
-        found.owner_claims = watched()
+        found.owner_claims = watch.stopped()
         found.left_behind += [f"namespace {n} still {_phase(admin, n)}" for n in _namespaces(waves)
                               if _phase(admin, n) != "gone"]
         for n in admin.items("/api/v1/nodes"):
@@ -173,41 +172,94 @@ DELETE_DEPENDENTS = "foregroundDeletion"
 """The finalizer a foreground deletion puts on the owner (metav1.FinalizerDeleteDependents)."""
 
 
-def _watch_claims(admin: cs.Admin, waves) -> Callable[[], dict[str, str]]:
-    """Watch, while the stack is deleted, each claim its run templates name as the runs' owner; what stops the
-    watch and says, per claim, whether it kept ``foregroundDeletion`` while a run it owns was there (``HELD``), let
-    it go with one there, or was never seen deleting with one there."""
-    claims = {(j["metadata"]["namespace"], ref["name"]) for wave in waves for o in wave
-              if o["kind"] == "ConfigMap" and MANIFEST_KEY in o.get("data", {})
-              for j in [json.loads(o["data"][MANIFEST_KEY])] for ref in j["metadata"].get("ownerReferences", [])
-              if ref["kind"] == "PersistentVolumeClaim"}
-    seen = {f"{ns}/{name}": "not seen deleting with a run it owns there" for ns, name in claims}
-    stop = threading.Event()
+class _ClaimWatch:
+    """Watches, while the stack is deleted, each claim its run templates name as the runs' owner: whether it keeps
+    ``foregroundDeletion`` while runs it owns are there (``HELD``) or lets it go with one there.
 
-    def look() -> None:
-        while not stop.is_set():
-            for ns, name in claims:
-                status, claim = admin.call("GET", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}")
-                meta = claim.get("metadata", {}) if status == 200 else {}
-                if not meta.get("deletionTimestamp") or seen[f"{ns}/{name}"].startswith("let"):
-                    continue
-                runs = [j["metadata"]["name"] for j in admin.items(f"/apis/{JOBSET_API}/namespaces/{ns}/jobsets")
-                        if any(r["uid"] == meta["uid"] for r in j["metadata"].get("ownerReferences", []))]
-                if runs:
-                    seen[f"{ns}/{name}"] = HELD if DELETE_DEPENDENTS in meta.get("finalizers", []) else \
-                        f"let {DELETE_DEPENDENTS} go while jobset/{runs[0]} it owns was there"
-            stop.wait(0.05)
+    The harness holds each run with a finalizer of its own (``FINALIZER``) until the collector has marked it deleting
+    and ``GRACE`` has passed, so the claim is always seen deleting with its runs there, and a collector that would
+    drop the claim's finalizer early has the time to."""
 
-    watcher = threading.Thread(target=look, daemon=True)
-    if claims:
-        watcher.start()
+    FINALIZER = "aksgpu.test/claim-watch"
+    GRACE = 1.0
+    EVERY = 0.1
 
-    def stopped() -> dict[str, str]:
-        stop.set()
-        if claims:
-            watcher.join()
-        return seen
-    return stopped
+    def __init__(self, admin: cs.Admin, waves):
+        self.admin, self.stop = admin, threading.Event()
+        claims = {(j["metadata"]["namespace"], ref["name"]) for wave in waves for o in wave
+                  if o["kind"] == "ConfigMap" and MANIFEST_KEY in o.get("data", {})
+                  for j in [json.loads(o["data"][MANIFEST_KEY])] for ref in j["metadata"].get("ownerReferences", [])
+                  if ref["kind"] == "PersistentVolumeClaim"}
+        self.seen: dict[str, str] = {}
+        self.held: dict[tuple[str, str], list[str]] = {}
+        for ns, name in sorted(claims):
+            status, claim = admin.call("GET", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}")
+            runs = self._runs(ns, claim["metadata"]["uid"]) if status == 200 else []
+            self.seen[f"{ns}/{name}"] = "not seen deleting with a run it owns there" if runs else \
+                "owned no run when the stack was deleted"
+            self.held[(ns, name)] = [f"/apis/{JOBSET_API}/namespaces/{ns}/jobsets/{r['metadata']['name']}"
+                                     for r in runs]
+            for path in self.held[(ns, name)]:
+                self._finalizer(path, keep=True)
+        self.thread = threading.Thread(target=self._look, daemon=True)
+        self.thread.start()
+
+    def _runs(self, ns: str, uid: str) -> list[dict[str, Any]]:
+        return [j for j in self.admin.items(f"/apis/{JOBSET_API}/namespaces/{ns}/jobsets")
+                if any(r["uid"] == uid for r in j["metadata"].get("ownerReferences", []))]
+
+    def _finalizer(self, path: str, keep: bool) -> None:
+        """Add or remove ``FINALIZER`` (at the read resourceVersion: the collector adds its own meanwhile)."""
+        for _ in range(20):
+            status, run = self.admin.call("GET", path)
+            if status == 404:
+                return
+            meta = run["metadata"]
+            finalizers = [f for f in meta.get("finalizers", []) if f != self.FINALIZER] + ([self.FINALIZER] * keep)
+            status, body = self.admin.call("PATCH", path, {"metadata": {
+                "finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}},
+                content_type="application/merge-patch+json")
+            if status != 409:
+                assert status == 200, body
+                return
+        raise RuntimeError(f"{path}: its finalizers kept changing")
+
+    def _look(self) -> None:
+        acted: dict[tuple[str, str], float] = {}
+        try:
+            while not self.stop.is_set():
+                for (ns, name), paths in self.held.items():
+                    status, claim = self.admin.call("GET", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}")
+                    if paths and status == 404:  # gone with runs held: only a collector that let go early
+                        self._release(ns, name)
+                    meta = claim.get("metadata", {}) if status == 200 else {}
+                    if not paths or not meta.get("deletionTimestamp"):
+                        continue
+                    runs = self._runs(ns, meta["uid"])
+                    if runs and DELETE_DEPENDENTS not in meta.get("finalizers", []):
+                        self.seen[f"{ns}/{name}"] = (f"let {DELETE_DEPENDENTS} go while "
+                                                     f"jobset/{runs[0]['metadata']['name']} it owns was there")
+                    elif runs and not self.seen[f"{ns}/{name}"].startswith("let"):
+                        self.seen[f"{ns}/{name}"] = HELD
+                    if all(r["metadata"].get("deletionTimestamp") for r in runs):
+                        if time.monotonic() - acted.setdefault((ns, name), time.monotonic()) > self.GRACE:
+                            self._release(ns, name)
+                self.stop.wait(self.EVERY)
+        except Exception as error:  # noqa: BLE001 (told as the verdict, where a dead thread would say nothing)
+            self.seen = dict.fromkeys(self.seen, f"the watch failed: {error!r}")
+
+    def _release(self, ns: str, name: str) -> None:
+        for path in self.held[(ns, name)]:
+            self._finalizer(path, keep=False)
+        self.held[(ns, name)] = []
+
+    def stopped(self) -> dict[str, str]:
+        """Stop watching, let go of every run still held; what was seen."""
+        self.stop.set()
+        self.thread.join()
+        for ns, name in list(self.held):
+            self._release(ns, name)
+        return self.seen
 
 
 def _namespaces(waves) -> list[str]:

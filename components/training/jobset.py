@@ -184,9 +184,9 @@ class RunTemplateArgs:
     ``kubectl delete pvc --cascade=foreground``) deletes the runs first and waits for them. Without an owner, the
     finished pods of a run that mounts the claim would hold its deletion for good (the claim's protection counts
     every scheduled pod that names it, kubernetes pkg/controller/volume/pvcprotection podUsesPVCForDeletion: found
-    on the test control plane). A background deletion (kubectl's default) still waits until the runs are deleted:
-    the collector takes a dependent only once its owner is gone. Kueue, which lets a deleted run's Workload go,
-    must outlive the claim."""
+    on the test control plane). A background deletion (kubectl's default) still waits, while a run's pods mount the
+    claim, until the runs are deleted: the collector takes a dependent only once its owner is gone. Kueue, which
+    lets a deleted run's Workload go, must outlive the claim."""
 
 
 class RunTemplate(pulumi.ComponentResource):
