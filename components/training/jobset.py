@@ -156,7 +156,7 @@ def jobset_manifest(run: RunSpec, namespace_name: str, queue_labels: Mapping[str
     # until the runs are gone. Without it the garbage collector may drop that finalizer first, then find the claim
     # still there (its protection finalizer, held by the pods of a run that mounts it) and leave the runs be:
     # neither ever goes (kubernetes pkg/controller/garbagecollector: processDeletingDependentsItem,
-    # classifyReferences; seen on the test control plane, two destroys in sixteen). AKS does not enable
+    # classifyReferences; seen on the test control plane in two destroys of eleven). AKS does not enable
     # OwnerReferencesPermissionEnforcement, so whoever may create the run may set it (learn.microsoft.com/azure/aks/faq,
     # admission controllers).
     owners = [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": owner_claim, "uid": OWNER_UID,

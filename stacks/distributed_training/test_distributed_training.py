@@ -180,7 +180,7 @@ def test_runs_block_their_claims_deletion(render_of):
     dependent that blocks owner deletion is left (kubernetes pkg/controller/garbagecollector
     processDeletingDependentsItem). Without blocking, the collector may drop it before it reaches the runs, then
     count the claim, still held by its protection finalizer for the train run's pods, a live owner
-    (classifyReferences): the runs and the claim stay for good (the cluster test's destroy, about one in eight).
+    (classifyReferences): the runs and the claim stay for good (the cluster test's destroy, two times in eleven).
     The cluster test's life checks the order on a control plane."""
     for manifest_ in jobset_templates(render_of(STACK)).values():
         assert [o.get("blockOwnerDeletion") for o in manifest_["metadata"]["ownerReferences"]] == [True]
