@@ -23,10 +23,9 @@ from components.autoscaling.kueue import manager_config
 from components.gpu import node_gate_job, node_repair_job
 from components.gpu.gate import GATE_TAINT_KEY
 from components.training.jobset import API_VERSION as JOBSET_API
-from components.training.jobset import MANIFEST_KEY
 from components.vocabulary import SECURITY_EXCEPTION, SecurityException
 from tests import cluster_support as cs
-from tests.helpers import STACKS, pod_spec
+from tests.helpers import STACKS, jobset_templates, pod_spec
 
 pytestmark = pytest.mark.cluster
 CLUSTERS = 2
@@ -143,7 +142,7 @@ def _live(cluster, render) -> Life:
         found.gate = _gate(admin, render, waves)
         lap("gate")
     finally:
-        watch = _ClaimWatch(admin, waves)
+        watch = _ClaimWatch(admin, render)
         found.left_behind = cs.delete_waves(cluster, waves)
         found.owner_claims = watch.stopped()
         found.left_behind += [f"namespace {n} still {_phase(admin, n)}" for n in _namespaces(waves)
@@ -184,12 +183,10 @@ class _ClaimWatch:
     GRACE = 1.0
     EVERY = 0.1
 
-    def __init__(self, admin: cs.Admin, waves):
+    def __init__(self, admin: cs.Admin, render):
         self.admin, self.stop = admin, threading.Event()
-        claims = {(j["metadata"]["namespace"], ref["name"]) for wave in waves for o in wave
-                  if o["kind"] == "ConfigMap" and MANIFEST_KEY in o.get("data", {})
-                  for j in [json.loads(o["data"][MANIFEST_KEY])] for ref in j["metadata"].get("ownerReferences", [])
-                  if ref["kind"] == "PersistentVolumeClaim"}
+        claims = {(j["metadata"]["namespace"], ref["name"]) for j in jobset_templates(render).values()
+                  for ref in j["metadata"].get("ownerReferences", []) if ref["kind"] == "PersistentVolumeClaim"}
         self.seen: dict[str, str] = {}
         self.held: dict[tuple[str, str], list[str]] = {}
         for ns, name in sorted(claims):
