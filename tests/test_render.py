@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from offline.render import REPO_ROOT, SECRET, render_stack
-from offline.report import write_render
+from offline.report import HELM_RELEASE, helm_release, is_manifest, is_patch, manifest, write_render
 from program import outputs
 from stacks.gpu_sharing.deploy import NOTEBOOK_TOKEN
 from tests.helpers import STACKS
@@ -33,6 +33,17 @@ def test_resources_json_is_sorted_by_type_and_name_with_parent_and_dependencies(
         assert set(d["dependsOn"]) <= names, d["name"]
     assert (out / "summary.md").read_text().startswith(f"# Stack `{stack}`")
     assert (out / "graph.mmd").read_text().startswith("flowchart TB")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_written_manifests_and_releases_read_back_as_the_render_declares_them(stack, render_of, tmp_path):
+    render = render_of(stack)
+    out = write_render(render, tmp_path)
+    written = {p.relative_to(out).as_posix(): yaml.safe_load(p.read_text()) for p in out.glob("*/*.yaml")}
+    declared = [manifest(r) for r in render.resources if is_manifest(r) or is_patch(r)]
+    declared += [helm_release(r) for r in render.of_type(HELM_RELEASE)]
+    assert len(written) == len(declared) > 0
+    assert sorted(map(json.dumps, written.values())) == sorted(map(json.dumps, declared))
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from offline.stack_files import SAFE_LOADER
+
 FOLDER = Path(__file__).parent
 """The dated tables the estimates read (prices, durations, image sizes), which ``python -m ops`` refreshes."""
 
@@ -16,7 +18,7 @@ FOLDER = Path(__file__).parent
 @functools.cache  # read once per process, however many stacks render
 def load_table(path: Path) -> dict[str, Any]:
     """One of the dated YAML tables beside this module (prices, durations)."""
-    return yaml.safe_load(path.read_text())
+    return yaml.load(path.read_text(), Loader=SAFE_LOADER)  # noqa: S506 (a safe loader)
 
 
 def minutes(seconds: float) -> str:
