@@ -7,6 +7,11 @@ import argparse
 import difflib
 import json
 from pathlib import Path
+from typing import Any
+
+import yaml
+
+from offline.stack_files import SAFE_LOADER
 
 COMPARED = ("summary.md", "urns.txt", "resources.json", "cost.md", "timeline.md")
 MAX_LINES = 400
@@ -23,16 +28,30 @@ def compared_files(root: Path, stack: str) -> dict[str, str]:
     return {name: (folder / name).read_text() for name in names}
 
 
+def _meaning(name: str, text: str | None) -> Any:
+    """What a file says: its data for YAML and JSON, its text otherwise. A stack whose files say the same is no change
+    to preview or deploy, whatever the emitter that wrote them (a base rendered by older code folds long strings
+    differently)."""
+    if text is None or not name.endswith((".yaml", ".json")):
+        return text
+    return json.loads(text) if name.endswith(".json") else yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 (safe)
+
+
+def _changed_files(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    return [name for name in sorted(set(old) | set(new))
+            if old.get(name) != new.get(name) and _meaning(name, old.get(name)) != _meaning(name, new.get(name))]
+
+
 def changed_stacks(base: Path, head: Path) -> list[str]:
     stacks = sorted({p.name for p in base.iterdir() if p.is_dir()} | {p.name for p in head.iterdir() if p.is_dir()})
-    return [s for s in stacks if compared_files(base, s) != compared_files(head, s)]
+    return [s for s in stacks if _changed_files(compared_files(base, s), compared_files(head, s))]
 
 
 def stack_diff(base: Path, head: Path, stack: str) -> list[str]:
     old, new = compared_files(base, stack), compared_files(head, stack)
     lines: list[str] = []
-    for name in sorted(set(old) | set(new)):
-        if name == "resources.json" or old.get(name) == new.get(name):
+    for name in _changed_files(old, new):
+        if name == "resources.json":
             continue  # resources.json is the source of the other files; its diff would repeat them
         lines += difflib.unified_diff(old.get(name, "").splitlines(), new.get(name, "").splitlines(),
                                       f"base/{stack}/{name}", f"head/{stack}/{name}", lineterm="", n=2)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from offline import render_diff
 from offline.stack_files import REPO_ROOT
@@ -94,9 +95,16 @@ def test_render_diff_lists_changed_stacks_and_shows_their_diffs(tmp_path):
     tree(base, "b", "same\n", "same\n")
     tree(head, "b", "same\n", "same\n")
     tree(head, "c", "new\n", "new\n")
+    # the same document as PyYAML's own emitter and libyaml's fold it (a base rendered before the render moved to
+    # libyaml's): not a change
+    doc = {"script": "a line long enough to fold, \n  indented, with a trailing space \nand more words to fold"}
+    folded = [yaml.dump(doc, Dumper=dumper, width=20) for dumper in (yaml.SafeDumper, yaml.CSafeDumper)]
+    assert folded[0] != folded[1]
+    tree(base, "d", "same\n", folded[0])
+    tree(head, "d", "same\n", folded[1])
     assert render_diff.changed_stacks(base, head) == ["a", "c"]
     text = render_diff.markdown(base, head)
-    assert "-pools: 1" in text and "+pools: 2" in text and "`b`" not in text
+    assert "-pools: 1" in text and "+pools: 2" in text and "`b`" not in text and "`d`" not in text
     assert json.loads(offline("render-diff", base, head, "--stacks").stdout) == ["a", "c"]
     assert "No stack's render changed" in render_diff.markdown(base, base)
 
