@@ -7,6 +7,7 @@ import argparse
 import gc
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from offline.cli import error, unknown_stack
@@ -14,20 +15,9 @@ from offline.stack_files import stack_files
 from program.config.errors import ConfigError
 
 
-def render(stack: str | None, config: Path | None, out: Path) -> int:
-    """Render ``stack`` (with ``config`` instead of its stack file), or every stack when ``stack`` is None.
-
-    The garbage collector runs between stacks only, from before the program and the SDK load (``_settle``)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _checked_and_rendered(stack, config, out)
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _checked_and_rendered(stack: str | None, config: Path | None, out: Path) -> int:
+def render(stack: str | None, config: Path | None, out: Path, settle: Callable[[], None] = lambda: None) -> int:
+    """Render ``stack`` (with ``config`` instead of its stack file), or every stack when ``stack`` is None; ``settle``
+    runs once the configs are checked and after each stack."""
     from offline.render import check_stack
     from program.config.rules import between_stacks
 
@@ -58,10 +48,10 @@ def _checked_and_rendered(stack: str | None, config: Path | None, out: Path) -> 
             print(f"error: {which}: {clash.error}", file=sys.stderr)
     if bad:
         return 2
-    _settle()
+    settle()
     for name, path in targets.items():
         _render_into(name, path, out)
-        _settle()
+        settle()
     return 0
 
 
@@ -78,17 +68,23 @@ def _render_into(name: str, path: Path, out: Path) -> None:
 
 
 def _settle() -> None:
-    """Collect what the last stack left, and move what survives out of the cyclic collector's reach for the rest of
-    the process (``gc.freeze``). The program's and the SDK's modules and type objects load once and live until exit,
-    yet the collector, left to itself, walked all of them again several times while they loaded, during each render
-    and once more at exit: a third of ``render --all``'s CPU (scripts/render_floor.py --process). A stack's garbage
-    waits for the end of its render: ``render --all``'s peak memory stays 184 MB. The frozen objects stay frozen for
-    the rest of the process, which this command ends."""
+    """Collect what the last stack left, then put what survives out of the collector's reach (``gc.freeze``): the
+    program's and the SDK's modules and type objects load once and live until exit, and the collector, left to
+    itself, walked them all again several times while they loaded, during each render and at exit
+    (scripts/render_floor.py --process times the command)."""
     gc.collect()
     gc.freeze()
 
 
 def render_command(args: argparse.Namespace) -> int:
+    """The command, whose process ends after it: garbage is collected between stacks only (``_settle``), from before
+    the program and the SDK load."""
     if args.all and args.config:
         return error("--config goes with --stack")
-    return render(args.stack, args.config, args.out)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return render(args.stack, args.config, args.out, settle=_settle)
+    finally:
+        if enabled:
+            gc.enable()
