@@ -21,9 +21,16 @@ def run_cli(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.fixture(scope="module")
+def written(render_of, tmp_path_factory):
+    """Each stack's render written out once for this module's tests."""
+    root, done = tmp_path_factory.mktemp("written"), {}
+    return lambda stack: done.get(stack) or done.setdefault(stack, write_render(render_of(stack), root))
+
+
 @pytest.mark.parametrize("stack", STACKS)
-def test_resources_json_is_sorted_by_type_and_name_with_parent_and_dependencies(stack, render_of, tmp_path):
-    out = write_render(render_of(stack), tmp_path)
+def test_resources_json_is_sorted_by_type_and_name_with_parent_and_dependencies(stack, written):
+    out = written(stack)
     data = json.loads((out / "resources.json").read_text())
     assert [(d["type"], d["name"]) for d in data] == sorted((d["type"], d["name"]) for d in data)
     names = {d["name"] for d in data}
@@ -35,15 +42,19 @@ def test_resources_json_is_sorted_by_type_and_name_with_parent_and_dependencies(
     assert (out / "graph.mmd").read_text().startswith("flowchart TB")
 
 
+def _typed_text(doc) -> str:
+    """A document as PyYAML's own emitter writes it: types kept, of keys too (JSON would write a key True as "true")."""
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
 @pytest.mark.parametrize("stack", STACKS)
-def test_written_manifests_and_releases_read_back_as_the_render_declares_them(stack, render_of, tmp_path):
-    render = render_of(stack)
-    out = write_render(render, tmp_path)
-    written = {p.relative_to(out).as_posix(): yaml.safe_load(p.read_text()) for p in out.glob("*/*.yaml")}
+def test_written_manifests_and_releases_read_back_as_the_render_declares_them(stack, render_of, written):
+    render, out = render_of(stack), written(stack)
     declared = [manifest(r) for r in render.resources if is_manifest(r) or is_patch(r)]
     declared += [helm_release(r) for r in render.of_type(HELM_RELEASE)]
-    assert len(written) == len(declared) > 0
-    assert sorted(map(json.dumps, written.values())) == sorted(map(json.dumps, declared))
+    read_back = [yaml.safe_load(p.read_text()) for p in out.glob("*/*.yaml")]
+    assert len(read_back) == len(declared) > 0
+    assert sorted(map(_typed_text, read_back)) == sorted(map(_typed_text, declared))
 
 
 @pytest.mark.parametrize("stack", STACKS)
