@@ -9,7 +9,6 @@ SDK keeps the root stack and the config in context variables.
 from __future__ import annotations
 
 import contextvars
-import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
 from offline.mocks import SUBSCRIPTION, AzureMocks
-from offline.runtime import resolve, root_outputs, run_program, set_all_config
+from offline.runtime import resolve, root_outputs, run_program, set_all_config, without_provider_aliases
 from offline.stack_files import REPO_ROOT, cli_encoded, read_stack_file, stack_files
 from program.config.keys import PROJECT
 from program.config.schema import StackConfig
@@ -225,25 +224,6 @@ def _resolve_outputs(raw: dict[str, Any]) -> dict[str, Any]:
     return resolved
 
 
-def _provider_type_alias(alias: Any) -> bool:
-    """One of a provider SDK's own aliases: another type name of the same resource (an older API version), nothing
-    else. The program's aliases name a parent or a name, or a type of the project's own."""
-    return (isinstance(alias, pulumi.Alias) and isinstance(alias.type_, str)
-            and not alias.type_.startswith(f"{PROJECT}:")
-            and alias.name is ... and alias.parent is ... and alias.stack is ... and alias.project is ...)
-
-
-def _without_provider_aliases(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult:
-    """Drop the providers' aliases: azure-native declares one per API version of a type (about 110 for an AKS
-    cluster), which only move existing state to a new type name. A render has no state, and turning each into a URN
-    took a fifth of its time. The program's own aliases stay: the URN pins check them."""
-    if not args.opts.aliases:
-        return pulumi.ResourceTransformationResult(args.props, args.opts)
-    opts = copy.copy(args.opts)
-    opts.aliases = [a for a in args.opts.aliases if not _provider_type_alias(a)] or None
-    return pulumi.ResourceTransformationResult(args.props, opts)
-
-
 def _run_program(stack: str, encoded: dict[str, str], subscription: str
                  ) -> tuple[StackConfig, RecordingMonitor, dict[str, Any]]:
     set_all_config(encoded)
@@ -252,7 +232,7 @@ def _run_program(stack: str, encoded: dict[str, str], subscription: str
     holder: dict[str, StackConfig] = {}
 
     def program() -> None:
-        pulumi.runtime.register_stack_transformation(_without_provider_aliases)
+        pulumi.runtime.register_stack_transformation(without_provider_aliases)
         holder["cfg"] = deploy(read_stack_config(REGISTRY), REGISTRY, preflight=False)
 
     run_program(program)

@@ -1,7 +1,7 @@
 """How much CPU time the program itself adds to an offline render, against a floor.
 
-    .venv/bin/python scripts/render_floor.py --stack STACK [--stack ...] [--repeat 7] [--ladder] [--json FILE]
-        [--profile N] [--emit FILE]
+    .venv/bin/python scripts/render_floor.py --stack STACK [--stack ...] [--repeat 7] [--ladder] [--process]
+        [--json FILE] [--profile N] [--emit FILE]
 
 The program: ``offline.render.render_stack(STACK)``, the render as every test and ``python -m offline render`` run
 it (config loading, components, the stack transformation, invokes, outputs).
@@ -15,7 +15,7 @@ with the typed provider SDK classes: ``pulumi_azure_native.<module>.<Class>``,
 as literals in generated Python source (compiled once, executed per run, like a program's module body). No
 components, no parents, no dependsOn, no aliases of its own, no config, no invokes, no exports. It runs under
 the same mocks and monitor setup the render uses (``AzureMocks`` in ``offline.mocks``, ``RecordingMonitor``,
-``pulumi.runtime.mocks.set_mocks`` and the stack transformation ``_without_provider_aliases``, as
+``pulumi.runtime.mocks.set_mocks`` and the stack transformation ``without_provider_aliases``, as
 ``offline.render._run_program`` sets them up), in a fresh ``contextvars.Context`` per run. Without that
 transformation azure-native's ~1,300 API-version aliases would make the flat program slower than the program (the
 ``floor_no_transform_cpu_s`` column, for reference). Before timing, the floor's recorded resources are checked
@@ -30,8 +30,17 @@ and the resource counts of both.
 row per stack), ``--profile N`` prints the top N functions (cProfile, cumulative, main thread only) of one warm
 program render and one warm floor run, ``--emit FILE`` writes the generated floor program.
 
+``--process`` also times whole processes, start-up, imports and exit included, as a user meets them: the program as
+``python -m offline render --stack STACK --out TMP`` (config checks of every stack file, the render, its files;
+garbage collected between stacks only) against the floor as a script of its own (``floor_script``: it imports only
+pulumi, the SDK classes it declares, ``offline.mocks`` and ``offline.runtime``), in the forms of ``PROCESS_FORMS``.
+``transform+gc`` is the like-for-like floor; ``plain`` is a typed-SDK program as written, which pays for
+azure-native's API-version aliases. Each round runs the four commands in a shuffled order; CPU is the child's user +
+system time (``RUSAGE_CHILDREN``), and each ratio is the median of the rounds' own ratios, so a drift in the
+machine's speed between rounds does not move it. Each process's count of registered resources is checked.
+
     .venv/bin/python scripts/render_floor.py --stack av-resim --stack gpu-basics --stack llm-serving --repeat 15 \
-        --ladder --json docs/results/render-floor.json
+        --ladder --process --json docs/results/render-floor.json
 """
 
 from __future__ import annotations
@@ -48,8 +57,11 @@ import json
 import os
 import pstats
 import random
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +74,8 @@ import pulumi  # noqa: E402
 from pulumi.runtime import mocks as pulumi_mocks  # noqa: E402
 
 from offline.mocks import SUBSCRIPTION, AzureMocks  # noqa: E402
-from offline.render import RecordingMonitor, Render, Resource, _without_provider_aliases, render_stack  # noqa: E402
-from offline.runtime import run_program  # noqa: E402
+from offline.render import RecordingMonitor, Render, Resource, render_stack  # noqa: E402
+from offline.runtime import run_program, without_provider_aliases  # noqa: E402
 from program.config.keys import PROJECT  # noqa: E402
 
 _PACKAGES = {"azure-native": "pulumi_azure_native", "kubernetes": "pulumi_kubernetes", "command": "pulumi_command",
@@ -90,7 +102,7 @@ class Floor:
 
         def program() -> None:
             if transform:
-                pulumi.runtime.register_stack_transformation(_without_provider_aliases)
+                pulumi.runtime.register_stack_transformation(without_provider_aliases)
             exec(self.code, dict(self.namespace))
 
         run_program(program)
@@ -223,6 +235,93 @@ def build_floor(render: Render, steps: tuple[str, ...] = ()) -> Floor:
     return Floor(source, namespace, compile(source, f"<floor {render.stack}>", "exec"))
 
 
+PROCESS_FORMS = ("plain", "transform", "transform+gc")
+"""The floor script's forms under ``--process``, each adding to the last: a typed-SDK program as written, then with
+the render's alias transformation, then with the garbage collector handled as the render command handles it."""
+
+_SCRIPT = """\
+import gc, sys
+FORM = sys.argv[1]
+if FORM == "transform+gc":
+    gc.disable()
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from offline.mocks import SUBSCRIPTION, AzureMocks
+from offline.runtime import run_program, without_provider_aliases
+{imports}
+
+
+class Counting(AzureMocks):
+    registered = 0
+
+    def new_resource(self, args):
+        Counting.registered += 1
+        return super().new_resource(args)
+
+
+def settle():
+    if FORM == "transform+gc":
+        gc.collect()
+        gc.freeze()
+
+
+def program():
+    if FORM != "plain":
+        pulumi.runtime.register_stack_transformation(without_provider_aliases)
+{body}
+
+
+pulumi_mocks.set_mocks(Counting({stack!r}, SUBSCRIPTION), project={project!r}, stack={stack!r}, preview=False)
+settle()
+run_program(program)
+settle()
+print(Counting.registered)
+"""
+
+
+def floor_script(render: Render, floor: Floor) -> str:
+    """The floor as a script of its own: what a typed-SDK program declaring the same resources imports and runs."""
+    imports = [f"from {cls.__module__.rsplit('.', 1)[0]} import {cls.__name__} as {alias}"
+               for alias, cls in floor.namespace.items() if alias != "pulumi"]
+    body = "\n".join(f"    {line}" for line in floor.source.splitlines() if not line.startswith("#"))
+    return _SCRIPT.format(imports="\n".join(imports), body=body, stack=render.stack, project=PROJECT)
+
+
+def _child_cpu(cmd: list[str]) -> tuple[float, str]:
+    """CPU seconds (user + system) of one child process, from the children's accounting, and what it printed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})  # the floor script imports offline.mocks
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, done.stdout
+
+
+def measure_process(render: Render, floor: Floor, repeat: int) -> dict[str, Any]:
+    """Whole-process CPU of the render command and of the floor script's forms (see ``--process``)."""
+    custom = sum(r.custom for r in render.resources)
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "floor.py"
+        script.write_text(floor_script(render, floor))
+        commands = {"program": [sys.executable, "-m", "offline", "render", "--stack", render.stack, "--out", tmp],
+                    **{f"floor {form}": [sys.executable, str(script), form] for form in PROCESS_FORMS}}
+        times: dict[str, list[float]] = {k: [] for k in commands}
+        order = random.Random(render.stack)
+        for i in range(repeat + 1):  # the first round warms the page cache and is not counted
+            for key, cmd in order.sample(list(commands.items()), len(commands)):
+                cpu, out = _child_cpu(cmd)
+                count, want = (out.split()[1], len(render.resources)) if key == "program" else (out.split()[-1], custom)
+                if int(count) != want:
+                    raise SystemExit(f"{key} registered {count} resources, not {want}")
+                if i:
+                    times[key].append(cpu)
+    median = {k: round(statistics.median(v), 3) for k, v in times.items()}
+    ratios = {form: round(statistics.median(p / f for p, f in zip(times["program"], times[f"floor {form}"],
+                                                                   strict=True)), 2) for form in PROCESS_FORMS}
+    return {"cpu_s": median, "ratio": ratios, "all_cpu_s": {k: [round(t, 3) for t in v] for k, v in times.items()}}
+
+
 def _key(r: Resource, steps: tuple[str, ...]) -> tuple:
     return (r.type, r.name, r.provider, json.dumps(r.revealed, sort_keys=True), tuple(r.ignore_changes),
             tuple(r.replace_on_changes), r.protect, r.urn if "parents" in steps else None,
@@ -261,7 +360,7 @@ def _profile(label: str, fn: Any, top: int) -> None:
     print(out.getvalue())
 
 
-def measure(stack: str, repeat: int, ladder: bool = False) -> dict[str, Any]:
+def measure(stack: str, repeat: int, ladder: bool = False, process: bool = False) -> dict[str, Any]:
     render = render_stack(stack)  # warm-up of the program
     floor = build_floor(render)
     recorded = check_floor(render, floor)  # warm-up of the floor
@@ -295,6 +394,8 @@ def measure(stack: str, repeat: int, ladder: bool = False) -> dict[str, Any]:
     }
     if ladder:
         row["ladder_cpu_s"] = {k: round(v, 4) for k, v in median.items() if k.startswith("floor+")}
+    if process:
+        row["process"] = measure_process(render, floor, repeat)
     row["all_cpu_s"] = {k: [round(t, 4) for t in v] for k, v in times.items()}
     row["machine"] = {"nproc": len(os.sched_getaffinity(0)), "python": sys.version.split()[0]}
     row["date"] = datetime.date.today().isoformat()
@@ -308,12 +409,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="results file to update (a list of rows, one per stack)")
     parser.add_argument("--profile", type=int, metavar="N", help="print the top N functions of each, warm")
     parser.add_argument("--emit", type=Path, help="write the generated floor program here")
+    parser.add_argument("--process", action="store_true",
+                        help="also time whole processes: the render command against the floor as a script")
     parser.add_argument("--ladder", action="store_true",
                         help="also time the floor plus the program's components, parents, dependencies (cumulative)")
     args = parser.parse_args(argv)
     rows = []
     for stack in args.stack:
-        row = measure(stack, args.repeat, args.ladder)
+        row = measure(stack, args.repeat, args.ladder, args.process)
         rows.append(row)
         res = row["resources"]
         print(f"{stack:14} resources program {res['program']} ({res['program_custom']} custom + "
@@ -323,6 +426,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['floor_no_transform_cpu_s'] * 1000:.0f} ms)")
         for key, value in row.get("ladder_cpu_s", {}).items():
             print(f"{'':14} {key:32} {value * 1000:.0f} ms")
+        if "process" in row:
+            cpu, ratio = row["process"]["cpu_s"], row["process"]["ratio"]
+            print(f"{'':14} whole process: program {cpu['program']:.2f} CPU-s; " + ", ".join(
+                f"floor {form} {cpu[f'floor {form}']:.2f} (ratio {ratio[form]:.2f})" for form in PROCESS_FORMS))
         if args.profile or args.emit:
             floor = build_floor(render_stack(stack))
             if args.emit:
