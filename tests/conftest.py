@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import gc
 import os
 import pickle
 from collections.abc import Callable
@@ -37,7 +38,15 @@ def _render_once(stack: str, shared: Path, render: Callable[[], Render] | None =
                 from offline.render import render_stack
                 _RENDERS[stack] = render() if render else render_stack(stack)
                 kept.write_bytes(pickle.dumps(_RENDERS[stack]))
+        _settle()
     return _RENDERS[stack]
+
+
+def _settle() -> None:
+    """Move what the worker keeps for the whole run (modules, torch, the SDK, the renders) out of the garbage
+    collector's reach, as ``python -m offline render`` does between stacks: each full collection walked it all again."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +74,10 @@ def render_shape(shared_renders) -> Callable[[str], Render]:
 def renders(render_of) -> dict[str, Render]:
     from tests.helpers import STACKS
     return {stack: render_of(stack) for stack in STACKS}
+
+
+def pytest_collection_finish(session):
+    _settle()  # every test module imported
 
 
 def pytest_addoption(parser):
