@@ -28,18 +28,34 @@ def compared_files(root: Path, stack: str) -> dict[str, str]:
     return {name: (folder / name).read_text() for name in names}
 
 
-def _meaning(name: str, text: str | None) -> Any:
-    """What a file says: its data for YAML and JSON, its text otherwise. A stack whose files say the same is no change
-    to preview or deploy, whatever the emitter that wrote them (a base rendered by older code folds long strings
-    differently)."""
-    if text is None or not name.endswith((".yaml", ".json")):
+def _typed(value: Any) -> Any:
+    """``value`` with each scalar's and key's type beside it: Python's ``==`` takes ``true`` for ``1``, the engine
+    does not (a bool and a number are different protobuf Values)."""
+    if isinstance(value, dict):
+        return {_typed(k): _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return type(value).__name__, value
+
+
+def _meaning(name: str, text: str) -> Any:
+    """What a file says: its typed data for YAML and JSON, its text otherwise (and for a file that does not parse,
+    which then counts as changed). Files that say the same are no change to preview or deploy, whatever emitter wrote
+    them: a base rendered by older code folds long strings differently."""
+    if not name.endswith((".yaml", ".json")):
         return text
-    return json.loads(text) if name.endswith(".json") else yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 (safe)
+    try:
+        data = json.loads(text) if name.endswith(".json") else yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 (safe)
+    except (ValueError, yaml.YAMLError):
+        return text
+    return _typed(data)
 
 
 def _changed_files(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    """The files ``new`` adds, drops or changes against ``old``, by what they say."""
     return [name for name in sorted(set(old) | set(new))
-            if old.get(name) != new.get(name) and _meaning(name, old.get(name)) != _meaning(name, new.get(name))]
+            if name not in old or name not in new
+            or (old[name] != new[name] and _meaning(name, old[name]) != _meaning(name, new[name]))]
 
 
 def changed_stacks(base: Path, head: Path) -> list[str]:

@@ -82,10 +82,11 @@ def test_the_guard_in_json_names_the_steps_and_pools_with_the_same_exit_code(tmp
     assert allowed.returncode == 0 and json.loads(allowed.stdout)["blocked"] is False
 
 
-def tree(root, stack, summary, manifest):
+def tree(root, stack, summary, manifest, resources="[]\n"):
     (root / stack / "manifests").mkdir(parents=True)
     (root / stack / "summary.md").write_text(summary)
     (root / stack / "manifests" / "job.yaml").write_text(manifest)
+    (root / stack / "resources.json").write_text(resources)
 
 
 def test_render_diff_lists_changed_stacks_and_shows_their_diffs(tmp_path):
@@ -102,10 +103,20 @@ def test_render_diff_lists_changed_stacks_and_shows_their_diffs(tmp_path):
     assert folded[0] != folded[1]
     tree(base, "d", "same\n", folded[0])
     tree(head, "d", "same\n", folded[1])
-    assert render_diff.changed_stacks(base, head) == ["a", "c"]
+    tree(base, "e", "same\n", "replicas: 1\n")  # a manifest's data
+    tree(head, "e", "same\n", "replicas: 2\n")
+    tree(base, "f", "same\n", "same\n", '[{"enabled": true}]\n')  # a bool become a number: == would say equal
+    tree(head, "f", "same\n", "same\n", '[{"enabled": 1}]\n')
+    tree(base, "g", "gone\n", "gone\n")  # only in the base
+    tree(base, "h", "same\n", "a: 1\n")  # a file that does not parse counts as changed, and breaks nothing
+    tree(head, "h", "same\n", "a: [\n")
+    assert render_diff.changed_stacks(base, head) == ["a", "c", "e", "f", "g", "h"]
     text = render_diff.markdown(base, head)
-    assert "-pools: 1" in text and "+pools: 2" in text and "`b`" not in text and "`d`" not in text
-    assert json.loads(offline("render-diff", base, head, "--stacks").stdout) == ["a", "c"]
+    assert "-pools: 1" in text and "+pools: 2" in text and "+replicas: 2" in text
+    assert "`b`" not in text and "`d`" not in text
+    shown_for_a = text.split("<code>a</code>")[1].split("</details>")[0]
+    assert "summary.md" in shown_for_a and "job.yaml" not in shown_for_a  # only the files whose data changed
+    assert json.loads(offline("render-diff", base, head, "--stacks").stdout) == ["a", "c", "e", "f", "g", "h"]
     assert "No stack's render changed" in render_diff.markdown(base, base)
 
 
