@@ -77,8 +77,9 @@ def _settle() -> None:
 
 
 def render_command(args: argparse.Namespace) -> int:
-    """The command, whose process ends after it: garbage is collected between stacks only (``_settle``), from before
-    the program and the SDK load."""
+    """The command: garbage is collected between stacks only (``_settle``), from before the program and the SDK load.
+    What it freezes stays frozen in the process, which the command ends; tests that call it in process reach only its
+    errors, before anything is frozen, and their workers settle the same way (tests/conftest.py)."""
     if args.all and args.config:
         return error("--config goes with --stack")
     enabled = gc.isenabled()

@@ -2,7 +2,7 @@
 completion under mocks in this process and hands back its stack outputs (``pulumi.runtime.test`` runs one test
 function and exposes neither). The SDK is pinned exactly; tests/test_architecture.py fails when a bump moves any of
 these. Also the render's stack transformation, which scripts/render_floor.py gives its floor: this module loads
-pulumi alone, not the program."""
+pulumi and the project's name, not the program."""
 
 from __future__ import annotations
 
