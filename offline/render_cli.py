@@ -15,8 +15,8 @@ from offline.stack_files import stack_files
 from program.config.errors import ConfigError
 
 
-def render(stack: str | None, config: Path | None, out: Path, settle: Callable[[], None] = lambda: None) -> int:
-    """Render ``stack`` (with ``config`` instead of its stack file), or every stack when ``stack`` is None; ``settle``
+def render(stack: str | None, config: Path | None, out: Path, between: Callable[[], None] = lambda: None) -> int:
+    """Render ``stack`` (with ``config`` instead of its stack file), or every stack when ``stack`` is None; ``between``
     runs once the configs are checked and after each stack."""
     from offline.render import check_stack
     from program.config.rules import between_stacks
@@ -48,10 +48,10 @@ def render(stack: str | None, config: Path | None, out: Path, settle: Callable[[
             print(f"error: {which}: {clash.error}", file=sys.stderr)
     if bad:
         return 2
-    settle()
+    between()
     for name, path in targets.items():
         _render_into(name, path, out)
-        settle()
+        between()
     return 0
 
 
@@ -67,7 +67,7 @@ def _render_into(name: str, path: Path, out: Path) -> None:
         print(f"warning: stack {name}: {warning}", file=sys.stderr)
 
 
-def _settle() -> None:
+def settle() -> None:
     """Collect what the last stack left, then put what survives out of the collector's reach (``gc.freeze``): the
     program's and the SDK's modules and type objects load once and live until exit, and the collector, left to
     itself, walked them all again several times while they loaded, during each render and at exit
@@ -77,7 +77,7 @@ def _settle() -> None:
 
 
 def render_command(args: argparse.Namespace) -> int:
-    """The command: garbage is collected between stacks only (``_settle``), from before the program and the SDK load.
+    """The command: garbage is collected between stacks only (``settle``), from before the program and the SDK load.
     What it freezes stays frozen in the process, which the command ends; tests that call it in process reach only its
     errors, before anything is frozen, and their workers settle the same way (tests/conftest.py)."""
     if args.all and args.config:
@@ -85,7 +85,7 @@ def render_command(args: argparse.Namespace) -> int:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return render(args.stack, args.config, args.out, settle=_settle)
+        return render(args.stack, args.config, args.out, between=settle)
     finally:
         if enabled:
             gc.enable()

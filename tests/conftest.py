@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fcntl
-import gc
 import os
 import pickle
 from collections.abc import Callable
@@ -43,10 +42,10 @@ def _render_once(stack: str, shared: Path, render: Callable[[], Render] | None =
 
 
 def _settle() -> None:
-    """Move what the worker keeps for the whole run (modules, torch, the SDK, the renders) out of the garbage
+    """Put what the worker keeps for the whole run (modules, torch, the SDK, the renders) out of the garbage
     collector's reach, as ``python -m offline render`` does between stacks: each full collection walked it all again."""
-    gc.collect()
-    gc.freeze()
+    from offline.render_cli import settle
+    settle()
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """The offline render: its files, determinism, secrets, and how it fails on bad config."""
 
+import functools
 import json
 import re
 import subprocess
@@ -24,8 +25,8 @@ def run_cli(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def written(render_of, tmp_path_factory):
     """Each stack's render written out once for this module's tests."""
-    root, done = tmp_path_factory.mktemp("written"), {}
-    return lambda stack: done.get(stack) or done.setdefault(stack, write_render(render_of(stack), root))
+    root = tmp_path_factory.mktemp("written")
+    return functools.cache(lambda stack: write_render(render_of(stack), root))
 
 
 @pytest.mark.parametrize("stack", STACKS)
